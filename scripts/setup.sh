@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install what weir's build and tests need, skipping what is already present.
+# Debian packages via apt-get (as root), Python packages via pip.
+set -euo pipefail
+
+need_apt=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+for p in cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev ccache python3-pip pkg-config; do
+  have_pkg "$p" || need_apt+=("$p")
+done
+# python3-pip is only needed when pip is missing.
+if have_cmd pip3 || python3 -m pip --version >/dev/null 2>&1; then
+  need_apt=("${need_apt[@]/python3-pip}")
+fi
+pkgs=$(printf '%s\n' "${need_apt[@]}" | grep -v '^$' || true)
+if [ -n "$pkgs" ]; then
+  echo "setup: apt-get install $pkgs" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $pkgs >/dev/null
+fi
+
+py="${PYTHON:-python3}"
+missing_py=()
+"$py" -c "import numpy" 2>/dev/null || missing_py+=(numpy)
+"$py" -c "import gguf" 2>/dev/null || missing_py+=(gguf)
+if [ ${#missing_py[@]} -gt 0 ]; then
+  echo "setup: pip install ${missing_py[*]}" >&2
+  "$py" -m pip install --quiet --disable-pip-version-check "${missing_py[@]}" \
+    || "$py" -m pip install --quiet --disable-pip-version-check --break-system-packages "${missing_py[@]}"
+fi

@@ -1,0 +1,28 @@
+// Where tests find their inputs; set by tests/CMakeLists.txt through CTest.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace weir::test {
+
+inline std::string env_or(const char* name, const char* def) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : def;
+}
+inline std::string ref_dir() { return env_or("WEIR_REF_DIR", "../shared/ref"); }
+inline std::string data_dir() { return env_or("WEIR_TEST_DATA", "tests/data"); }
+inline std::string weir_bin() { return env_or("WEIR_BIN", "build/weir"); }
+inline std::string model_path() {
+  return env_or("WEIR_TEST_MODEL", "");
+}
+
+}  // namespace weir::test
+
+// Skips the current test when the real Gemma 3 model is not present.
+#define WEIR_REQUIRE_MODEL(path_var)                                          \
+  const std::string path_var = ::weir::test::model_path();                    \
+  if (path_var.empty() || !std::filesystem::exists(path_var))                 \
+  GTEST_SKIP() << "model not found (run scripts/fetch-model.sh): " << path_var
