@@ -1,0 +1,71 @@
+// The backend interface and its synchronization contract.
+//
+// Contract (every backend obeys it; tests/backend checks the CPU one):
+//  1. A backend exposes queues. Commands submitted to one queue (running a
+//     graph, copies) execute in submission order.
+//  2. An Event is recorded on a queue and completes when everything submitted
+//     to that queue before it has completed. Another queue may wait on it
+//     (ordering on the device, no host involvement) and the host may wait on
+//     it. These are the only ways to order work across queues or with the
+//     host.
+//  3. copy_to_device from host memory: the source must stay alive and
+//     unchanged until an event recorded after the copy completes.
+//  4. The host sees results (graph outputs, copies to host) only after
+//     waiting on an event recorded after them, or on the queue.
+//  5. Every host wait goes through Queue::synchronize or Event::wait, so a
+//     backend can count them (stats().host_waits): decode aims for one per
+//     token.
+// The CPU backend's queue runs each command inline on submit, which satisfies
+// the contract trivially; it is the reference for every other backend.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace weir {
+
+class Graph;
+
+struct BackendStats {
+  uint64_t host_waits = 0;
+  uint64_t graphs_run = 0;
+};
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void wait() = 0;         // host waits
+  virtual bool is_done() const = 0;
+};
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  // Runs the graph's nodes (inputs must have been filled or copied first).
+  virtual void run(Graph& g) = 0;
+  // Host -> backend memory and back. dst/src are backend-visible pointers.
+  virtual void copy_to_device(void* dst, const void* src, size_t n) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t n) = 0;
+  virtual std::unique_ptr<Event> record() = 0;
+  virtual void wait_event(Event& e) = 0;  // device-side wait, no host block
+  virtual void synchronize() = 0;         // host waits for everything queued
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Whether the host can read and write this backend's buffers directly.
+  virtual bool host_visible_memory() const = 0;
+  virtual Queue& queue() = 0;
+  // Prepares a graph for repeated runs: allocates its intermediate tensors
+  // and inputs (with lifetimes planned so buffers are reused). Must be
+  // called after the graph is built and before the first run.
+  virtual void plan(Graph& g) = 0;
+  // Bytes of memory plan() set aside for a graph's activations and inputs.
+  virtual size_t planned_bytes(const Graph& g) const = 0;
+  virtual const BackendStats& stats() const = 0;
+};
+
+}  // namespace weir

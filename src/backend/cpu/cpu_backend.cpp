@@ -1,0 +1,213 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "core/graph.h"
+
+namespace weir {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
+
+// Offsets in one arena, first fit, adjacent free blocks merged.
+class ArenaPlanner {
+ public:
+  size_t alloc(size_t n) {
+    n = align_up(n);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second >= n) {
+        const size_t off = it->first, size = it->second;
+        free_.erase(it);
+        if (size > n) free_[off + n] = size - n;
+        return off;
+      }
+    }
+    // Grow: extend a trailing free block if there is one.
+    if (!free_.empty()) {
+      auto last = std::prev(free_.end());
+      if (last->first + last->second == top_) {
+        const size_t off = last->first;
+        free_.erase(last);
+        top_ = off + n;
+        return off;
+      }
+    }
+    const size_t off = top_;
+    top_ += n;
+    return off;
+  }
+  void release(size_t off, size_t n) {
+    n = align_up(n);
+    auto [it, ok] = free_.emplace(off, n);
+    auto next = std::next(it);
+    if (next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  size_t peak() const { return top_; }
+
+ private:
+  std::map<size_t, size_t> free_;
+  size_t top_ = 0;
+};
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+}  // namespace
+
+struct CpuBackend::Plan {
+  std::unique_ptr<void, AlignedFree> arena;
+  size_t bytes = 0;
+  std::vector<Tensor*> nodes;  // compute nodes in order
+};
+
+class CpuEvent final : public Event {
+ public:
+  explicit CpuEvent(BackendStats& s) : stats_(s) {}
+  void wait() override { ++stats_.host_waits; }
+  bool is_done() const override { return true; }
+
+ private:
+  BackendStats& stats_;
+};
+
+class CpuQueue final : public Queue {
+ public:
+  explicit CpuQueue(CpuBackend& b) : b_(b) {}
+  void run(Graph& g) override { b_.run_graph(g); }
+  void copy_to_device(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  std::unique_ptr<Event> record() override { return std::make_unique<CpuEvent>(b_.stats_); }
+  void wait_event(Event&) override {}
+  void synchronize() override { ++b_.stats_.host_waits; }
+
+ private:
+  CpuBackend& b_;
+};
+
+CpuBackend::CpuBackend(int n_threads) : pool_(n_threads), queue_(std::make_unique<CpuQueue>(*this)) {}
+CpuBackend::~CpuBackend() = default;
+
+Queue& CpuBackend::queue() { return *queue_; }
+
+size_t CpuBackend::planned_bytes(const Graph& g) const {
+  auto it = plans_.find(&g);
+  return it == plans_.end() ? 0 : it->second->bytes;
+}
+
+void CpuBackend::plan(Graph& g) {
+  auto& tensors = g.tensors();
+  const int n = int(tensors.size());
+  // Last reader of each storage tensor; outputs and inputs live forever.
+  std::vector<int> last_use(n, -1);
+  std::vector<bool> pinned(n, false);
+  for (Tensor& t : tensors) {
+    if (t.op == Op::Leaf || t.op == Op::View || t.op == Op::SetRows) continue;
+    for (Tensor* s : t.src)
+      if (s) last_use[s->storage()->id] = std::max(last_use[s->storage()->id], t.id);
+  }
+  // Views and set_rows extend the life of what they look at through their readers.
+  for (Tensor& t : tensors)
+    for (Tensor* s : t.src)
+      if (s && s->storage() != s) last_use[s->storage()->id] = std::max(last_use[s->storage()->id], t.id);
+  for (Tensor* o : g.outputs()) pinned[o->storage()->id] = true;
+
+  ArenaPlanner arena;
+  std::vector<size_t> offset(n, 0);
+  std::vector<bool> in_arena(n, false);
+  // Inputs first, pinned.
+  for (Tensor& t : tensors) {
+    if (t.op == Op::Leaf && t.data == nullptr) {
+      offset[t.id] = arena.alloc(t.n_bytes());
+      in_arena[t.id] = true;
+    }
+  }
+  auto plan = std::make_unique<Plan>();
+  for (Tensor& t : tensors) {
+    if (t.op == Op::Leaf || t.op == Op::View) continue;
+    plan->nodes.push_back(&t);
+    if (t.op == Op::SetRows) continue;  // writes into its destination
+    offset[t.id] = arena.alloc(t.n_bytes());
+    in_arena[t.id] = true;
+    // Free what this node was the last to read.
+    for (Tensor* s : t.src) {
+      if (!s) continue;
+      Tensor* st = s->storage();
+      if (in_arena[st->id] && last_use[st->id] == t.id && !pinned[st->id] &&
+          !(st->op == Op::Leaf)) {
+        arena.release(offset[st->id], st->n_bytes());
+        in_arena[st->id] = false;  // released
+      }
+    }
+  }
+  plan->bytes = arena.peak();
+  void* mem = nullptr;
+  if (plan->bytes > 0 && posix_memalign(&mem, kAlign, plan->bytes) != 0)
+    throw Error("cpu backend: cannot allocate " + std::to_string(plan->bytes) + " bytes of activations");
+  plan->arena.reset(mem);
+  char* base = static_cast<char*>(mem);
+  for (Tensor& t : tensors) {
+    if (t.op == Op::View || t.op == Op::SetRows) {
+      t.data = static_cast<char*>(t.view_src->data) + t.view_offset;
+    } else if (t.op != Op::Leaf || t.data == nullptr) {
+      t.data = base + offset[t.id];
+    }
+  }
+  plans_[&g] = std::move(plan);
+}
+
+void CpuBackend::run_graph(Graph& g) {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) throw Error("cpu backend: graph run before plan()");
+  const std::vector<Tensor*>& nodes = it->second->nodes;
+  static thread_local cpu::Scratch scratch_tl;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  pool_.run([&](int ith) {
+    cpu::OpContext ctx{ith, pool_.size(), &scratch_tl};
+    for (Tensor* t : nodes) {
+      try {
+        switch (t->op) {
+          case Op::GetRows: cpu::op_get_rows(*t, ctx); break;
+          case Op::MulMat: cpu::op_mul_mat(*t, ctx); break;
+          case Op::RmsNorm: cpu::op_rms_norm(*t, ctx); break;
+          case Op::Mul: cpu::op_mul(*t, ctx); break;
+          case Op::Add: cpu::op_add(*t, ctx); break;
+          case Op::Scale: cpu::op_scale(*t, ctx); break;
+          case Op::Rope: cpu::op_rope(*t, ctx); break;
+          case Op::GeluMul: cpu::op_gelu_mul(*t, ctx); break;
+          case Op::Attention: cpu::op_attention(*t, ctx); break;
+          case Op::SetRows: cpu::op_set_rows(*t, ctx); break;
+          default: throw Error(std::string("cpu backend: no kernel for op ") + op_name(t->op));
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+      pool_.barrier();  // every thread reaches every barrier, even after an error
+    }
+  });
+  ++stats_.graphs_run;
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace weir

@@ -1,0 +1,43 @@
+// CPU kernels, one function per op. Each computes the slice of dst that
+// belongs to thread ith of nth; the executor calls every thread for every
+// node and puts a barrier between nodes. Kernels read tensor shapes and
+// strides from dst and dst.src[] and never allocate per call except through
+// the per-thread scratch.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace weir::cpu {
+
+// Per-thread scratch memory, grown on demand and kept between calls.
+struct Scratch {
+  std::vector<float> f;
+  float* floats(size_t n) {
+    if (f.size() < n) f.resize(n);
+    return f.data();
+  }
+};
+
+struct OpContext {
+  int ith = 0;
+  int nth = 1;
+  Scratch* scratch = nullptr;
+};
+
+void op_get_rows(const Tensor& dst, const OpContext& c);
+void op_mul_mat(const Tensor& dst, const OpContext& c);
+void op_rms_norm(const Tensor& dst, const OpContext& c);
+void op_mul(const Tensor& dst, const OpContext& c);
+void op_add(const Tensor& dst, const OpContext& c);
+void op_scale(const Tensor& dst, const OpContext& c);
+void op_rope(const Tensor& dst, const OpContext& c);
+void op_gelu_mul(const Tensor& dst, const OpContext& c);
+void op_attention(const Tensor& dst, const OpContext& c);
+void op_set_rows(const Tensor& dst, const OpContext& c);
+
+// Plain single-threaded references for the optimized kernels, kept for tests.
+void ref_mul_mat(const Tensor& dst);
+
+}  // namespace weir::cpu

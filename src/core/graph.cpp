@@ -1,0 +1,197 @@
+#include "core/graph.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace weir {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Leaf: return "leaf";
+    case Op::View: return "view";
+    case Op::GetRows: return "get_rows";
+    case Op::MulMat: return "mul_mat";
+    case Op::RmsNorm: return "rms_norm";
+    case Op::Mul: return "mul";
+    case Op::Add: return "add";
+    case Op::Scale: return "scale";
+    case Op::Rope: return "rope";
+    case Op::GeluMul: return "gelu_mul";
+    case Op::Attention: return "attention";
+    case Op::SetRows: return "set_rows";
+    case Op::Count: break;
+  }
+  return "?";
+}
+
+void set_contiguous_strides(Tensor& t) {
+  t.nb[0] = traits(t.dtype).type_size;
+  t.nb[1] = t.row_size();
+  for (int i = 2; i < kMaxDims; ++i) t.nb[i] = t.nb[i - 1] * size_t(t.ne[i - 1]);
+}
+
+bool Tensor::is_contiguous() const {
+  Tensor c;
+  c.dtype = dtype;
+  for (int i = 0; i < kMaxDims; ++i) c.ne[i] = ne[i];
+  set_contiguous_strides(c);
+  for (int i = 1; i < kMaxDims; ++i)
+    if (ne[i] > 1 && nb[i] != c.nb[i]) return false;
+  return nb[0] == c.nb[0];
+}
+
+namespace {
+
+[[noreturn]] void shape_error(const char* op, const Tensor* a, const Tensor* b) {
+  auto s = [](const Tensor* t) {
+    return t->name + "[" + std::to_string(t->ne[0]) + "," + std::to_string(t->ne[1]) + "," +
+           std::to_string(t->ne[2]) + "," + std::to_string(t->ne[3]) + "]";
+  };
+  throw Error(std::string("graph: ") + op + ": incompatible shapes " + s(a) + " and " + s(b));
+}
+
+}  // namespace
+
+Tensor* Graph::make(DType t, std::initializer_list<int64_t> ne, Op op, std::string name) {
+  if (ne.size() == 0 || ne.size() > size_t(kMaxDims)) throw Error("graph: bad rank for " + name);
+  Tensor& x = tensors_.emplace_back();
+  x.dtype = t;
+  int i = 0;
+  for (int64_t n : ne) x.ne[i++] = n;
+  set_contiguous_strides(x);
+  x.op = op;
+  x.id = int(tensors_.size()) - 1;
+  x.name = std::move(name);
+  return &x;
+}
+
+Tensor* Graph::external(DType t, std::initializer_list<int64_t> ne, void* data, std::string name) {
+  Tensor* x = make(t, ne, Op::Leaf, std::move(name));
+  x->data = data;
+  return x;
+}
+
+Tensor* Graph::input(DType t, std::initializer_list<int64_t> ne, std::string name) {
+  return make(t, ne, Op::Leaf, std::move(name));
+}
+
+void Graph::mark_output(Tensor* t) { outputs_.push_back(t); }
+
+Tensor* Graph::get_rows(Tensor* table, Tensor* ids) {
+  if (ids->dtype != DType::I32 || ids->ne[1] != 1) shape_error("get_rows", table, ids);
+  Tensor* y = make(DType::F32, {table->ne[0], ids->ne[0]}, Op::GetRows, "get_rows");
+  y->src[0] = table;
+  y->src[1] = ids;
+  return y;
+}
+
+Tensor* Graph::mul_mat(Tensor* w, Tensor* x) {
+  if (w->ne[0] != x->ne[0] || w->ne[2] != 1 || w->ne[3] != 1 || x->dtype != DType::F32)
+    shape_error("mul_mat", w, x);
+  Tensor* y = make(DType::F32, {w->ne[1], x->ne[1] * x->ne[2] * x->ne[3]}, Op::MulMat, "mul_mat");
+  y->src[0] = w;
+  y->src[1] = x;
+  return y;
+}
+
+Tensor* Graph::unary_like(Tensor* a, Op op) {
+  Tensor* y = make(DType::F32, {a->ne[0], a->ne[1], a->ne[2], a->ne[3]}, op, op_name(op));
+  y->src[0] = a;
+  return y;
+}
+
+Tensor* Graph::rms_norm(Tensor* x, float eps) {
+  Tensor* y = unary_like(x, Op::RmsNorm);
+  y->fparams[0] = eps;
+  return y;
+}
+
+Tensor* Graph::mul(Tensor* a, Tensor* b) {
+  if (a->ne[0] != b->ne[0] || (b->n_rows() != 1 && b->n_rows() != a->n_rows())) shape_error("mul", a, b);
+  Tensor* y = unary_like(a, Op::Mul);
+  y->src[1] = b;
+  return y;
+}
+
+Tensor* Graph::add(Tensor* a, Tensor* b) {
+  if (a->ne[0] != b->ne[0] || (b->n_rows() != 1 && b->n_rows() != a->n_rows())) shape_error("add", a, b);
+  Tensor* y = unary_like(a, Op::Add);
+  y->src[1] = b;
+  return y;
+}
+
+Tensor* Graph::scale(Tensor* a, float s) {
+  Tensor* y = unary_like(a, Op::Scale);
+  y->fparams[0] = s;
+  return y;
+}
+
+Tensor* Graph::rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale) {
+  if (pos->dtype != DType::I32 || pos->ne[0] != x->ne[2] || n_rot > x->ne[0] || n_rot % 2)
+    shape_error("rope", x, pos);
+  Tensor* y = unary_like(x, Op::Rope);
+  y->src[1] = pos;
+  y->iparams[0] = n_rot;
+  y->fparams[0] = base;
+  y->fparams[1] = freq_scale;
+  return y;
+}
+
+Tensor* Graph::gelu_mul(Tensor* a, Tensor* b) {
+  if (a->n_elements() != b->n_elements() || a->ne[0] != b->ne[0]) shape_error("gelu_mul", a, b);
+  Tensor* y = unary_like(a, Op::GeluMul);
+  y->src[1] = b;
+  return y;
+}
+
+Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale) {
+  const int64_t D = q->ne[0], Hq = q->ne[1], T = q->ne[2];
+  const int64_t Hkv = k->ne[1], S = k->ne[2];
+  if (k->ne[0] != D || v->ne[0] != D || v->ne[1] != Hkv || v->ne[2] != S || Hkv == 0 ||
+      Hq % Hkv != 0)
+    shape_error("attention", q, k);
+  if (mask->ne[0] != S || mask->ne[1] != T) shape_error("attention mask", mask, q);
+  Tensor* y = make(DType::F32, {D * Hq, T}, Op::Attention, "attention");
+  y->src[0] = q;
+  y->src[1] = k;
+  y->src[2] = v;
+  y->src[3] = mask;
+  y->fparams[0] = scale;
+  return y;
+}
+
+Tensor* Graph::set_rows(Tensor* dst, Tensor* src, Tensor* idx) {
+  if (dst->ne[0] != src->ne[0] || idx->ne[0] != src->n_rows() || idx->dtype != DType::I32)
+    shape_error("set_rows", dst, src);
+  Tensor* y = make(dst->dtype, {dst->ne[0], dst->ne[1], dst->ne[2], dst->ne[3]}, Op::SetRows, "set_rows");
+  // The result is dst itself, so readers of the result see the written rows.
+  y->view_src = dst;
+  for (int i = 0; i < kMaxDims; ++i) y->nb[i] = dst->nb[i];
+  y->src[0] = dst;
+  y->src[1] = src;
+  y->src[2] = idx;
+  return y;
+}
+
+Tensor* Graph::reshape(Tensor* src, std::initializer_list<int64_t> ne) {
+  if (!src->is_contiguous()) throw Error("graph: reshape of non-contiguous " + src->name);
+  Tensor* y = make(src->dtype, ne, Op::View, src->name + " (reshaped)");
+  if (y->n_elements() != src->n_elements()) shape_error("reshape", src, y);
+  y->view_src = src;
+  y->src[0] = src;
+  return y;
+}
+
+Tensor* Graph::view(Tensor* src, std::initializer_list<int64_t> ne, std::initializer_list<size_t> nb,
+                    size_t offset) {
+  Tensor* y = make(src->dtype, ne, Op::View, src->name + " (view)");
+  int i = 1;
+  for (size_t s : nb) y->nb[i++] = s;
+  y->view_src = src;
+  y->view_offset = offset;
+  y->src[0] = src;
+  return y;
+}
+
+}  // namespace weir

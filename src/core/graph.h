@@ -1,0 +1,70 @@
+// The graph IR: a list of tensors in creation order. Ops may only read
+// tensors created before them, so creation order is a valid execution order.
+// A graph for a batch shape is built once and run many times: per-step values
+// (token ids, positions, masks) live in input tensors that the caller fills
+// before each run, never in op parameters.
+//
+// Op semantics (all activations F32; W may be any dequantizable dtype):
+//   get_rows(table [K, N], ids I32 [T])          -> [K, T]   row ids[t] of table
+//   mul_mat(W [K, N], x [K, T])                  -> [N, T]   y[:, t] = W x[:, t]
+//   rms_norm(x [K, ...], eps)                    -> same     x / sqrt(mean(x^2) + eps) per row
+//   mul(a [K, ...], b [K, 1 or same])            -> a's shape; b broadcast over rows
+//   add(a, b)                                     -> idem
+//   scale(a, s)                                   -> a * s
+//   rope_neox(x [D, H, T], pos I32 [T], n_rot, base, freq_scale)
+//       rotates pairs (i, i + n_rot/2) of each head by pos * freq_scale * base^(-2i/n_rot)
+//   gelu_mul(a, b)                                -> gelu_tanh(a) * b
+//   attention(q [D, Hq, T], k [D, Hkv, S], v [D, Hkv, S], mask [S, T], scale)
+//       -> [D*Hq, T]; head h uses kv head h / (Hq/Hkv); mask adds 0 or -inf
+//   set_rows(dst [K, N], src [K, T], idx I32 [T]) -> dst with dst[:, idx[t]] = src[:, t]
+#pragma once
+#include <deque>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace weir {
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // A tensor whose memory is someone else's (weights in the mmap, KV cache).
+  Tensor* external(DType t, std::initializer_list<int64_t> ne, void* data, std::string name);
+  // A tensor the caller fills before each run; the backend allocates it.
+  Tensor* input(DType t, std::initializer_list<int64_t> ne, std::string name);
+  // Marks a node whose value the caller reads after the run.
+  void mark_output(Tensor* t);
+
+  Tensor* get_rows(Tensor* table, Tensor* ids);
+  Tensor* mul_mat(Tensor* w, Tensor* x);
+  Tensor* rms_norm(Tensor* x, float eps);
+  Tensor* mul(Tensor* a, Tensor* b);
+  Tensor* add(Tensor* a, Tensor* b);
+  Tensor* scale(Tensor* a, float s);
+  Tensor* rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale);
+  Tensor* gelu_mul(Tensor* a, Tensor* b);
+  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale);
+  Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
+
+  // Views share data with src: reshape (src contiguous) and a strided window.
+  Tensor* reshape(Tensor* src, std::initializer_list<int64_t> ne);
+  Tensor* view(Tensor* src, std::initializer_list<int64_t> ne, std::initializer_list<size_t> nb,
+               size_t offset);
+
+  const std::deque<Tensor>& tensors() const { return tensors_; }
+  std::deque<Tensor>& tensors() { return tensors_; }
+  const std::vector<Tensor*>& outputs() const { return outputs_; }
+
+ private:
+  Tensor* make(DType t, std::initializer_list<int64_t> ne, Op op, std::string name);
+  Tensor* unary_like(Tensor* a, Op op);
+  std::deque<Tensor> tensors_;  // stable addresses
+  std::vector<Tensor*> outputs_;
+};
+
+}  // namespace weir

@@ -1,0 +1,129 @@
+// Gemma 3, as llama.cpp runs it: embeddings scaled by sqrt(n_embd); pre- and
+// post-norms around attention and FFN (RMS norm weights used as GGUF stores
+// them); per-head q/k RMS norms; NEOX rope with base 10k on sliding-window
+// layers and rope.freq_base on global ones; q scaled by 1/sqrt(head_dim);
+// GELU(tanh)-gated FFN; every 6th layer global, the others see a window of
+// n_swa tokens; output matrix tied to the token embeddings unless present.
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "model/model.h"
+
+namespace weir {
+namespace {
+
+class Gemma3 final : public Model {
+ public:
+  explicit Gemma3(GGUFFile f) : Model(std::move(f)) {
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab;
+    if (hp_.n_swa > 0) {
+      for (int64_t il = 0; il < hp_.n_layer; ++il) hp_.is_swa[size_t(il)] = (il + 1) % 6 != 0;
+      hp_.rope_base_swa = 10000.0f;
+      hp_.rope_freq_scale_swa = 1.0f;
+    }
+    hp_.embd_scale = std::sqrt(float(E));
+    hp_.attn_scale = hp_.n_layer == 62 ? 1.0f / std::sqrt(float(E / hp_.n_head))  // 27B
+                                       : 1.0f / std::sqrt(float(hp_.head_dim_k));
+    const int64_t Dk = hp_.head_dim_k, Dv = hp_.head_dim_v, F = hp_.n_ff;
+    tok_embd_ = &weight("token_embd.weight", {E, V});
+    output_norm_ = &weight("output_norm.weight", {E});
+    output_ = weight_opt("output.weight", {E, V});
+    if (!output_) output_ = tok_embd_;
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      const std::string b = "blk." + std::to_string(il) + ".";
+      Layer L;
+      L.attn_norm = &weight(b + "attn_norm.weight", {E});
+      L.wq = &weight(b + "attn_q.weight", {E, Dk * hp_.n_head});
+      L.wk = &weight(b + "attn_k.weight", {E, Dk * hp_.n_head_kv});
+      L.wv = &weight(b + "attn_v.weight", {E, Dv * hp_.n_head_kv});
+      L.q_norm = &weight(b + "attn_q_norm.weight", {Dk});
+      L.k_norm = &weight(b + "attn_k_norm.weight", {Dk});
+      L.wo = &weight(b + "attn_output.weight", {Dv * hp_.n_head, E});
+      L.post_attn_norm = &weight(b + "post_attention_norm.weight", {E});
+      L.ffn_norm = &weight(b + "ffn_norm.weight", {E});
+      L.gate = &weight(b + "ffn_gate.weight", {E, F});
+      L.up = &weight(b + "ffn_up.weight", {E, F});
+      L.down = &weight(b + "ffn_down.weight", {F, E});
+      L.post_ffn_norm = &weight(b + "post_ffw_norm.weight", {E});
+      layers_.push_back(L);
+    }
+  }
+
+  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv) const override {
+    const HParams& h = hp_;
+    const int64_t E = h.n_embd, Dk = h.head_dim_k, Dv = h.head_dim_v;
+    const int64_t Hq = h.n_head, Hkv = h.n_head_kv;
+    ForwardGraph fg;
+    fg.graph = std::make_unique<Graph>();
+    Graph& g = *fg.graph;
+    fg.n_tokens = T;
+    fg.n_kv = n_kv;
+    fg.n_out = n_out;
+    fg.tokens = g.input(DType::I32, {T}, "tokens");
+    fg.pos = g.input(DType::I32, {T}, "pos");
+    fg.kv_cells = g.input(DType::I32, {T}, "kv_cells");
+    fg.mask = g.input(DType::F32, {n_kv, T}, "mask");
+    fg.mask_swa = h.n_swa > 0 ? g.input(DType::F32, {n_kv, T}, "mask_swa") : nullptr;
+    fg.out_rows = g.input(DType::I32, {n_out}, "out_rows");
+
+    auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
+
+    Tensor* x = g.scale(g.get_rows(leaf(g, *tok_embd_), fg.tokens), h.embd_scale);  // [E, T]
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const Layer& L = layers_[size_t(il)];
+      const bool swa = h.is_swa[size_t(il)];
+      const float base = swa ? h.rope_base_swa : h.rope_base;
+      const float fscale = swa ? h.rope_freq_scale_swa : h.rope_freq_scale;
+
+      Tensor* cur = norm(x, L.attn_norm);
+      Tensor* q = g.reshape(g.mul_mat(leaf(g, *L.wq), cur), {Dk, Hq, T});
+      Tensor* k = g.reshape(g.mul_mat(leaf(g, *L.wk), cur), {Dk, Hkv, T});
+      Tensor* v = g.mul_mat(leaf(g, *L.wv), cur);  // [Dv*Hkv, T]
+      q = g.rope_neox(norm(q, L.q_norm), fg.pos, int(Dk), base, fscale);
+      k = g.rope_neox(norm(k, L.k_norm), fg.pos, int(Dk), base, fscale);
+      q = g.scale(q, h.attn_scale);
+
+      // Write this batch's K and V into the cache, then attend over n_kv cells.
+      Tensor* kc = g.external(kv.dtype(), {Dk * Hkv, kv.n_cells()}, kv.k(int(il)), "cache_k");
+      Tensor* vc = g.external(kv.dtype(), {Dv * Hkv, kv.n_cells()}, kv.v(int(il)), "cache_v");
+      kc = g.set_rows(kc, g.reshape(k, {Dk * Hkv, T}), fg.kv_cells);
+      vc = g.set_rows(vc, v, fg.kv_cells);
+      const size_t esz = traits(kv.dtype()).type_size;
+      Tensor* kview = g.view(kc, {Dk, Hkv, n_kv}, {size_t(Dk) * esz, kv.k_row_bytes()}, 0);
+      Tensor* vview = g.view(vc, {Dv, Hkv, n_kv}, {size_t(Dv) * esz, kv.v_row_bytes()}, 0);
+      cur = g.attention(q, kview, vview, swa ? fg.mask_swa : fg.mask, 1.0f);  // [Dv*Hq, T]
+      cur = g.mul_mat(leaf(g, *L.wo), cur);                                   // [E, T]
+
+      if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on
+        cur = g.get_rows(cur, fg.out_rows);
+        x = g.get_rows(x, fg.out_rows);
+      }
+      Tensor* sa = g.add(norm(cur, L.post_attn_norm), x);
+      cur = norm(sa, L.ffn_norm);
+      cur = g.gelu_mul(g.mul_mat(leaf(g, *L.gate), cur), g.mul_mat(leaf(g, *L.up), cur));  // [F, T]
+      cur = g.mul_mat(leaf(g, *L.down), cur);
+      x = g.add(norm(cur, L.post_ffn_norm), sa);
+    }
+    x = norm(x, output_norm_);
+    fg.logits = g.mul_mat(leaf(g, *output_), x);  // [V, n_out]
+    g.mark_output(fg.logits);
+    return fg;
+  }
+
+ private:
+  struct Layer {
+    const GGUFTensorInfo *attn_norm, *wq, *wk, *wv, *q_norm, *k_norm, *wo, *post_attn_norm;
+    const GGUFTensorInfo *ffn_norm, *gate, *up, *down, *post_ffn_norm;
+  };
+  const GGUFTensorInfo* tok_embd_ = nullptr;
+  const GGUFTensorInfo* output_norm_ = nullptr;
+  const GGUFTensorInfo* output_ = nullptr;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_gemma3(GGUFFile f) { return std::make_unique<Gemma3>(std::move(f)); }
+
+}  // namespace weir

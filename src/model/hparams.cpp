@@ -1,0 +1,46 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/gguf.h"
+
+namespace weir {
+
+HParams HParams::from_gguf(const GGUFFile& f) {
+  HParams h;
+  h.arch = std::string(f.get_str("general.architecture"));
+  const std::string p = h.arch + ".";
+  auto u = [&](const char* k) { return int64_t(f.get_uint(p + k)); };
+  auto u_or = [&](const char* k, int64_t d) { return int64_t(f.get_uint_or(p + k, uint64_t(d))); };
+  h.n_ctx_train = u_or("context_length", 0);
+  h.n_embd = u("embedding_length");
+  h.n_layer = u("block_count");
+  h.n_ff = u("feed_forward_length");
+  h.n_head = u("attention.head_count");
+  h.n_head_kv = u_or("attention.head_count_kv", h.n_head);
+  if (h.n_head <= 0 || h.n_head_kv <= 0 || h.n_head % h.n_head_kv != 0)
+    throw Error(f.name() + ": " + p + "attention.head_count (" + std::to_string(h.n_head) +
+                ") must be a positive multiple of head_count_kv (" + std::to_string(h.n_head_kv) + ")");
+  h.head_dim_k = u_or("attention.key_length", h.n_embd / h.n_head);
+  h.head_dim_v = u_or("attention.value_length", h.head_dim_k);
+  h.rms_eps = float(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  h.rope_base = float(f.get_float_or(p + "rope.freq_base", 10000.0));
+  const std::string scaling = std::string(f.get_str_or(p + "rope.scaling.type", "none"));
+  if (scaling == "linear") {
+    const double factor = f.get_float_or(p + "rope.scaling.factor", 1.0);
+    if (factor > 0) h.rope_freq_scale = float(1.0 / factor);
+  } else if (scaling != "none") {
+    throw Error(f.name() + ": " + p + "rope.scaling.type '" + scaling + "' is not supported yet");
+  }
+  h.rope_base_swa = h.rope_base;
+  h.rope_freq_scale_swa = h.rope_freq_scale;
+  h.n_swa = u_or("attention.sliding_window", 0);
+  h.is_swa.assign(size_t(h.n_layer), false);
+  h.attn_scale = 1.0f / std::sqrt(float(h.head_dim_k));
+  if (const GGUFValue* v = f.find("tokenizer.ggml.tokens"); v && v->type == GGUFType::ARRAY)
+    h.n_vocab = int64_t(v->count);
+  return h;
+}
+
+}  // namespace weir

@@ -1,0 +1,52 @@
+// The KV cache: per layer, K and V rows for n_cells cells, and for each cell
+// the position and sequence of the token it holds. Cells are shared by all
+// sequences, so one cache serves many (continuous batching comes later); the
+// attention mask, built from the cell table each step, keeps them apart.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/hparams.h"
+
+namespace weir {
+
+class KVCache {
+ public:
+  KVCache(const HParams& hp, int64_t n_cells, DType type = DType::F32);
+  ~KVCache();
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+
+  int64_t n_cells() const { return n_cells_; }
+  DType dtype() const { return type_; }
+  size_t bytes() const { return bytes_; }
+  // K of layer il: [n_embd_k, n_cells]; V: [n_embd_v, n_cells], row per cell.
+  void* k(int il) const { return k_[size_t(il)]; }
+  void* v(int il) const { return v_[size_t(il)]; }
+  size_t k_row_bytes() const { return k_row_; }
+  size_t v_row_bytes() const { return v_row_; }
+
+  // Claims cells for tokens at positions pos of sequence seq and records
+  // them; returns the cell indices, or an empty vector when the cache is full.
+  std::vector<int32_t> claim(const std::vector<int32_t>& pos, int32_t seq);
+  void clear();
+  void remove_seq(int32_t seq);
+  // One past the highest used cell: attention reads cells [0, extent()).
+  int64_t extent() const;
+
+  int32_t cell_pos(int64_t i) const { return pos_[size_t(i)]; }
+  int32_t cell_seq(int64_t i) const { return seq_[size_t(i)]; }
+
+ private:
+  int64_t n_cells_;
+  DType type_;
+  size_t k_row_, v_row_, bytes_ = 0;
+  void* mem_ = nullptr;
+  std::vector<void*> k_, v_;
+  std::vector<int32_t> pos_, seq_;  // pos -1: free
+  int64_t head_ = 0;               // search start for free cells
+};
+
+}  // namespace weir

@@ -1,0 +1,89 @@
+#include "model/model.h"
+
+#include <map>
+#include <string>
+
+#include "core/error.h"
+
+namespace weir {
+namespace {
+
+
+std::string shape_str(const int64_t* ne, int n) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+// The architectures weir can build, by their GGUF general.architecture name.
+std::unique_ptr<Model> make_gemma3(GGUFFile f);  // model/gemma3.cpp
+
+const std::map<std::string, ModelFactory>& architectures() {
+  static const std::map<std::string, ModelFactory> r = {
+      {"gemma3", make_gemma3},
+  };
+  return r;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  GGUFFile f = GGUFFile::open(path);
+  const std::string arch(f.get_str("general.architecture"));
+  auto it = architectures().find(arch);
+  if (it == architectures().end()) {
+    std::string known;
+    for (auto& [k, v] : architectures()) known += (known.empty() ? "" : ", ") + k;
+    throw Error(path + ": architecture '" + arch + "' (general.architecture) is not supported; known: " + known);
+  }
+  return it->second(std::move(f));
+}
+
+Model::Model(GGUFFile f) : file_(std::move(f)) {
+  hp_ = HParams::from_gguf(file_);
+  tokenizer_ = Tokenizer::from_gguf(file_);
+  hp_.n_vocab = int64_t(tokenizer_->vocab().n_tokens());
+}
+
+size_t Model::weight_bytes() const {
+  size_t n = 0;
+  for (const auto& t : file_.tensors()) n += t.nbytes;
+  return n;
+}
+
+uint64_t Model::n_params() const {
+  uint64_t n = 0;
+  for (const auto& t : file_.tensors()) n += uint64_t(t.n_elements());
+  return n;
+}
+
+const GGUFTensorInfo* Model::weight_opt(const std::string& name, std::initializer_list<int64_t> ne) const {
+  const GGUFTensorInfo* t = file_.find_tensor(name);
+  if (!t) return nullptr;
+  int i = 0;
+  bool ok = int(ne.size()) >= t->n_dims;
+  for (int64_t n : ne) ok = ok && t->ne[i++] == n;
+  if (!ok) {
+    std::vector<int64_t> want(ne);
+    throw Error(file_.name() + ": tensor '" + name + "' has shape " + shape_str(t->ne, t->n_dims) +
+                ", expected " + shape_str(want.data(), int(want.size())));
+  }
+  if (!traits(t->dtype).dequantizable)
+    throw Error(file_.name() + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
+                ", which weir cannot compute with yet");
+  return t;
+}
+
+const GGUFTensorInfo& Model::weight(const std::string& name, std::initializer_list<int64_t> ne) const {
+  const GGUFTensorInfo* t = weight_opt(name, ne);
+  if (!t) throw Error(file_.name() + ": required tensor '" + name + "' is missing");
+  return *t;
+}
+
+Tensor* Model::leaf(Graph& g, const GGUFTensorInfo& w) {
+  Tensor* t = g.external(w.dtype, {w.ne[0], w.ne[1], w.ne[2], w.ne[3]},
+                         const_cast<uint8_t*>(w.data), std::string(w.name));
+  return t;
+}
+
+}  // namespace weir

@@ -1,0 +1,63 @@
+// A model: GGUF file (weights used in place from the mmap), hyper-parameters,
+// tokenizer, and a graph builder for its architecture.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/gguf.h"
+#include "core/graph.h"
+#include "model/hparams.h"
+#include "model/kv_cache.h"
+#include "text/tokenizer.h"
+
+namespace weir {
+
+// One forward step's graph and its inputs. The caller fills the inputs,
+// runs the graph and reads `logits` ([n_vocab, n_out]).
+struct ForwardGraph {
+  std::unique_ptr<Graph> graph;
+  int64_t n_tokens = 0, n_kv = 0, n_out = 0;
+  Tensor* tokens = nullptr;    // I32 [n_tokens]
+  Tensor* pos = nullptr;       // I32 [n_tokens]
+  Tensor* kv_cells = nullptr;  // I32 [n_tokens]: cache cell of each token
+  Tensor* mask = nullptr;      // F32 [n_kv, n_tokens]: 0 or -inf
+  Tensor* mask_swa = nullptr;  // F32 [n_kv, n_tokens], sliding-window layers (or null)
+  Tensor* out_rows = nullptr;  // I32 [n_out]: batch rows whose logits are wanted
+  Tensor* logits = nullptr;    // F32 [n_vocab, n_out]
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Opens a GGUF file and picks the builder for general.architecture.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const GGUFFile& file() const { return file_; }
+  const HParams& hparams() const { return hp_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Bytes of weights (tensor data).
+  size_t weight_bytes() const;
+  uint64_t n_params() const;
+
+  virtual ForwardGraph build(int64_t n_tokens, int64_t n_kv, int64_t n_out, KVCache& kv) const = 0;
+
+ protected:
+  explicit Model(GGUFFile f);
+  // A weight by name, checked for shape; errors name the tensor.
+  const GGUFTensorInfo& weight(const std::string& name, std::initializer_list<int64_t> ne) const;
+  const GGUFTensorInfo* weight_opt(const std::string& name, std::initializer_list<int64_t> ne) const;
+  // A weight as a graph leaf pointing into the mmap.
+  static Tensor* leaf(Graph& g, const GGUFTensorInfo& w);
+
+  GGUFFile file_;
+  HParams hp_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+using ModelFactory = std::function<std::unique_ptr<Model>(GGUFFile)>;
+const std::map<std::string, ModelFactory>& architectures();
+
+}  // namespace weir

@@ -1,0 +1,49 @@
+// Command-line flags for weir's subcommands: declared once with their help
+// text, parsed strictly (unknown flag, missing or malformed value -> UsageError).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace weir::tools {
+
+// Bad command line: main prints the message and the usage, exits with 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Args {
+ public:
+  Args(std::string command, std::string summary) : command_(std::move(command)), summary_(std::move(summary)) {}
+
+  Args& flag(const std::string& names, bool* out, const std::string& help);
+  Args& opt(const std::string& names, std::string* out, const std::string& meta, const std::string& help);
+  Args& opt(const std::string& names, int* out, const std::string& meta, const std::string& help);
+  Args& opt(const std::string& names, int64_t* out, const std::string& meta, const std::string& help);
+  Args& opt(const std::string& names, uint64_t* out, const std::string& meta, const std::string& help);
+  Args& opt(const std::string& names, float* out, const std::string& meta, const std::string& help);
+  // A positional argument (in order).
+  Args& positional(const std::string& meta, std::string* out, const std::string& help);
+
+  // Parses argv (after the subcommand); -h/--help prints usage and returns false.
+  bool parse(int argc, char** argv);
+  std::string usage() const;
+  // Whether a flag was given on the command line (by any of its names).
+  bool given(const std::string& name) const;
+
+ private:
+  struct Spec {
+    std::vector<std::string> names;
+    std::string meta, help;
+    bool takes_value = true;
+    std::function<void(const std::string& name, const std::string& value)> set;
+    bool seen = false;
+  };
+  std::string command_, summary_;
+  std::vector<Spec> specs_;
+  std::vector<Spec> positionals_;
+};
+
+}  // namespace weir::tools

@@ -1,0 +1,107 @@
+// weir perplexity: scores a text the way llama-perplexity does. The text is
+// tokenized whole (with BOS); chunk i is tokens[n_ctx*i, n_ctx*(i+1)) with its
+// first token replaced by BOS; the KV cache is cleared between chunks; only
+// the second half of each chunk is scored: the logits at positions
+// n_ctx/2 .. n_ctx-2 predict the tokens after them.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/session.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/common.h"
+
+namespace weir::tools {
+namespace {
+
+// -log softmax(logits)[target], in double.
+double nll(const float* logits, int64_t n, int32_t target) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(logits[i] - mx));
+  return std::log(sum) - double(logits[target] - mx);
+}
+
+}  // namespace
+
+int cmd_perplexity(int argc, char** argv) {
+  std::string model_path, file;
+  int64_t n_ctx = 512, n_batch = 512;
+  int threads = default_threads();
+  int max_chunks = -1;
+  Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
+  a.opt("-m,--model", &model_path, "FILE", "GGUF model (required)")
+      .opt("-f,--file", &file, "FILE", "text file to score (required)")
+      .opt("-c,--ctx-size", &n_ctx, "N", "chunk length in tokens (default 512)")
+      .opt("-b,--batch-size", &n_batch, "N", "tokens per forward step (default 512)")
+      .opt("--chunks", &max_chunks, "N", "score at most N chunks (default: all)")
+      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)");
+  if (!a.parse(argc, argv)) return 0;
+  if (file.empty()) throw UsageError("no text file given (-f FILE)");
+  if (n_ctx < 4) throw UsageError("--ctx-size must be at least 4");
+  if (threads < 1) throw UsageError("--threads must be at least 1");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(file + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+
+  double load_s = 0;
+  auto model = load_model(model_path, &load_s);
+  const Vocab& vocab = model->tokenizer().vocab();
+  const bool add_bos = vocab.add_bos;
+  const std::vector<int32_t> tokens = model->tokenizer().encode(text, add_bos, true);
+  int64_t n_chunk = int64_t(tokens.size()) / n_ctx;
+  if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
+  std::fprintf(stderr, "weir perplexity: %zu tokens, %lld chunks of %lld, loaded in %.0f ms\n", tokens.size(),
+               (long long)n_chunk, (long long)n_ctx, load_s * 1e3);
+  if (n_chunk == 0)
+    throw Error(file + ": " + std::to_string(tokens.size()) + " tokens is fewer than one chunk of " +
+                std::to_string(n_ctx) + " (-c)");
+
+  CpuBackend backend(threads);
+  SessionParams p;
+  p.n_ctx = n_ctx;
+  p.n_batch = std::min(n_batch, n_ctx);
+  Session session(*model, backend, p);
+  const int64_t first = n_ctx / 2;
+  std::vector<int32_t> want;
+  for (int64_t j = first; j < n_ctx - 1; ++j) want.push_back(int32_t(j));
+
+  double sum = 0, sum2 = 0;
+  int64_t count = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t c = 0; c < n_chunk; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+    if (add_bos) chunk[0] = vocab.bos;
+    session.reset();
+    session.eval(chunk, want);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double v = nll(session.logits(i), session.n_vocab(), chunk[size_t(want[i]) + 1]);
+      sum += v;
+      sum2 += v * v;
+      ++count;
+    }
+    if (c == 0)
+      std::fprintf(stderr, "weir perplexity: %.2f s per chunk, ~%.0f s in all\n", seconds_since(t0),
+                   seconds_since(t0) * double(n_chunk));
+    std::printf("[%lld]%.4f,", (long long)(c + 1), std::exp(sum / double(count)));
+    std::fflush(stdout);
+  }
+  const double mean = sum / double(count);
+  const double var = sum2 / double(count) - mean * mean;
+  const double ppl = std::exp(mean);
+  const double err = var > 0 && count > 1 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
+  std::printf("\n\nPPL = %.4f +/- %.5f\n", ppl, err);
+  std::fprintf(stderr, "weir perplexity: %lld tokens scored in %.1f s (%.1f t/s evaluated)\n", (long long)count,
+               seconds_since(t0), double(n_chunk * n_ctx) / seconds_since(t0));
+  return 0;
+}
+
+}  // namespace weir::tools
