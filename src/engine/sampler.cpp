@@ -1,0 +1,306 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+
+namespace weir {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Probability order: higher logit first, lower id on ties. A strict total
+// order (NaN never reaches it), so partial sorts give the same result with
+// any standard library.
+inline bool before(const TokenCandidate& a, const TokenCandidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+inline uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+[[noreturn]] void bad(const char* name, const std::string& rule, double got) {
+  throw Error(std::string("sampler: ") + name + " must be " + rule + ", got " + num(got));
+}
+
+// NaN -> -inf and +inf -> FLT_MAX, so every later comparison and subtraction
+// is well defined.
+inline float sanitize(float v) {
+  if (!(v <= FLT_MAX)) v = std::isnan(v) ? kNegInf : FLT_MAX;
+  return v;
+}
+
+// Calls f(id, logit) for every token in id order, with the logit sanitized
+// and, for the tokens in `penalized` (sorted, distinct), the repetition
+// penalty applied.
+template <class F>
+inline void visit_logits(const float* logits, size_t n, const std::vector<int32_t>& penalized, float pen,
+                         F&& f) {
+  size_t i = 0;
+  for (int32_t t : penalized) {
+    for (; i < size_t(t); ++i) f(int32_t(i), sanitize(logits[i]));
+    const float l = sanitize(logits[t]);
+    f(t, l > 0 ? l / pen : l * pen);
+    i = size_t(t) + 1;
+  }
+  for (; i < n; ++i) f(int32_t(i), sanitize(logits[i]));
+}
+
+// Inserts `t` into the k-entry heap c[0, k) (top: the worst entry), whose
+// first `filled` entries are real; returns the logit a newcomer must beat.
+// While filling, the heap is built once it holds k entries.
+[[gnu::noinline]] float heap_insert(TokenCandidate* c, size_t k, size_t& filled, TokenCandidate t) {
+  if (filled < k) {
+    c[filled++] = t;
+    if (filled < k) return kNegInf;
+    std::make_heap(c, c + k, before);
+    return c[0].logit;
+  }
+  std::pop_heap(c, c + k, before);
+  c[k - 1] = t;
+  std::push_heap(c, c + k, before);
+  return c[0].logit;
+}
+
+// Up to this k, top-k streams the logits through a heap instead of copying
+// and selecting over the whole vocabulary.
+constexpr size_t kHeapTopK = 4096;
+
+}  // namespace
+
+Sampler::Sampler(SamplerParams params, int n_vocab) : params_(params), n_vocab_(n_vocab) {
+  if (n_vocab <= 0) bad("n_vocab", "> 0", n_vocab);
+  if (std::isnan(params.temperature) || std::isinf(params.temperature))
+    bad("temperature", "finite (<= 0 means greedy)", params.temperature);
+  if (params.temperature < 0) params_.temperature = 0;
+  if (!(params.top_p > 0 && params.top_p <= 1)) bad("top_p", "in (0, 1]", params.top_p);
+  if (!(params.min_p >= 0 && params.min_p <= 1)) bad("min_p", "in [0, 1]", params.min_p);
+  if (!(params.repeat_penalty > 0) || std::isinf(params.repeat_penalty))
+    bad("repeat_penalty", "finite and > 0 (1 disables it)", params.repeat_penalty);
+  if (params.repeat_last_n < 0) bad("repeat_last_n", ">= 0 (0 disables it)", params.repeat_last_n);
+  if (params.top_k < 0) params_.top_k = 0;
+
+  seed_ = params.seed;
+  if (seed_ == 0) {
+    std::random_device rd;
+    seed_ = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+    if (seed_ == 0) seed_ = 0x5eed;
+  }
+  seed_rng();
+
+  cand_.resize(size_t(n_vocab));
+  history_.resize(size_t(params_.repeat_last_n));
+  penalized_.reserve(size_t(params_.repeat_last_n));
+}
+
+void Sampler::seed_rng() {
+  uint64_t x = seed_;
+  for (auto& s : rng_) s = splitmix64(x);
+}
+
+// xoshiro256** (Blackman and Vigna).
+uint64_t Sampler::next_u64() {
+  const uint64_t result = rotl(rng_[1] * 5, 7) * 9;
+  const uint64_t t = rng_[1] << 17;
+  rng_[2] ^= rng_[0];
+  rng_[3] ^= rng_[1];
+  rng_[1] ^= rng_[2];
+  rng_[0] ^= rng_[3];
+  rng_[2] ^= t;
+  rng_[3] = rotl(rng_[3], 45);
+  return result;
+}
+
+double Sampler::next_double() { return double(next_u64() >> 11) * 0x1.0p-53; }
+
+void Sampler::accept(int32_t token) {
+  if (token < 0 || token >= n_vocab_)
+    throw Error("sampler: accepted token " + std::to_string(token) + " is outside the vocabulary [0, " +
+                std::to_string(n_vocab_) + ")");
+  if (history_.empty()) return;
+  history_[history_head_] = token;
+  history_head_ = (history_head_ + 1) % history_.size();
+  if (history_count_ < history_.size()) ++history_count_;
+}
+
+void Sampler::reset() {
+  history_head_ = 0;
+  history_count_ = 0;
+  seed_rng();
+}
+
+size_t Sampler::filter(const float* logits) {
+  const size_t n_vocab = size_t(n_vocab_);
+  TokenCandidate* c = cand_.data();
+
+  // Distinct tokens of the penalty window, sorted by id.
+  penalized_.clear();
+  if (params_.repeat_penalty != 1.0f && history_count_ > 0) {
+    penalized_.assign(history_.begin(), history_.begin() + std::ptrdiff_t(history_count_));
+    std::sort(penalized_.begin(), penalized_.end());
+    penalized_.erase(std::unique(penalized_.begin(), penalized_.end()), penalized_.end());
+  }
+  const auto visit = [&](auto&& f) { visit_logits(logits, n_vocab, penalized_, params_.repeat_penalty, f); };
+
+  // Greedy: argmax, lowest id on ties.
+  if (params_.temperature <= 0) {
+    int32_t best = -1;
+    float best_l = kNegInf;
+    visit([&](int32_t id, float v) {
+      if (v > best_l) {
+        best_l = v;
+        best = id;
+      }
+    });
+    if (best < 0) throw Error("sampler: every logit is -inf or NaN; nothing to sample");
+    c[0] = {best, best_l, 1.0f};
+    weight_sum_ = 1.0;
+    sorted_ = true;
+    return 1;
+  }
+
+  size_t n = n_vocab;
+  sorted_ = false;
+  float max_l = kNegInf;
+  const size_t k = size_t(params_.top_k);
+  if (k > 0 && k < n && k <= kHeapTopK) {
+    // top-k, small k: one pass keeping the k best in a heap whose top is the
+    // worst of them. Ids arrive in increasing order, so a newcomer that ties
+    // the worst loses (lowest ids win ties) and `v > worst` is the whole test.
+    float worst = kNegInf;
+    size_t filled = 0;
+    visit([&](int32_t id, float v) {
+      if (v > worst || filled < k) [[unlikely]]
+        worst = heap_insert(c, k, filled, {id, v, 0.0f});
+    });
+    std::sort_heap(c, c + k, before);
+    n = k;
+    sorted_ = true;
+    max_l = c[0].logit;
+  } else {
+    visit([&](int32_t id, float v) {
+      c[id] = {id, v, 0.0f};
+      max_l = std::max(max_l, v);
+    });
+    if (k > 0 && k < n) {  // top-k, large k: select, then sort just those
+      std::nth_element(c, c + k, c + n, before);
+      std::sort(c, c + k, before);
+      n = k;
+      sorted_ = true;
+    }
+  }
+  if (max_l == kNegInf) throw Error("sampler: every logit is -inf or NaN; nothing to sample");
+
+  // Normalizer of the distribution top-p is defined on (the tokens top-k
+  // kept), taken before min-p shrinks the set.
+  const bool use_top_p = params_.top_p < 1.0f;
+  double norm = 0;
+  if (use_top_p)
+    for (size_t i = 0; i < n; ++i) norm += double(std::exp(c[i].logit - max_l));
+
+  // min-p: p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p). Both top-p
+  // and min-p keep a prefix of the probability order, so their result is the
+  // shorter prefix whatever the order they run in; running min-p first means
+  // top-p sorts only what min-p kept.
+  if (params_.min_p > 0) {
+    const float thr = max_l + std::log(params_.min_p);
+    if (sorted_) {
+      size_t m = 1;
+      while (m < n && c[m].logit >= thr) ++m;
+      n = m;
+    } else {
+      size_t m = 0;  // stable compaction keeps the id order
+      for (size_t i = 0; i < n; ++i)
+        if (c[i].logit >= thr) c[m++] = c[i];
+      n = m;
+    }
+  }
+
+  // top-p: sort incrementally (64, 256, 1024, ... best tokens) until the
+  // cumulative probability reaches top_p.
+  if (use_top_p) {
+    const double p = params_.top_p;
+    double cum = 0;
+    size_t done = 0;
+    size_t upto = sorted_ ? n : std::min<size_t>(n, 64);
+    size_t cut = n;
+    for (;;) {
+      if (!sorted_) {
+        if (upto < n) std::nth_element(c + done, c + upto, c + n, before);
+        std::sort(c + done, c + upto, before);
+      }
+      size_t i = done;
+      for (; i < upto; ++i) {
+        cum += double(std::exp(c[i].logit - max_l)) / norm;
+        if (cum >= p) break;
+      }
+      if (i < upto) {
+        cut = i + 1;
+        break;
+      }
+      if (upto == n) break;
+      done = upto;
+      upto = std::min(n, upto * 4);
+    }
+    // Either the loop cut inside the sorted prefix or it sorted everything.
+    sorted_ = true;
+    n = cut;
+  }
+
+  // Temperature and unnormalized softmax weights.
+  const float inv_t = 1.0f / params_.temperature;
+  double sum = 0;
+  if (params_.temperature == 1.0f) {
+    for (size_t i = 0; i < n; ++i) sum += double(c[i].p = std::exp(c[i].logit - max_l));
+  } else {
+    for (size_t i = 0; i < n; ++i) sum += double(c[i].p = std::exp((c[i].logit - max_l) * inv_t));
+  }
+  weight_sum_ = sum;
+  return n;
+}
+
+int32_t Sampler::sample(const float* logits) {
+  const size_t n = filter(logits);
+  if (n == 1) return cand_[0].id;
+  const double u = next_double() * weight_sum_;
+  double cum = 0;
+  size_t last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float w = cand_[i].p;
+    if (w <= 0) continue;
+    cum += double(w);
+    last = i;
+    if (u < cum) return cand_[i].id;
+  }
+  return cand_[last].id;  // rounding left u at the very end
+}
+
+std::span<const TokenCandidate> Sampler::candidates(const float* logits) {
+  const size_t n = filter(logits);
+  TokenCandidate* c = cand_.data();
+  if (!sorted_) std::sort(c, c + n, before);
+  const double inv = 1.0 / weight_sum_;
+  for (size_t i = 0; i < n; ++i) c[i].p = float(double(c[i].p) * inv);
+  return {c, n};
+}
+
+}  // namespace weir
