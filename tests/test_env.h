@@ -1,4 +1,5 @@
-// Where tests find their inputs; set by tests/CMakeLists.txt through CTest.
+// Where tests find their inputs: compiled-in defaults from tests/CMakeLists.txt,
+// overridable by environment variables of the same names without DEFAULT_.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -12,12 +13,16 @@ inline std::string env_or(const char* name, const char* def) {
   const char* v = std::getenv(name);
   return v && *v ? v : def;
 }
-inline std::string ref_dir() { return env_or("WEIR_REF_DIR", "../shared/ref"); }
-inline std::string data_dir() { return env_or("WEIR_TEST_DATA", "tests/data"); }
-inline std::string weir_bin() { return env_or("WEIR_BIN", "build/weir"); }
-inline std::string model_path() {
-  return env_or("WEIR_TEST_MODEL", "");
-}
+#ifndef WEIR_DEFAULT_TEST_MODEL  // set by tests/CMakeLists.txt
+#define WEIR_DEFAULT_TEST_MODEL ""
+#define WEIR_DEFAULT_REF_DIR "../shared/ref"
+#define WEIR_DEFAULT_TEST_DATA "tests/data"
+#define WEIR_DEFAULT_BIN "build/weir"
+#endif
+inline std::string ref_dir() { return env_or("WEIR_REF_DIR", WEIR_DEFAULT_REF_DIR); }
+inline std::string data_dir() { return env_or("WEIR_TEST_DATA", WEIR_DEFAULT_TEST_DATA); }
+inline std::string weir_bin() { return env_or("WEIR_BIN", WEIR_DEFAULT_BIN); }
+inline std::string model_path() { return env_or("WEIR_TEST_MODEL", WEIR_DEFAULT_TEST_MODEL); }
 
 }  // namespace weir::test
 
