@@ -1,0 +1,125 @@
+// The weir command as a user meets it: output, exit codes, error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "test_env.h"
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout (stderr too when merged)
+};
+
+// Runs `weir ARGS`; stderr goes to stdout when merge_stderr, else is dropped.
+Result weir(const std::string& args, bool merge_stderr = false) {
+  const std::string cmd = weir::test::weir_bin() + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+TEST(Cli, NoArgumentsPrintsUsageAndFails) {
+  Result r = weir("", true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("usage: weir"), std::string::npos);
+}
+
+TEST(Cli, UnknownCommandAndFlag) {
+  EXPECT_EQ(weir("frobnicate").code, 2);
+  Result r = weir("run --frobnicate 3", true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown option '--frobnicate'"), std::string::npos) << r.out;
+  r = weir("run -m x.gguf -n notanumber", true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("-n"), std::string::npos) << r.out;
+}
+
+TEST(Cli, MissingModelIsAClearError) {
+  Result r = weir("run -m /nonexistent/model.gguf -p hi", true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("/nonexistent/model.gguf"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line expected: " << r.out;
+  r = weir("run -p hi", true);
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST(Cli, NotAGgufFileIsAClearError) {
+  const std::string bad = testing::TempDir() + "/not-a-model.gguf";
+  std::ofstream(bad) << "this is not a gguf file at all, just some text";
+  Result r = weir("run -m " + bad + " -p hi", true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("magic"), std::string::npos) << r.out;
+}
+
+TEST(Cli, HelpExitsZero) {
+  Result r = weir("run --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--temp"), std::string::npos);
+}
+
+TEST(Cli, TokenizeIds) {
+  WEIR_REQUIRE_MODEL(model);
+  Result r = weir("tokenize -m " + model + " -p 'Hello world' --ids");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "[2, 9259, 1902]\n");
+  r = weir("tokenize -m " + model + " -p '<bos>Hello' --ids --no-bos --no-parse-special");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out, "[2, 9259]\n");
+  r = weir("tokenize -m " + model + " -p '<bos>Hello' --ids --no-bos");
+  EXPECT_EQ(r.out, "[2, 9259]\n");
+}
+
+// Greedy generation is deterministic and prints only the generated text; the
+// reference continuation of this prompt starts " the capital of the country".
+TEST(Cli, GreedyRunStreamsOnlyGeneratedText) {
+  WEIR_REQUIRE_MODEL(model);
+  const std::string args = "run -m " + model + " -p " + q("The capital of France is") + " -n 8 --temp 0 -t 2";
+  Result a = weir(args), b = weir(args);
+  EXPECT_EQ(a.code, 0);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out.rfind(" the capital of the country", 0), 0u) << a.out;
+  Result c = weir(args, true);
+  EXPECT_NE(c.out.find("generation"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("t/s"), std::string::npos) << c.out;
+}
+
+TEST(Cli, SampledRunIsReproducibleWithASeed) {
+  WEIR_REQUIRE_MODEL(model);
+  const std::string args = "run -m " + model + " -p " + q("Once upon a time") + " -n 12 --temp 0.9 --seed 42 -t 2";
+  Result a = weir(args), b = weir(args);
+  EXPECT_EQ(a.code, 0);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_FALSE(a.out.empty());
+}
+
+// llama-perplexity -c 512 on ppl-text.txt (flash attention off, f32 KV) gives
+// 13.9088 +/- 0.64818; weir must land within 1%.
+TEST(Cli, PerplexityMatchesLlamaCpp) {
+  WEIR_REQUIRE_MODEL(model);
+  Result r = weir("perplexity -m " + model + " -f " + weir::test::ref_dir() + "/ppl-text.txt -c 512 -t 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::smatch m;
+  const std::regex last(R"(PPL = ([0-9.]+) \+/- ([0-9.]+)\n$)");
+  ASSERT_TRUE(std::regex_search(r.out, m, last)) << r.out;
+  const double ppl = std::stod(m[1]), err = std::stod(m[2]);
+  std::printf("weir PPL = %.4f +/- %.5f (llama.cpp 13.9088 +/- 0.64818)\n", ppl, err);
+  EXPECT_NEAR(ppl, 13.9088, 13.9088 * 0.01);
+  EXPECT_NEAR(err, 0.64818, 0.64818 * 0.05);
+  EXPECT_NE(r.out.find("[14]"), std::string::npos) << "14 chunks expected";
+}
+
+}  // namespace
