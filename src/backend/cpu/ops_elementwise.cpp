@@ -1,0 +1,238 @@
+// Row-wise element kernels: mul, add, scale, gelu_mul, rms_norm. Threads
+// split the rows of dst; every source is addressed through its own strides,
+// so views work. Numerics follow llama.cpp's CPU code:
+//  - rms_norm: sum of float squares accumulated in double, mean rounded to
+//    float, scale = 1/sqrtf(mean + eps), y = x * scale.
+//  - gelu_mul: ggml's geglu with GGML_GELU_FP16 (on by default in ggml-cpu):
+//    x is rounded to fp16, looked up in a 64K-entry table of
+//    fp16(gelu_tanh(x)), widened and multiplied by b; x <= -10 gives 0 and
+//    x >= 10 gives x * b. dst.iparams[0] = 1 selects the exact float formula
+//    0.5f*x*(1 + tanhf(sqrt(2/pi)*x*(1 + 0.044715f*x*x))) * b instead.
+
+// The fp16 rounding below relies on separately rounded products and sums.
+#pragma GCC optimize("fp-contract=off")
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/ops_common.h"
+#include "backend/cpu/ops_simd.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace weir::cpu {
+namespace {
+
+using namespace simd;
+
+const float* src_row(const Tensor& t, int64_t r) { return flat_row<const float>(t, r); }
+float* dst_row(const Tensor& t, int64_t r) { return flat_row<float>(t, r); }
+
+void row_range(int64_t rows, const OpContext& c, int64_t* r0, int64_t* r1) {
+  thread_range(rows, c, r0, r1);
+}
+
+// Empty string when t is usable as an F32 operand of dst.
+std::string check_f32(const Tensor& dst, const Tensor* t, const char* op) {
+  if (!t) return std::string(op) + ": " + dst.name + ": missing operand";
+  if (t->dtype != DType::F32 || t->nb[0] != sizeof(float))
+    return std::string(op) + ": " + dst.name + ": operand " + t->name +
+           " must be F32 with contiguous rows";
+  return {};
+}
+std::string check_f32(const Tensor& dst, const Tensor* a, const Tensor* b, const char* op) {
+  std::string e = check_f32(dst, &dst, op);
+  if (e.empty()) e = check_f32(dst, a, op);
+  if (e.empty() && b) e = check_f32(dst, b, op);
+  return e;
+}
+
+// --- binary ---------------------------------------------------------------
+
+enum class BinOp { Mul, Add };
+
+template <class V>
+WEIR_INLINE void binary_rows_impl(BinOp op, float* const* y, const float* const* a,
+                                  const float* const* b, int64_t rows, int64_t k) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* __restrict yr = y[r];
+    const float* ar = a[r];
+    const float* br = b[r];
+    if (op == BinOp::Mul)
+      for (int64_t i = 0; i < k; ++i) yr[i] = ar[i] * br[i];
+    else
+      for (int64_t i = 0; i < k; ++i) yr[i] = ar[i] + br[i];
+  }
+}
+WEIR_DISPATCH(binary_rows,
+              (BinOp op, float* const* y, const float* const* a, const float* const* b, int64_t rows,
+               int64_t k),
+              (op, y, a, b, rows, k))
+
+void binary(const Tensor& dst, const OpContext& c, BinOp op, const char* name) {
+  const Tensor* a = dst.src[0];
+  const Tensor* b = dst.src[1];
+  if (std::string e = check_f32(dst, a, b ? b : &dst, name); !e.empty() || !b)
+    return fail(c, e.empty() ? std::string(name) + ": " + dst.name + ": missing operand" : e);
+  const int64_t k = dst.ne[0], rows = dst.n_rows();
+  if (a->ne[0] != k || b->ne[0] != k || a->n_rows() != rows ||
+      (b->n_rows() != 1 && b->n_rows() != rows))
+    return fail(c, std::string(name) + ": " + dst.name + ": shapes " + shape_str(*a) + " and " +
+                       shape_str(*b) + " do not match");
+  int64_t r0, r1;
+  row_range(rows, c, &r0, &r1);
+  constexpr int64_t kBatch = 64;
+  float* y[kBatch];
+  const float* ap[kBatch];
+  const float* bp[kBatch];
+  for (int64_t r = r0; r < r1; r += kBatch) {
+    const int64_t n = std::min(kBatch, r1 - r);
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = dst_row(dst, r + i);
+      ap[i] = src_row(*a, r + i);
+      bp[i] = b->n_rows() == 1 ? static_cast<const float*>(b->data) : src_row(*b, r + i);
+    }
+    binary_rows(op, y, ap, bp, n, k);
+  }
+}
+
+// --- scale ------------------------------------------------------------------
+
+template <class V>
+WEIR_INLINE void scale_row_impl(float* __restrict y, const float* x, float s, int64_t k) {
+  for (int64_t i = 0; i < k; ++i) y[i] = x[i] * s;
+}
+WEIR_DISPATCH(scale_row, (float* y, const float* x, float s, int64_t k), (y, x, s, k))
+
+// --- rms_norm -----------------------------------------------------------------
+
+typedef double v8df __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+
+template <class V>
+WEIR_INLINE void rms_norm_row_impl(float* __restrict y, const float* x, float eps, int64_t k) {
+  // Eight double lanes; each product x*x is rounded to float first, as in
+  // ggml (sum += (ggml_float)(x[i]*x[i])).
+  v8df acc = {};
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    v8f v;
+    std::memcpy(&v, x + i, sizeof(v));
+    acc += __builtin_convertvector(v * v, v8df);
+  }
+  double sum = 0.0;
+  for (; i < k; ++i) sum += double(x[i] * x[i]);
+  sum += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  const float mean = float(sum / double(k));
+  const float scale = 1.0f / sqrtf(mean + eps);
+  for (int64_t j = 0; j < k; ++j) y[j] = x[j] * scale;
+}
+WEIR_DISPATCH(rms_norm_row, (float* y, const float* x, float eps, int64_t k), (y, x, eps, k))
+
+// --- gelu_mul ---------------------------------------------------------------
+
+float gelu_tanh(float x) {
+  const float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  const float kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+// fp16(gelu(h)) for every half h, plus one padding entry.
+const uint16_t* gelu_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65537);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = f32_to_fp16(gelu_tanh(fp16_to_f32(uint16_t(h))));
+    t[65536] = 0;
+    return t;
+  }();
+  return table.data();
+}
+
+// float -> half, round to nearest even, branch-free (vectorizes). Agrees
+// with core/half.h f32_to_fp16 on every non-NaN input (tests check).
+WEIR_INLINE uint16_t f32_to_fp16_fast(float f) {
+  auto as_f = [](uint32_t u) { float r; std::memcpy(&r, &u, 4); return r; };
+  auto as_u = [](float r) { uint32_t u; std::memcpy(&u, &r, 4); return u; };
+  float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+  const uint32_t w = as_u(f);
+  const uint32_t shl1_w = w + w;
+  const uint32_t sign = w & 0x80000000u;
+  uint32_t bias = shl1_w & 0xFF000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  base = as_f((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = as_u(base);
+  const uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
+  const uint32_t mantissa_bits = bits & 0x00000FFFu;
+  const uint32_t nonsign = exp_bits + mantissa_bits;
+  return uint16_t((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+}
+
+template <class V>
+WEIR_INLINE void gelu_mul_row_impl(float* __restrict y, const float* a, const float* b, int64_t k,
+                                   const uint16_t* table) {
+  for (int64_t i = 0; i < k; ++i) {
+    const float x = a[i];
+    const float g = fp16_to_f32_fast(table[f32_to_fp16_fast(x)]);
+    const float v = (x >= 10.0f ? x : g) * b[i];
+    y[i] = x <= -10.0f ? 0.0f : v;
+  }
+}
+WEIR_DISPATCH(gelu_mul_row, (float* y, const float* a, const float* b, int64_t k, const uint16_t* table),
+              (y, a, b, k, table))
+
+}  // namespace
+
+void op_mul(const Tensor& dst, const OpContext& c) { binary(dst, c, BinOp::Mul, "mul"); }
+void op_add(const Tensor& dst, const OpContext& c) { binary(dst, c, BinOp::Add, "add"); }
+
+void op_scale(const Tensor& dst, const OpContext& c) {
+  const Tensor* a = dst.src[0];
+  if (std::string e = check_f32(dst, a, nullptr, "scale"); !e.empty()) return fail(c, e);
+  if (a->ne[0] != dst.ne[0] || a->n_rows() != dst.n_rows())
+    return fail(c, "scale: " + dst.name + ": shape of " + shape_str(*a) + " does not match");
+  const int64_t k = dst.ne[0];
+  int64_t r0, r1;
+  row_range(dst.n_rows(), c, &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) scale_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+}
+
+void op_rms_norm(const Tensor& dst, const OpContext& c) {
+  const Tensor* a = dst.src[0];
+  if (std::string e = check_f32(dst, a, nullptr, "rms_norm"); !e.empty()) return fail(c, e);
+  if (a->ne[0] != dst.ne[0] || a->n_rows() != dst.n_rows())
+    return fail(c, "rms_norm: " + dst.name + ": shape of " + shape_str(*a) + " does not match");
+  const int64_t k = dst.ne[0];
+  int64_t r0, r1;
+  row_range(dst.n_rows(), c, &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) rms_norm_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+}
+
+void op_gelu_mul(const Tensor& dst, const OpContext& c) {
+  const Tensor* a = dst.src[0];
+  const Tensor* b = dst.src[1];
+  if (std::string e = check_f32(dst, a, b ? b : &dst, "gelu_mul"); !e.empty() || !b)
+    return fail(c, e.empty() ? "gelu_mul: " + dst.name + ": missing operand" : e);
+  const int64_t k = dst.ne[0];
+  if (a->ne[0] != k || b->ne[0] != k || a->n_rows() != dst.n_rows() || b->n_rows() != dst.n_rows())
+    return fail(c, "gelu_mul: " + dst.name + ": shapes " + shape_str(*a) + " and " +
+                       shape_str(*b) + " do not match");
+  const bool exact = dst.iparams[0] == 1;
+  const uint16_t* table = exact ? nullptr : gelu_table();
+  int64_t r0, r1;
+  row_range(dst.n_rows(), c, &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) {
+    float* y = dst_row(dst, r);
+    const float* ar = src_row(*a, r);
+    const float* br = src_row(*b, r);
+    if (exact) {
+      for (int64_t i = 0; i < k; ++i) y[i] = gelu_tanh(ar[i]) * br[i];
+    } else {
+      gelu_mul_row(y, ar, br, k, table);
+    }
+  }
+}
+
+}  // namespace weir::cpu

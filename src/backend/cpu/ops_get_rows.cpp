@@ -1,0 +1,56 @@
+// get_rows: dst [K, T] F32, dst row t = table row ids[t] dequantized. The
+// table may be any dequantizable dtype; ids are I32. Threads split t.
+#include <cstring>
+#include <string>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/ops_common.h"
+#include "backend/cpu/ops_dequant.h"
+
+namespace weir::cpu {
+
+void op_get_rows(const Tensor& dst, const OpContext& c) {
+  const Tensor* table = dst.src[0];
+  const Tensor* ids = dst.src[1];
+  if (!table || !ids) return fail(c, "get_rows: " + dst.name + ": missing operands");
+  const DTypeTraits* tr = dtype_traits(uint32_t(table->dtype));
+  if (!tr || !tr->dequantizable)
+    return fail(c, "get_rows: " + dst.name + ": table " + table->name + " has dtype " +
+                       (tr ? tr->name : "?") + ", which cannot be dequantized");
+  if (ids->dtype != DType::I32 || dst.dtype != DType::F32 || dst.nb[0] != sizeof(float))
+    return fail(c, "get_rows: " + dst.name + ": ids must be I32 and dst F32");
+  const int64_t K = table->ne[0], N = table->ne[1] * table->ne[2] * table->ne[3];
+  const int64_t T = ids->n_elements();
+  if (dst.ne[0] != K || dst.n_rows() != T)
+    return fail(c, "get_rows: " + dst.name + ": shape does not match table " + shape_str(*table) +
+                       " and ids " + shape_str(*ids));
+  if (K % tr->block_size != 0)
+    return fail(c, "get_rows: " + dst.name + ": row length " + std::to_string(K) +
+                       " is not a multiple of the block size of " + table->name);
+  // ids is a vector: element t at data + t * nb[0].
+  if (ids->n_rows() != 1) return fail(c, "get_rows: " + dst.name + ": ids must be a vector");
+  auto id_at = [&](int64_t t) {
+    int32_t v;
+    std::memcpy(&v, static_cast<const uint8_t*>(ids->data) + t * ids->nb[0], sizeof(v));
+    return v;
+  };
+  int64_t t0, t1;
+  thread_range(T, c, &t0, &t1);
+  // Every thread checks every id, so none writes when one is out of range.
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = id_at(t);
+    if (id < 0 || id >= N)
+      return fail(c, "get_rows: " + dst.name + ": id " + std::to_string(id) + " at position " +
+                         std::to_string(t) + " is out of range for " + shape_str(*table));
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t id = id_at(t);
+    const int64_t i1 = id % table->ne[1], i2 = (id / table->ne[1]) % table->ne[2],
+                  i3 = id / (table->ne[1] * table->ne[2]);
+    const auto* src = static_cast<const uint8_t*>(table->data) + i1 * table->nb[1] +
+                      i2 * table->nb[2] + i3 * table->nb[3];
+    dequantize_rows(table->dtype, src, 0, 1, K, flat_row<float>(dst, t), 0);
+  }
+}
+
+}  // namespace weir::cpu
