@@ -98,9 +98,11 @@ int cmd_perplexity(int argc, char** argv) {
   const double var = sum2 / double(count) - mean * mean;
   const double ppl = std::exp(mean);
   const double err = var > 0 && count > 1 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
-  std::printf("\n\nPPL = %.4f +/- %.5f\n", ppl, err);
+  std::printf("\n");
+  std::fflush(stdout);
   std::fprintf(stderr, "weir perplexity: %lld tokens scored in %.1f s (%.1f t/s evaluated)\n", (long long)count,
                seconds_since(t0), double(n_chunk * n_ctx) / seconds_since(t0));
+  std::printf("PPL = %.4f +/- %.5f\n", ppl, err);
   return 0;
 }
 

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
-#include "text/utf8_stream.h"
+#include "text/utf8_streamer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
@@ -71,7 +71,7 @@ int cmd_run(int argc, char** argv) {
   const double prompt_s = seconds_since(t0);
   for (int32_t id : ids) sampler.accept(id);
 
-  Utf8Stream out;
+  Utf8Streamer out;
   int n_gen = 0;
   const int64_t budget = n_predict < 0 ? n_ctx - int64_t(ids.size()) : std::min<int64_t>(n_predict, n_ctx - int64_t(ids.size()));
   t0 = std::chrono::steady_clock::now();

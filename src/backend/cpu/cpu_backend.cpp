@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "backend/cpu/act_quant.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/ops_common.h"
 #include "core/error.h"
 #include "core/graph.h"
 
@@ -78,6 +81,11 @@ struct CpuBackend::Plan {
   std::unique_ptr<void, AlignedFree> arena;
   size_t bytes = 0;
   std::vector<Tensor*> nodes;  // compute nodes in order
+  // For mul_mat nodes whose activations are rounded first (act_quant.h): the
+  // node as run, reading x from a rounded copy in the arena. Indexed by
+  // position in `nodes`; null where x is used as it is.
+  std::vector<Tensor*> rounded;
+  std::deque<Tensor> shadows;
 };
 
 class CpuEvent final : public Event {
@@ -142,11 +150,31 @@ void CpuBackend::plan(Graph& g) {
     }
   }
   auto plan = std::make_unique<Plan>();
+  std::vector<std::pair<Tensor*, size_t>> rounded_x;  // shadow x, arena offset
   for (Tensor& t : tensors) {
     if (t.op == Op::Leaf || t.op == Op::View) continue;
     plan->nodes.push_back(&t);
+    plan->rounded.push_back(nullptr);
     if (t.op == Op::SetRows) continue;  // writes into its destination
-    offset[t.id] = arena.alloc(t.n_bytes());
+    if (t.op == Op::MulMat && !getenv("WEIR_EXACT_ACT") && cpu::activation_type(t.src[0]->dtype) != DType::F32) {
+      // x rounded as llama.cpp's quantized dot products see it; lives only
+      // while this node runs.
+      Tensor& x = plan->shadows.emplace_back();
+      x.dtype = DType::F32;
+      x.ne[0] = t.src[1]->ne[0];
+      x.ne[1] = t.src[1]->n_rows();
+      set_contiguous_strides(x);
+      x.name = t.src[1]->name + " (rounded)";
+      const size_t off = arena.alloc(x.n_bytes());
+      rounded_x.emplace_back(&x, off);
+      Tensor& node = plan->shadows.emplace_back(t);
+      node.src[1] = &x;
+      plan->rounded.back() = &node;
+      offset[t.id] = arena.alloc(t.n_bytes());  // placed while x is held: no overlap
+      arena.release(off, x.n_bytes());
+    } else {
+      offset[t.id] = arena.alloc(t.n_bytes());
+    }
     in_arena[t.id] = true;
     // Free what this node was the last to read.
     for (Tensor* s : t.src) {
@@ -165,6 +193,7 @@ void CpuBackend::plan(Graph& g) {
     throw Error("cpu backend: cannot allocate " + std::to_string(plan->bytes) + " bytes of activations");
   plan->arena.reset(mem);
   char* base = static_cast<char*>(mem);
+  for (auto& [x, off] : rounded_x) x->data = base + off;
   for (Tensor& t : tensors) {
     if (t.op == Op::View || t.op == Op::SetRows) {
       t.data = static_cast<char*>(t.view_src->data) + t.view_offset;
@@ -172,6 +201,8 @@ void CpuBackend::plan(Graph& g) {
       t.data = base + offset[t.id];
     }
   }
+  for (size_t i = 0; i < plan->nodes.size(); ++i)
+    if (plan->rounded[i]) plan->rounded[i]->data = plan->nodes[i]->data;
   plans_[&g] = std::move(plan);
 }
 
@@ -179,12 +210,24 @@ void CpuBackend::run_graph(Graph& g) {
   auto it = plans_.find(&g);
   if (it == plans_.end()) throw Error("cpu backend: graph run before plan()");
   const std::vector<Tensor*>& nodes = it->second->nodes;
+  const std::vector<Tensor*>& rounded = it->second->rounded;
   static thread_local cpu::Scratch scratch_tl;
   std::exception_ptr error;
   std::mutex error_mutex;
   pool_.run([&](int ith) {
     cpu::OpContext ctx{ith, pool_.size(), &scratch_tl};
-    for (Tensor* t : nodes) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      Tensor* t = nodes[i];
+      if (Tensor* r = rounded[i]) {  // round this thread's rows of x, then meet
+        const Tensor& x = *t->src[1];
+        int64_t r0, r1;
+        cpu::thread_range(x.n_rows(), ctx, &r0, &r1);
+        for (int64_t row = r0; row < r1; ++row)
+          cpu::round_activations(t->src[0]->dtype, cpu::flat_row<const float>(x, row),
+                                 r->src[1]->row_ptr<float>(row), x.ne[0]);
+        pool_.barrier();
+        t = r;
+      }
       try {
         switch (t->op) {
           case Op::GetRows: cpu::op_get_rows(*t, ctx); break;
