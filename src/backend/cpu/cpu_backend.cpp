@@ -112,7 +112,8 @@ class CpuQueue final : public Queue {
   CpuBackend& b_;
 };
 
-CpuBackend::CpuBackend(int n_threads) : pool_(n_threads), queue_(std::make_unique<CpuQueue>(*this)) {}
+CpuBackend::CpuBackend(int n_threads, CpuOptions opts)
+    : opts_(opts), pool_(n_threads), queue_(std::make_unique<CpuQueue>(*this)) {}
 CpuBackend::~CpuBackend() = default;
 
 Queue& CpuBackend::queue() { return *queue_; }
@@ -156,7 +157,7 @@ void CpuBackend::plan(Graph& g) {
     plan->nodes.push_back(&t);
     plan->rounded.push_back(nullptr);
     if (t.op == Op::SetRows) continue;  // writes into its destination
-    if (t.op == Op::MulMat && !getenv("WEIR_EXACT_ACT") && cpu::activation_type(t.src[0]->dtype) != DType::F32) {
+    if (t.op == Op::MulMat && opts_.llama_rounding && cpu::activation_type(t.src[0]->dtype) != DType::F32) {
       // x rounded as llama.cpp's quantized dot products see it; lives only
       // while this node runs.
       Tensor& x = plan->shadows.emplace_back();

@@ -10,9 +10,16 @@
 
 namespace weir {
 
+struct CpuOptions {
+  // Round activations before quantized matrix products the way llama.cpp's
+  // CPU backend does (act_quant.h), so greedy outputs follow it token for
+  // token. Off: exact float products (the float64 reference's numerics).
+  bool llama_rounding = true;
+};
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads);
+  explicit CpuBackend(int n_threads, CpuOptions opts = {});
   ~CpuBackend() override;
 
   std::string name() const override { return "CPU"; }
@@ -28,6 +35,7 @@ class CpuBackend final : public Backend {
   friend class CpuQueue;
   void run_graph(Graph& g);
 
+  CpuOptions opts_;
   cpu::ThreadPool pool_;
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
