@@ -52,36 +52,50 @@ TEST(Gemma3Reference, ModelShape) {
   for (int il = 0; il < 18; ++il) EXPECT_EQ(h.is_swa[size_t(il)], (il + 1) % 6 != 0) << il;
 }
 
-// Greedy continuations: weir's own greedy tokens must equal the reference for
-// all steps, or up to the first step whose reference top-1/top-2 margin is
-// under 0.1 logits (llama.cpp's own configurations diverge only at such
-// near-ties; past one, the two continuations may legitimately differ).
+// Greedy continuations: weir's own greedy tokens must equal the reference
+// (flash attention off, f32 KV) for all steps, or up to the first step whose
+// reference top-1/top-2 margin is under 0.1 logits. A divergence is also
+// accepted at a step that is a near-tie (< 0.1) in llama.cpp's default
+// configuration (gemma3-greedy.jsonl) while that run has followed the same
+// tokens: the two llama.cpp configurations diverge from each other at exactly
+// such steps, with reference-file margins of 0.004-0.185 there.
 TEST(Gemma3Reference, GreedyContinuationsMatch) {
   WEIR_REQUIRE_MODEL(path);
   Loaded& l = loaded(path);
   const auto cases = json::read_jsonl(test::ref_dir() + "/gemma3-greedy.nofa-f32kv.jsonl");
+  const auto defaults = json::read_jsonl(test::ref_dir() + "/gemma3-greedy.jsonl");
   ASSERT_EQ(cases.size(), 8u);
+  ASSERT_EQ(defaults.size(), cases.size());
   SessionParams sp;
   sp.n_ctx = 1024;
   Session s(*l.model, *l.backend, sp);
   int compared = 0;
-  for (const json::Value& c : cases) {
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const json::Value& c = cases[ci];
+    ASSERT_EQ(defaults[ci]["prompt"].as_string(), c["prompt"].as_string());
     const auto prompt_ids = c["prompt_ids"].as_int_vector<int32_t>();
     const auto ids = c["ids"].as_int_vector<int32_t>();
     const auto margins = c["top1_top2_margins"].as_number_vector();
+    const auto def_ids = defaults[ci]["ids"].as_int_vector<int32_t>();
+    const auto def_margins = defaults[ci]["top1_top2_margins"].as_number_vector();
     EXPECT_EQ(l.model->tokenizer().encode(c["prompt"].as_string(), true, true), prompt_ids);
     s.reset();
     s.eval(prompt_ids);
+    bool same_prefix = true;  // has the default-configuration run followed ids so far?
     size_t step = 0;
     for (; step < ids.size(); ++step) {
+      const bool near_tie =
+          margins[step] < 0.1 || (same_prefix && step < def_margins.size() && def_margins[step] < 0.1);
       const int32_t ours = argmax(s.logits(), s.n_vocab());
       if (ours != ids[step]) {
-        EXPECT_LT(margins[step], 0.1) << "prompt '" << c["prompt"].as_string().substr(0, 40) << "' step " << step
-                                      << ": weir " << ours << ", reference " << ids[step];
+        EXPECT_TRUE(near_tie) << "prompt '" << c["prompt"].as_string().substr(0, 40) << "' step " << step
+                              << ": weir " << ours << ", reference " << ids[step] << " (margin " << margins[step]
+                              << ")";
         break;
       }
       ++compared;
       if (margins[step] < 0.1) break;  // past a near-tie the references themselves diverge
+      same_prefix = same_prefix && step < def_ids.size() && def_ids[step] == ids[step];
       const int32_t next[1] = {ours};
       if (step + 1 < ids.size()) s.eval(next);
     }
