@@ -1,6 +1,11 @@
 // The weir command as a user meets it: output, exit codes, error messages.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstdio>
 #include <fstream>
@@ -104,6 +109,31 @@ TEST(Cli, SampledRunIsReproducibleWithASeed) {
   EXPECT_EQ(a.code, 0);
   EXPECT_EQ(a.out, b.out);
   EXPECT_FALSE(a.out.empty());
+}
+
+// Ctrl-C stops generation cleanly: the text so far, the timing line, exit 130.
+TEST(Cli, InterruptStopsCleanly) {
+  WEIR_REQUIRE_MODEL(model);
+  const std::string out = testing::TempDir() + "/interrupt.out", err = testing::TempDir() + "/interrupt.err";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string bin = weir::test::weir_bin();
+    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(99);
+    execl(bin.c_str(), bin.c_str(), "run", "-m", model.c_str(), "-p", "Once upon a time", "-n", "100000",
+          "--ignore-eos", "--temp", "0", "-t", "2", "-c", "2048", static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  kill(pid, SIGINT);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << "killed by a signal";
+  EXPECT_EQ(WEXITSTATUS(st), 130);
+  std::ifstream e(err);
+  std::string text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("interrupted"), std::string::npos) << text;
+  EXPECT_NE(text.find("generation"), std::string::npos) << text;
 }
 
 // llama-perplexity -c 512 on ppl-text.txt (flash attention off, f32 KV) gives
