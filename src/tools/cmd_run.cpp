@@ -49,6 +49,8 @@ int cmd_run(int argc, char** argv) {
   if (threads < 1) throw UsageError("--threads must be at least 1");
   if (n_ctx < 1 || n_batch < 1) throw UsageError("--ctx-size and --batch-size must be positive");
 
+  // Installed first, so an early Ctrl-C also ends the run cleanly.
+  const auto& interrupted = install_interrupt_flag();
   double load_s = 0;
   auto model = load_model(model_path, &load_s);
   const Tokenizer& tok = model->tokenizer();
@@ -64,7 +66,6 @@ int cmd_run(int argc, char** argv) {
   if (int64_t(ids.size()) >= n_ctx)
     throw Error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the context (" +
                 std::to_string(n_ctx) + "); raise --ctx-size");
-  const auto& interrupted = install_interrupt_flag();
 
   auto t0 = std::chrono::steady_clock::now();
   session.eval(ids);
