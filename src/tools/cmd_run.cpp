@@ -1,5 +1,7 @@
 // weir run: generate text from a prompt, streaming only the generated text to
 // stdout; timings go to stderr.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -90,7 +92,7 @@ int cmd_run(int argc, char** argv) {
   }
   const std::string rest = out.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fputc('\n', stdout);
+  if (isatty(STDOUT_FILENO)) std::fputc('\n', stdout);  // a pipe gets exactly the generated text
   std::fflush(stdout);
   const double gen_s = seconds_since(t0);
   std::fprintf(stderr, "\nweir: load %.0f ms | prompt %zu tokens, %.1f t/s | generation %d tokens, %.1f t/s%s\n",
