@@ -52,7 +52,7 @@ class Gemma3 final : public Model {
 
   ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv) const override {
     const HParams& h = hp_;
-    const int64_t E = h.n_embd, Dk = h.head_dim_k, Dv = h.head_dim_v;
+    const int64_t Dk = h.head_dim_k, Dv = h.head_dim_v;
     const int64_t Hq = h.n_head, Hkv = h.n_head_kv;
     ForwardGraph fg;
     fg.graph = std::make_unique<Graph>();

@@ -38,8 +38,6 @@ HParams HParams::from_gguf(const GGUFFile& f) {
   h.n_swa = u_or("attention.sliding_window", 0);
   h.is_swa.assign(size_t(h.n_layer), false);
   h.attn_scale = 1.0f / std::sqrt(float(h.head_dim_k));
-  if (const GGUFValue* v = f.find("tokenizer.ggml.tokens"); v && v->type == GGUFType::ARRAY)
-    h.n_vocab = int64_t(v->count);
   return h;
 }
 

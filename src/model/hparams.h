@@ -10,7 +10,7 @@ class GGUFFile;
 
 struct HParams {
   std::string arch;
-  int64_t n_vocab = 0;
+  int64_t n_vocab = 0;  // from the tokenizer (Model sets it)
   int64_t n_ctx_train = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
