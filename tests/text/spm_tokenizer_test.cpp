@@ -287,7 +287,7 @@ TEST(SpmTokenizer, BuildAndEncodeTimes) {
   const Loaded* l = model_tokenizer();
   std::cout << "[ timing ] Vocab::from_gguf (262144 tokens): " << l->vocab_ms
             << " ms; Tokenizer::from_gguf: " << l->tokenizer_ms << " ms\n";
-  EXPECT_LT(l->vocab_ms, 1000.0);  // generous: the target is well under 100 ms
+  // Timing is printed, not asserted: speed targets live in benchmarks.
 
   const std::string text = test::json::read_file(test::ref_dir() + "/ppl-text.txt");
   auto t0 = std::chrono::steady_clock::now();
