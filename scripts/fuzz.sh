@@ -37,7 +37,7 @@ fi
 corpus="$build/corpus"
 artifacts="$build/artifacts"
 mkdir -p "$corpus" "$artifacts"
-cp -f tests/data/gguf-valid/*.gguf tests/data/gguf-broken/*.gguf "$corpus"/
+cp -f tests/data/gguf-valid/*.case tests/data/gguf-broken/*.case "$corpus"/
 seeds=$(find "$corpus" -type f | wc -l)
 
 run_log="$build/fuzz-run.log"

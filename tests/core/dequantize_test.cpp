@@ -1,5 +1,5 @@
 // Reference dequantizers against the gguf package's numpy dequantizer:
-// tests/data/dequant/<type>.bin hold random blocks and the float32 values
+// tests/data/dequant/<type>.vec hold random blocks and the float32 values
 // numpy gives for them (tests/data/make_dequant_vectors.py writes them);
 // weir::dequantize_row must reproduce them bit for bit.
 
@@ -35,7 +35,7 @@ struct Vectors {
 
 // Reads a vector file: u32 type id, u32 n, raw bytes, n float32 (all LE).
 Vectors load_vectors(DType t) {
-  const std::string path = test::data_dir() + "/dequant/" + dtype_name(t) + ".bin";
+  const std::string path = test::data_dir() + "/dequant/" + dtype_name(t) + ".vec";
   std::ifstream f(path, std::ios::binary);
   EXPECT_TRUE(f.good()) << "cannot open " << path
                         << " (run python3 tests/data/make_dequant_vectors.py)";

@@ -666,7 +666,7 @@ TEST(GGUFReader, OpenMissingFileNamesPath) {
 std::vector<std::string> gguf_files(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".gguf") out.push_back(e.path().string());
+    if (e.path().extension() == ".case") out.push_back(e.path().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -699,7 +699,7 @@ TEST(GGUFCorpus, BrokenFilesGiveTheExpectedOneLineError) {
           << "expected '" << word << "' in: " << msg;
   }
   std::sort(listed.begin(), listed.end());
-  EXPECT_EQ(listed, gguf_files(dir)) << "EXPECTED.txt and the .gguf files disagree";
+  EXPECT_EQ(listed, gguf_files(dir)) << "EXPECTED.txt and the .case files disagree";
   EXPECT_GE(listed.size(), 30u);
 }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Writes the GGUF reader's test corpus: small valid files and hand-broken ones.
 
-    tests/data/gguf-valid/*.gguf    well-formed files (v2 and v3, every metadata
+    tests/data/gguf-valid/*.gguf.case    well-formed files (v2 and v3, every metadata
                                     value type, nested arrays, custom alignment,
                                     several tensor dtypes); fuzzing seeds too
-    tests/data/gguf-broken/*.gguf   each broken in exactly one way
+    tests/data/gguf-broken/*.gguf.case   each broken in exactly one way
     tests/data/gguf-broken/EXPECTED.txt
                                     one line per broken file: its name, then the
                                     words weir's one-line error must contain
@@ -24,6 +24,8 @@ import pathlib
 import struct
 import sys
 
+# Corpus files end in .case, not .gguf: they are test inputs, not models.
+CASE = ".case"
 HERE = pathlib.Path(__file__).resolve().parent
 VALID_DIR = HERE / "gguf-valid"
 BROKEN_DIR = HERE / "gguf-broken"
@@ -325,16 +327,16 @@ def main():
     valid = valid_files()
     valid["deep8_v3.gguf"] = deep_valid()
     for name, data in valid.items():
-        outputs[VALID_DIR / name] = data
+        outputs[VALID_DIR / (name + CASE)] = data
     lines = ["# <file> <words weir's error message must contain, case-insensitive>",
              "# written by tests/data/make_broken_gguf.py; every file also needs its own name in the message"]
     for name, (data, words) in sorted(broken_files().items()):
-        outputs[BROKEN_DIR / name] = data
-        lines.append(f"{name} {words}")
+        outputs[BROKEN_DIR / (name + CASE)] = data
+        lines.append(f"{name}{CASE} {words}")
     outputs[BROKEN_DIR / "EXPECTED.txt"] = ("\n".join(lines) + "\n").encode()
 
     for path, data in outputs.items():
-        if path.suffix == ".gguf" and len(data) >= 4096:
+        if path.suffix == CASE and len(data) >= 4096:
             sys.exit(f"{path.name}: {len(data)} bytes, corpus files must stay under 4 KiB")
 
     bad = []

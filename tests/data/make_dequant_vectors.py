@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the dequantization test vectors tests/data/dequant/<type>.bin.
+"""Writes the dequantization test vectors tests/data/dequant/<type>.vec.
 
 Each file is, little-endian:
     u32 type id (GGUF / ggml numbering)
@@ -155,7 +155,7 @@ def main():
     for name in TYPES:
         data = build(name, rng)
         total += len(data)
-        path = out_dir / f"{file_stem(name)}.bin"
+        path = out_dir / f"{file_stem(name)}.vec"
         if args.check:
             ok = path.exists() and path.read_bytes() == data
             bad += not ok
