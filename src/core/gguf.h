@@ -34,6 +34,8 @@ enum class GGUFType : uint32_t {
   FLOAT64 = 12,
 };
 const char* gguf_type_name(GGUFType t);
+// Bytes of one scalar of type t; 0 for STRING, ARRAY and unknown types.
+size_t gguf_scalar_size(GGUFType t);
 
 // A metadata value. Strings and array payloads point into the file buffer.
 struct GGUFValue {

@@ -63,28 +63,6 @@ constexpr size_t kMinArray = 4 + 8;               // element type, count
 
 bool is_known_type(uint32_t t) { return t <= uint32_t(GGUFType::FLOAT64); }
 
-// Bytes of one scalar of type t; 0 for STRING, ARRAY and unknown types.
-size_t scalar_size(GGUFType t) {
-  switch (t) {
-    case GGUFType::UINT8:
-    case GGUFType::INT8:
-    case GGUFType::BOOL:
-      return 1;
-    case GGUFType::UINT16:
-    case GGUFType::INT16:
-      return 2;
-    case GGUFType::UINT32:
-    case GGUFType::INT32:
-    case GGUFType::FLOAT32:
-      return 4;
-    case GGUFType::UINT64:
-    case GGUFType::INT64:
-    case GGUFType::FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
 
 bool is_integer_type(GGUFType t) {
   switch (t) {
@@ -213,16 +191,38 @@ int64_t elem_i64(GGUFType t, const uint8_t* p) {
 
 }  // namespace
 
+size_t gguf_scalar_size(GGUFType t) {
+  switch (t) {
+    case GGUFType::UINT8:
+    case GGUFType::INT8:
+    case GGUFType::BOOL:
+      return 1;
+    case GGUFType::UINT16:
+    case GGUFType::INT16:
+      return 2;
+    case GGUFType::UINT32:
+    case GGUFType::INT32:
+    case GGUFType::FLOAT32:
+      return 4;
+    case GGUFType::UINT64:
+    case GGUFType::INT64:
+    case GGUFType::FLOAT64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
 bool GGUFValue::is_integer() const { return is_integer_type(type); }
 
 double GGUFValue::array_f64(uint64_t i) const {
-  const size_t sz = scalar_size(elem_type);
+  const size_t sz = gguf_scalar_size(elem_type);
   if (type != GGUFType::ARRAY || sz == 0 || raw == nullptr || i >= count) return 0.0;
   return elem_f64(elem_type, raw + i * sz);
 }
 
 int64_t GGUFValue::array_i64(uint64_t i) const {
-  const size_t sz = scalar_size(elem_type);
+  const size_t sz = gguf_scalar_size(elem_type);
   if (type != GGUFType::ARRAY || sz == 0 || raw == nullptr || i >= count) return 0;
   return elem_i64(elem_type, raw + i * sz);
 }
@@ -433,7 +433,7 @@ class GGUFParser {
     const size_t count_at = pos_;
     v.count = rd<uint64_t>("array count");
     v.raw = p_ + pos_;
-    const size_t sz = scalar_size(v.elem_type);
+    const size_t sz = gguf_scalar_size(v.elem_type);
     const size_t min_elem = sz ? sz : v.elem_type == GGUFType::STRING ? kMinString : kMinArray;
     if (v.count > remaining() / min_elem)
       fail(item() + ": array count " + std::to_string(v.count) + " at offset " +
@@ -731,7 +731,7 @@ std::vector<int32_t> GGUFFile::get_i32_array(std::string_view key) const {
     if (v.count) std::memcpy(out.data(), v.raw, size_t(v.count) * sizeof(int32_t));
     return out;
   }
-  const size_t sz = scalar_size(v.elem_type);
+  const size_t sz = gguf_scalar_size(v.elem_type);
   for (uint64_t i = 0; i < v.count; ++i) {
     const uint8_t* p = v.raw + i * sz;
     bool fits;

@@ -8,6 +8,9 @@
 //   w.open("out.gguf");                  // header, kvs, tensor infos
 //   w.write_tensor_data(p, n);           // once or in pieces per tensor, in order
 //   w.close();                           // checks every byte was written
+//
+// The file is written as OUT.part and renamed by close(); a writer destroyed
+// before close() (error, interrupt) removes the partial file.
 #pragma once
 #include <cstdint>
 #include <cstdio>
