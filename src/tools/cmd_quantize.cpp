@@ -48,10 +48,10 @@ class ProgressPrinter {
       const auto now = std::chrono::steady_clock::now();
       if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
       last_draw_ = now;
-      constexpr int kWidth = 30;
+      constexpr int kWidth = 20;  // the whole line fits 80 columns
       const int fill = int(frac * kWidth);
-      std::string name(p.name.substr(0, 36));
-      std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu %-36s %s -> %s\x1b[K", std::string(size_t(fill), '#').c_str(),
+      std::string name(p.name.substr(0, 28));
+      std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu %-28s %s -> %s\x1b[K", std::string(size_t(fill), '#').c_str(),
                    std::string(size_t(kWidth - fill), ' ').c_str(), int(frac * 100), p.tensor + 1, p.n_tensors,
                    name.c_str(), dtype_name(p.from), p.copied ? "(copy)" : dtype_name(p.to));
       if (last) std::fputs("\r\x1b[K", stderr);
