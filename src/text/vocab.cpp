@@ -290,6 +290,8 @@ void Vocab::apply_llama_cpp_rules(const Config& cfg) {
     bos = 11;
     eos = 11;
     add_space_prefix = false;
+    // Of the pre-tokenizers weir knows, only these turn the clean-up off.
+    clean_spaces = !is_one_of(pre, {"qwen2", "deepseek-r1-qwen"});
     if (is_one_of(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
                         "midm-2.0", "lfm2", "tekken", "chameleon"}))
       add_bos = true;

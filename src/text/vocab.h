@@ -71,6 +71,10 @@ struct Vocab {
   bool add_bos = false, add_eos = false, add_sep = false;
   bool add_space_prefix = false;
   bool remove_extra_whitespaces = false;
+  // llama.cpp's clean_up_tokenization_spaces: decoding drops the space before
+  // ? ! . , and before 's 'm 're 've, and around a lone '. On for BPE
+  // vocabularies except the pre-tokenizers that turn it off (qwen2 ...).
+  bool clean_spaces = false;
 
   std::vector<int32_t> eog;  // end-of-generation ids, sorted ascending
 
