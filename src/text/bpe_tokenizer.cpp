@@ -107,6 +107,15 @@ std::string decode_byte_level(std::string_view text) {
   return out;
 }
 
+// Where llama.cpp splits a merge: at the first space after the first byte.
+// npos when that leaves an empty side (llama.cpp then ranks a pair with ""
+// in it, which no symbol ever is).
+size_t merge_split(std::string_view m) {
+  if (m.size() < 3) return std::string_view::npos;
+  const size_t sp = m.find(' ', 1);
+  return sp == std::string_view::npos || sp + 1 == m.size() ? std::string_view::npos : sp;
+}
+
 }  // namespace
 
 BpeTokenizer::BpeTokenizer(Vocab vocab, std::span<const std::string_view> merges)
@@ -119,52 +128,79 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, std::span<const std::string_view> merges
 void BpeTokenizer::build_merges(std::span<const std::string_view> merges) {
   const int32_t n_tok = vocab_.n_tokens();
   // Texts that merges name but the vocabulary lacks get ids from n_tok on,
-  // so merges through them still happen as in llama.cpp (which keys its
-  // ranks by text). Real vocabularies have none.
+  // so merges through them happen as in llama.cpp (which keys its ranks by
+  // text). Real vocabularies have none.
   std::unordered_map<std::string, int32_t> extra;
-  auto symbol_of = [&](std::string_view t, bool create) -> int32_t {
-    const int32_t id = vocab_.find(t);
-    if (id != TOKEN_NULL) return id;
-    if (extra.empty() && !create) return -1;
+  auto extra_of = [&](std::string_view t, bool create) -> int32_t {
     const auto it = extra.find(std::string(t));
     if (it != extra.end()) return it->second;
     if (!create) return -1;
-    const int32_t nid = n_tok + int32_t(extra.size());
-    extra.emplace(std::string(t), nid);
-    return nid;
+    const int32_t id = n_tok + int32_t(extra.size());
+    extra.emplace(std::string(t), id);
+    return id;
   };
 
-  // Pass 1: the two sides of each merge. llama.cpp splits at the first
-  // space after the first byte; a merge without one pairs "" with "", which
-  // no symbol ever is.
-  std::vector<std::pair<int32_t, int32_t>> sides(merges.size(), {-1, -1});
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const std::string_view m = merges[i];
-    const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string_view::npos;
-    if (sp == std::string_view::npos || sp == 0 || sp + 1 >= m.size()) continue;
-    sides[i] = {symbol_of(m.substr(0, sp), true), symbol_of(m.substr(sp + 1), true)};
-  }
-  for (int b = 0; b < 256; ++b) byte_symbol_[b] = symbol_of(byte_to_unicode(uint8_t(b)), false);
-
-  // Pass 2: the table; the first occurrence of a pair keeps its rank.
   uint64_t cap = 16;
-  while (cap < 2 * uint64_t(merges.size())) cap <<= 1;
+  while (cap * 3 < uint64_t(merges.size()) * 5) cap <<= 1;  // load <= 0.6
   merges_.assign(cap, Merge{kEmpty, 0, 0});
   merges_mask_ = cap - 1;
   n_merges_ = 0;
-  std::string joined;
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const auto [l, r] = sides[i];
-    if (l < 0) continue;
-    const uint64_t key = pair_key(l, r);
-    uint64_t s = mix(key) & merges_mask_;
-    while (merges_[s].key != kEmpty && merges_[s].key != key) s = (s + 1) & merges_mask_;
-    if (merges_[s].key == key) continue;
-    const std::string_view m = merges[i];
-    const size_t sp = m.find(' ', 1);
-    joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
-    merges_[s] = Merge{key, int32_t(i), symbol_of(joined, false)};
-    ++n_merges_;
+
+  // In chunks: both sides and the joined text of each merge are looked up
+  // as batches (Vocab::find_many), then inserted in rank order, so the first
+  // occurrence of a pair keeps its rank.
+  constexpr size_t kChunk = 4096;
+  std::vector<std::string_view> left, right, joined;
+  std::vector<int32_t> lid(kChunk), rid(kChunk), jid(kChunk);
+  std::vector<size_t> at(kChunk);
+  std::string buf;
+  for (size_t c0 = 0; c0 < merges.size(); c0 += kChunk) {
+    const size_t n = std::min(kChunk, merges.size() - c0);
+    left.assign(n, {});
+    right.assign(n, {});
+    joined.assign(n, {});
+    buf.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view m = merges[c0 + i];
+      const size_t sp = merge_split(m);
+      if (sp == std::string_view::npos) continue;
+      left[i] = m.substr(0, sp);
+      right[i] = m.substr(sp + 1);
+      at[i] = buf.size();
+      buf.append(left[i]).append(right[i]);
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (!left[i].empty()) joined[i] = std::string_view(buf).substr(at[i], left[i].size() + right[i].size());
+    vocab_.find_many(left, lid.data());
+    vocab_.find_many(right, rid.data());
+    vocab_.find_many(joined, jid.data());
+    for (size_t i = 0; i < n; ++i) {
+      if (left[i].empty()) continue;
+      if (lid[i] == TOKEN_NULL) lid[i] = extra_of(left[i], true);
+      if (rid[i] == TOKEN_NULL) rid[i] = extra_of(right[i], true);
+      const uint64_t key = pair_key(lid[i], rid[i]);
+      uint64_t s = mix(key) & merges_mask_;
+      while (merges_[s].key != kEmpty && merges_[s].key != key) s = (s + 1) & merges_mask_;
+      if (merges_[s].key == key) continue;
+      merges_[s] = Merge{key, int32_t(c0 + i), jid[i] == TOKEN_NULL ? -1 : jid[i]};
+      ++n_merges_;
+    }
+  }
+
+  for (int b = 0; b < 256; ++b) {
+    const std::string_view t = byte_to_unicode(uint8_t(b));
+    const int32_t id = vocab_.find(t);
+    byte_symbol_[b] = id != TOKEN_NULL ? id : extra_of(t, false);
+  }
+  // A merge whose text is no token may still make a text that later merges
+  // name; only known once every merge has been read.
+  if (!extra.empty()) {
+    for (Merge& m : merges_) {
+      if (m.key == kEmpty || m.result >= 0) continue;
+      const std::string_view t = merges[size_t(m.rank)];
+      const size_t sp = merge_split(t);
+      m.result = extra_of(std::string(t.substr(0, sp)) + std::string(t.substr(sp + 1)), false);
+    }
   }
 }
 
