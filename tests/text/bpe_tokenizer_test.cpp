@@ -167,6 +167,12 @@ TEST(BpeTokenizer, QwenVocabularyFacts) {
   EXPECT_EQ(tok.encode("<\xef\xbd\x9cUser\xef\xbd\x9c>hi", false, true).front(), 151644);
   EXPECT_NE(tok.encode("<\xef\xbd\x9cUser\xef\xbd\x9c>hi", false, false).front(), 151644);
   EXPECT_EQ(tok.encode("<think>", false, false), Ids{151648});
+  // Around special tokens the text tokenizes as in the reference ("Hello
+  // world" -> 9707, 1879).
+  EXPECT_EQ(tok.encode("<\xef\xbd\x9cUser\xef\xbd\x9c>Hello world<\xef\xbd\x9c"
+                       "Assistant\xef\xbd\x9c>",
+                       true, true),
+            (Ids{151646, 151644, 9707, 1879, 151645}));
 }
 
 TEST(BpeTokenizer, BuildAndEncodeTimes) {
@@ -436,6 +442,12 @@ TEST(BpeSynthetic, SpacesAndBytesUseTheByteAlphabet) {
   EXPECT_EQ(byte_to_unicode(0xAD), "\xc5\x83");  // the 68th (last) moved byte: U+0143
   EXPECT_EQ(unicode_to_byte(0x143), 0xAD);
   EXPECT_EQ(unicode_to_byte(0x144), -1);
+}
+
+TEST(BpeSynthetic, PieceOutsideTheByteAlphabetIsMarkedAsLlamaCpp) {
+  // U+20AC is no byte's character: llama.cpp writes [UNK_BYTE_0x<utf8><text>].
+  Synth s = synth({}, {"x\xe2\x82\xac"});
+  EXPECT_EQ(s.tok->token_to_piece(s.id("x\xe2\x82\xac")), "x[UNK_BYTE_0xe282acx\xe2\x82\xac]");
 }
 
 TEST(BpeSynthetic, MergeIntoANonTokenFallsBackToBytes) {
