@@ -28,12 +28,13 @@ class PreTokenizer {
  public:
   enum class Kind {
     Default,  // tokenizer.ggml.pre missing or "default": llama.cpp's 4-regex cascade
-    Gpt2,     // "gpt-2", "gpt2"
+    Gpt2,     // "gpt-2" (and "gpt2", a spelling llama.cpp refuses)
     Llama3,   // "llama-bpe", "llama3", "llama-v3"
     Qwen2,    // "qwen2", "deepseek-r1-qwen"
   };
 
-  // The kind for a tokenizer.ggml.pre value ("" when the key is missing).
+  // The kind for a tokenizer.ggml.pre value ("" when the key is missing:
+  // llama.cpp then warns and uses its "default" cascade, and so does weir).
   // Throws weir::Error naming the key and the value when it is unknown, as
   // llama.cpp refuses such a file.
   static Kind kind_for(std::string_view pre);
