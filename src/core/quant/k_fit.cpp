@@ -24,16 +24,23 @@ inline int round_clamped(float v, int lo, int hi) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
-// The value an fp16 field will hold for a wanted scale >= 0: rounded, and
-// kept finite (a scale that overflowed to inf would dequantize 0 * inf).
+// The fp16 value for a wanted super-block scale v >= 0, rounded up (the
+// largest sub-block scale then never has to clip) and kept finite (an inf
+// scale would dequantize 0 * inf).
 inline uint16_t to_fp16_scale(float v) {
   if (!(v > 0.0f)) return 0;
-  return f32_to_fp16(std::min(v, kMaxFp16));
+  uint16_t h = f32_to_fp16(std::min(v, kMaxFp16));
+  if (fp16_to_f32(h) < v && h < 0x7bff) ++h;  // next fp16 up (positive values)
+  return h;
 }
 
 // ---------------------------------------------------------------------------
 // Affine (scale + min) blocks.
 // ---------------------------------------------------------------------------
+
+// Trial scales map the sub-block's range to qmax + kAffineStep * k levels.
+constexpr int kAffineSteps = 5;
+constexpr float kAffineStep = 0.2f;
 
 // Best continuous (s >= 0, m >= 0) with x ~ s * L - m over trial scales.
 void fit_affine_sub(const float* x, int n, int qmax, float* s_out, float* m_out) {
@@ -48,22 +55,25 @@ void fit_affine_sub(const float* x, int n, int qmax, float* s_out, float* m_out)
     *m_out = -lo;
     return;
   }
-  double sum_x = 0, sum_xx = 0;
+  float fx = 0, fxx = 0;
   for (int i = 0; i < n; ++i) {
-    sum_x += x[i];
-    sum_xx += double(x[i]) * x[i];
+    fx += x[i];
+    fxx += x[i] * x[i];
   }
+  const double sum_x = fx, sum_xx = fxx;
   double best_err = INFINITY;
   float best_s = (hi - lo) / float(qmax), best_m = -lo;
-  for (int k = -10; k <= 10; ++k) {
-    const float iscale = (float(qmax) + 0.1f * float(k)) / (hi - lo);
-    double sl = 0, sll = 0, sxl = 0;
+  for (int k = -kAffineSteps; k <= kAffineSteps; ++k) {
+    const float iscale = (float(qmax) + kAffineStep * float(k)) / (hi - lo);
+    int isl = 0, isll = 0;
+    float fxl = 0;
     for (int i = 0; i < n; ++i) {
       const int l = round_clamped((x[i] - lo) * iscale, 0, qmax);
-      sl += l;
-      sll += l * l;
-      sxl += double(x[i]) * l;
+      isl += l;
+      isll += l * l;
+      fxl += x[i] * float(l);
     }
+    const double sl = isl, sll = isll, sxl = fxl;
     const double det = n * sll - sl * sl;
     if (!(det > 0)) continue;
     double s = (n * sxl - sl * sum_x) / det;
@@ -194,14 +204,16 @@ float fit_symmetric_sub(const float* x, int n, int qmin, int qmax) {
   double best_score = -1, best_s = 0;
   for (int side = 0; side < 2; ++side) {
     const float end = side == 0 ? float(qmin) : float(qmax);  // where max goes
-    for (int k = -8; k <= 8; ++k) {
-      const float iscale = (end + (end < 0 ? -0.1f : 0.1f) * float(k)) / max;
-      double sll = 0, sxl = 0;
+    for (int k = -4; k <= 4; ++k) {
+      const float iscale = (end + (end < 0 ? -0.15f : 0.15f) * float(k)) / max;
+      int isll = 0;
+      float fxl = 0;
       for (int i = 0; i < n; ++i) {
         const int l = round_clamped(x[i] * iscale, qmin, qmax);
-        sll += l * l;
-        sxl += double(x[i]) * l;
+        isll += l * l;
+        fxl += x[i] * float(l);
       }
+      const double sll = isll, sxl = fxl;
       if (!(sll > 0)) continue;
       const double score = sxl * sxl / sll;  // error = sum x^2 - score
       if (score > best_score) {
@@ -307,6 +319,11 @@ void fit_affine_superblock(const float* x, const AffineShape& p, AffineBlock* b)
   }
   b->d = f32_to_fp16(st.d);
   b->dmin = f32_to_fp16(st.dmin);
+  // Never worse than all zeros (data below fp16's range for d, say).
+  float err = 0.0f, zero = 0.0f;
+  for (int j = 0; j < p.n_sub; ++j) err += st.err[j];
+  for (int i = 0; i < p.n_sub * p.sub_len; ++i) zero += x[i] * x[i];
+  if (!(err <= zero)) std::memset(b, 0, sizeof *b);
 }
 
 void fit_symmetric_superblock(const float* x, const SymmetricShape& p, SymmetricBlock* b) {
@@ -326,6 +343,10 @@ void fit_symmetric_superblock(const float* x, const SymmetricShape& p, Symmetric
     refit_symmetric(x, p, b, &st);
   }
   b->d = f32_to_fp16(st.d);
+  float err = 0.0f, zero = 0.0f;
+  for (int j = 0; j < p.n_sub; ++j) err += st.err[j];
+  for (int i = 0; i < p.n_sub * p.sub_len; ++i) zero += x[i] * x[i];
+  if (!(err <= zero)) std::memset(b, 0, sizeof *b);
 }
 
 }  // namespace weir::quant
