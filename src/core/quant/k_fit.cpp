@@ -24,6 +24,10 @@ inline int round_clamped(float v, int lo, int hi) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
+// The same rounding in float arithmetic only (v already clamped to a small
+// range), which the compiler can vectorize with baseline SSE2.
+inline float round_small(float v) { return (v + 12582912.0f) - 12582912.0f; }
+
 // The fp16 value for a wanted super-block scale v >= 0, rounded up (the
 // largest sub-block scale then never has to clip) and kept finite (an inf
 // scale would dequantize 0 * inf).
@@ -127,15 +131,16 @@ void fit_affine_sub(const float* x, int n, int qmax, AffineSub* out) {
 // (Eight partial sums: n is a multiple of 8, and the loop vectorizes.)
 float requant_affine(const float* x, int n, int qmax, float S, float M, uint8_t* L) {
   const float iS = S > 0.0f ? 1.0f / S : 0.0f;
-  float acc[8] = {};
+  float acc[8] = {}, lf[32];
   for (int i0 = 0; i0 < n; i0 += 8) {
     for (int k = 0; k < 8; ++k) {
-      const int l = round_clamped((x[i0 + k] + M) * iS, 0, qmax);
-      L[i0 + k] = uint8_t(l);
-      const float e = S * float(l) - M - x[i0 + k];
+      const float l = round_small(std::min(std::max((x[i0 + k] + M) * iS, 0.0f), float(qmax)));
+      lf[i0 + k] = l;
+      const float e = S * l - M - x[i0 + k];
       acc[k] += e * e;
     }
   }
+  for (int i = 0; i < n; ++i) L[i] = uint8_t(int(lf[i]));
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
@@ -264,15 +269,16 @@ float fit_symmetric_sub(const float* x, int n, int qmin, int qmax, float* w_out)
 
 float requant_symmetric(const float* x, int n, int qmin, int qmax, float S, int8_t* L) {
   const float iS = S != 0.0f ? 1.0f / S : 0.0f;
-  float acc[8] = {};
+  float acc[8] = {}, lf[32];
   for (int i0 = 0; i0 < n; i0 += 8) {
     for (int k = 0; k < 8; ++k) {
-      const int l = round_clamped(x[i0 + k] * iS, qmin, qmax);
-      L[i0 + k] = int8_t(l);
-      const float e = S * float(l) - x[i0 + k];
+      const float l = round_small(std::min(std::max(x[i0 + k] * iS, float(qmin)), float(qmax)));
+      lf[i0 + k] = l;
+      const float e = S * l - x[i0 + k];
       acc[k] += e * e;
     }
   }
+  for (int i = 0; i < n; ++i) L[i] = int8_t(int(lf[i]));
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
@@ -334,7 +340,7 @@ bool refit_symmetric(const float* x, const SymmetricShape& p, SymmetricBlock* b,
 }
 
 // The super-block scale for sub-block scales s[j] >= 0 (magnitudes) stored
-// as integers in [0, smax]: the largest maps to some k in [smax/2, smax],
+// as integers in [0, smax]: the largest maps to some k in [3/4 smax, smax],
 // the k whose grid d * integer fits all s[j] best (weighted by w[j], how
 // much sub-block j's error grows with its scale's error). k = smax is the
 // usual winner; a smaller k wins when the scales already sit on a grid (data
@@ -351,7 +357,7 @@ float choose_super_scale(const float* s, const float* w, int n, int smax) {
   float best_d = amax / float(smax);
   double best_r = INFINITY;
   int best_hits = -1;
-  for (int k = smax; k >= (smax + 1) / 2; --k) {
+  for (int k = smax; k >= (3 * smax + 3) / 4; --k) {
     const float d = fp16_to_f32(f32_to_fp16(amax / float(k)));
     if (!(d > 0.0f)) continue;
     const float id = 1.0f / d;
@@ -382,25 +388,32 @@ float choose_min_scale(const AffineSub* sub, int n, int smax, int shift[16]) {
   for (int j = 0; j < n; ++j) amax = std::max(amax, sub[j].m);
   for (int j = 0; j < n; ++j) shift[j] = 0;
   if (!(amax > 0.0f)) return 0.0f;
+  // Residual of the mins on the grid of step d. Shifts are tried only while
+  // every sub-block so far sits on the grid (the case they are for).
   auto fit = [&](float d, int* c_out, int* hits) {
     const float id = 1.0f / d;
-    double r = 0;
+    const float tol = float(2e-3) * d;
+    float r = 0.0f;
     *hits = 0;
     for (int j = 0; j < n; ++j) {
-      double best = INFINITY;
-      for (int c = -std::min(sub[j].down, 2); c <= std::min(sub[j].up, 2); ++c) {
-        const float m = sub[j].m + float(c) * sub[j].s;
-        if (m < 0.0f) continue;
-        const double e = double(m) - double(d) * round_clamped(m * id, 0, smax);
-        if (e * e < best || (e * e == best && c == 0)) {
-          best = e * e;
-          if (c_out) c_out[j] = c;
+      float e0 = sub[j].m - d * float(round_clamped(sub[j].m * id, 0, smax));
+      float best = e0 * e0;
+      if (c_out) c_out[j] = 0;
+      if (std::fabs(e0) > tol && *hits == j) {
+        for (int c = -std::min(sub[j].down, 2); c <= std::min(sub[j].up, 2); ++c) {
+          const float m = sub[j].m + float(c) * sub[j].s;
+          if (c == 0 || m < 0.0f) continue;
+          const float e = m - d * float(round_clamped(m * id, 0, smax));
+          if (e * e < best) {
+            best = e * e;
+            if (c_out) c_out[j] = c;
+          }
         }
       }
       r += best;
-      *hits += on_grid(std::sqrt(best), d);
+      *hits += best <= tol * tol;
     }
-    return r;
+    return double(r);
   };
   float best_d = fp16_to_f32(f32_to_fp16(amax / float(smax)));
   double best_r = INFINITY;
