@@ -49,15 +49,16 @@ inline uint16_t to_fp16_scale(float v) {
 constexpr int kTrials = 9;
 inline int trials(int qmax) { return qmax >= 31 ? 15 : kTrials; }
 
+struct AffineSub {
+  float s = 0, m = 0;    // x ~ s * L - m
+  float w = 0;           // sum of L^2: weight of s's error
+  int down = 0, up = 0;  // the quants may all move down / up this much
+};
+
 // Best continuous (s >= 0, m >= 0) with x ~ s * L - m over trial scales.
 // The trials map [min x, max x] onto the levels; a positive offset that
 // results is taken out by shifting the quants up where they have room (same
 // fit, now storable), else the offset is clamped to 0 and s refitted.
-struct AffineSub {
-  float s = 0, m = 0;  // x ~ s * L - m
-  float w = 0;         // sum of L^2: weight of s's error
-  int down = 0, up = 0;  // the quants may all move down / up this much
-};
 
 void fit_affine_sub(const float* x, int n, int qmax, AffineSub* out) {
   float lo = x[0], hi = x[0];
@@ -339,16 +340,17 @@ bool refit_symmetric(const float* x, const SymmetricShape& p, SymmetricBlock* b,
   return true;
 }
 
-// The super-block scale for sub-block scales s[j] >= 0 (magnitudes) stored
-// as integers in [0, smax]: the largest maps to some k in [3/4 smax, smax],
-// the k whose grid d * integer fits all s[j] best (weighted by w[j], how
-// much sub-block j's error grows with its scale's error). k = smax is the
-// usual winner; a smaller k wins when the scales already sit on a grid (data
-// that came from this format).
 // Whether a scale is on the grid of step d, up to float rounding. A grid
 // that holds every sub-block's scale wins outright, so that data already in
 // the format gets its own grid back.
 inline bool on_grid(double e, float d) { return std::fabs(e) <= 2e-3 * double(d); }
+
+// The super-block scale for sub-block scales |s[j]| stored as integers in
+// [0, smax]: the largest maps to some k in [3/4 smax, smax], the k whose
+// grid d * integer fits all s[j] best (weighted by w[j], how much sub-block
+// j's error grows with its scale's error). k = smax is the usual winner; a
+// smaller k wins when the scales already sit on a grid (data that came from
+// this format).
 
 float choose_super_scale(const float* s, const float* w, int n, int smax) {
   float amax = 0.0f;

@@ -6,10 +6,13 @@
 // The idea is the one llama.cpp's reference quantizers describe (search a
 // range of trial scales per sub-block, least-squares fit the scale and min
 // to the resulting quants, then quantize the sub-block scales against the
-// super-block scale); on top of it, after the scales are integers, a local
-// search moves each sub-block's integer scale (and min) by one step and a
-// joint least-squares refit of d (and dmin) is tried, each kept only when
-// it lowers the error of the block as stored (fp16 d, integer scales).
+// super-block scale). On top of it: the super-block scale is chosen among
+// several grids (so data already in the format comes back exactly), and
+// after the scales are integers a local search moves each sub-block's
+// integer scale (and min) by one step and a joint least-squares refit of d
+// (and dmin) is tried, each kept only when it lowers the error of the block
+// as stored (fp16 d, integer scales). The result is never worse than all
+// zeros.
 #pragma once
 #include <cstdint>
 
