@@ -352,7 +352,7 @@ inline bool on_grid(double e, float d) { return std::fabs(e) <= 2e-3 * double(d)
 // smaller k wins when the scales already sit on a grid (data that came from
 // this format).
 
-float choose_super_scale(const float* s, const float* w, int n, int smax) {
+float choose_super_scale(const float* s, const float* w, int n, int smax, bool* exact = nullptr) {
   float amax = 0.0f;
   for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(s[j]));
   if (!(amax > 0.0f)) return 0.0f;
@@ -378,6 +378,7 @@ float choose_super_scale(const float* s, const float* w, int n, int smax) {
       best_d = d;
     }
   }
+  if (exact) *exact = best_hits == 1;
   return best_d;
 }
 
@@ -385,13 +386,14 @@ float choose_super_scale(const float* s, const float* w, int n, int smax) {
 // m[j] + c * s[j] for -down <= c <= up (all quants moved by c: the same
 // values), so a block that came from this format finds its grid again.
 // Sets shift[j] to the c chosen for the returned scale.
-float choose_min_scale(const AffineSub* sub, int n, int smax, int shift[16]) {
+float choose_min_scale(const AffineSub* sub, int n, int smax, bool exact, int shift[16]) {
   float amax = 0.0f;
   for (int j = 0; j < n; ++j) amax = std::max(amax, sub[j].m);
   for (int j = 0; j < n; ++j) shift[j] = 0;
   if (!(amax > 0.0f)) return 0.0f;
-  // Residual of the mins on the grid of step d. Shifts are tried only while
-  // every sub-block so far sits on the grid (the case they are for).
+  // Residual of the mins on the grid of step d. Shifts are tried only for
+  // data that looks already quantized, and only while every sub-block so far
+  // sits on the grid (the case they are for).
   auto fit = [&](float d, int* c_out, int* hits) {
     const float id = 1.0f / d;
     const float tol = float(2e-3) * d;
@@ -401,7 +403,7 @@ float choose_min_scale(const AffineSub* sub, int n, int smax, int shift[16]) {
       float e0 = sub[j].m - d * float(round_clamped(sub[j].m * id, 0, smax));
       float best = e0 * e0;
       if (c_out) c_out[j] = 0;
-      if (std::fabs(e0) > tol && *hits == j) {
+      if (exact && std::fabs(e0) > tol && *hits == j) {
         for (int c = -std::min(sub[j].down, 2); c <= std::min(sub[j].up, 2); ++c) {
           const float m = sub[j].m + float(c) * sub[j].s;
           if (c == 0 || m < 0.0f) continue;
@@ -420,8 +422,9 @@ float choose_min_scale(const AffineSub* sub, int n, int smax, int shift[16]) {
   float best_d = fp16_to_f32(f32_to_fp16(amax / float(smax)));
   double best_r = INFINITY;
   int best_hits = -1, hits = 0;
-  // The largest min maps to k; "largest" with the quants moved up by c.
-  for (int c = 0; c <= 2; ++c) {
+  // The largest min maps to k; "largest" with the quants moved up by c,
+  // tried only when the scales showed data already in the format.
+  for (int c = 0; c <= (exact ? 2 : 0); ++c) {
     float top = 0.0f;
     for (int j = 0; j < n; ++j) top = std::max(top, sub[j].m + float(std::min(c, sub[j].up)) * sub[j].s);
     if (c > 0 && top == amax) break;
@@ -452,8 +455,9 @@ void fit_affine_superblock(const float* x, const AffineShape& p, AffineBlock* b)
     s[j] = sub[j].s;
     ws[j] = sub[j].w;
   }
-  b->d = to_fp16_scale(choose_super_scale(s, ws, p.n_sub, p.smax));
-  b->dmin = to_fp16_scale(choose_min_scale(sub, p.n_sub, p.smax, shift));
+  bool exact = false;
+  b->d = to_fp16_scale(choose_super_scale(s, ws, p.n_sub, p.smax, &exact));
+  b->dmin = to_fp16_scale(choose_min_scale(sub, p.n_sub, p.smax, exact, shift));
   for (int j = 0; j < p.n_sub; ++j) m[j] = sub[j].m + float(shift[j]) * sub[j].s;
   AffineState st;
   st.d = fp16_to_f32(b->d);
@@ -466,7 +470,7 @@ void fit_affine_superblock(const float* x, const AffineShape& p, AffineBlock* b)
   }
   requant_all_affine(x, p, b, &st);
   local_search_affine(x, p, b, &st);
-  if (refit_affine(x, p, b, &st)) local_search_affine(x, p, b, &st);
+  refit_affine(x, p, b, &st);
   b->d = f32_to_fp16(st.d);
   b->dmin = f32_to_fp16(st.dmin);
   // Never worse than all zeros (data below fp16's range for d, say).
@@ -486,7 +490,7 @@ void fit_symmetric_superblock(const float* x, const SymmetricShape& p, Symmetric
   for (int j = 0; j < p.n_sub; ++j) b->sc[j] = int8_t(round_clamped(s[j] * id, -p.smax, p.smax));
   requant_all_symmetric(x, p, b, &st);
   local_search_symmetric(x, p, b, &st);
-  if (refit_symmetric(x, p, b, &st)) local_search_symmetric(x, p, b, &st);
+  refit_symmetric(x, p, b, &st);
   b->d = f32_to_fp16(st.d);
   float err = 0.0f, zero = 0.0f;
   for (int j = 0; j < p.n_sub; ++j) err += st.err[j];
