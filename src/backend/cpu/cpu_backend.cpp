@@ -216,7 +216,7 @@ void CpuBackend::run_graph(Graph& g) {
   std::exception_ptr error;
   std::mutex error_mutex;
   pool_.run([&](int ith) {
-    cpu::OpContext ctx{ith, pool_.size(), &scratch_tl};
+    cpu::OpContext ctx{ith, pool_.size(), &scratch_tl, !opts_.llama_rounding};
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
       if (Tensor* r = rounded[i]) {  // round this thread's rows of x, then meet

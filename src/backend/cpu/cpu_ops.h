@@ -24,6 +24,9 @@ struct OpContext {
   int ith = 0;
   int nth = 1;
   Scratch* scratch = nullptr;
+  // No llama.cpp rounding emulation (CpuOptions::llama_rounding off): e.g.
+  // gelu_mul computes the float formula instead of ggml's fp16 table.
+  bool exact = false;
 };
 
 void op_get_rows(const Tensor& dst, const OpContext& c);
