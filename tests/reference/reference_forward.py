@@ -12,6 +12,11 @@ Facts about the GGUF layout it relies on:
 - Llama 3 rope scaling is stored as rope_freqs.weight: pair i's angle is
   divided by it; linear scaling divides positions by rope.scaling.factor.
 
+With round_acts=True it also models llama.cpp's CPU rounding of activations
+before products with Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights: x is quantized to
+Q8_0 blocks of 32 (scale amax/127 stored as fp16, x * 127/amax rounded half
+to even in float32) and the product uses those values.
+
     reference_forward.py MODEL.gguf ID [ID ...]
         prints JSON {"top": [[id, logit], ...]} (top 50 of the last token)
 """
@@ -24,13 +29,27 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 
+Q8_0_ACTIVATIONS = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}
+
+
+def round_q8_0(h):
+    x = np.asarray(h, dtype=np.float32).reshape(-1, 32)
+    amax = np.abs(x).max(axis=1, keepdims=True)
+    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    d = (amax / np.float32(127)).astype(np.float16).astype(np.float64)
+    return (np.round(x * inv).astype(np.float64) * d).reshape(np.shape(h))
+
+
 class Forward:
-    def __init__(self, path):
+    def __init__(self, path, round_acts=False):
+        self.round_acts = round_acts
+        self.types = {}
         r = GGUFReader(path)
         self.kv = {k: f.contents() for k, f in r.fields.items() if not k.startswith("tokenizer.ggml.")}
         self.t = {}
         for t in r.tensors:
             a = dequantize(t.data, t.tensor_type)
+            self.types[t.name] = t.tensor_type.name
             self.t[t.name] = np.asarray(a, dtype=np.float64).reshape([int(x) for x in reversed(t.shape)])
         self.arch = self.kv["general.architecture"]
         p = self.arch + "."
@@ -72,6 +91,10 @@ class Forward:
 
     def mm(self, h, name):
         """h @ W^T for the weight called name."""
+        if self.round_acts and self.types[name] != "F32":
+            if self.types[name] not in Q8_0_ACTIVATIONS:
+                raise NotImplementedError(f"activation rounding for {self.types[name]} weights")
+            h = round_q8_0(h)
         return h @ self.W(name).T
 
     def lin(self, h, prefix):

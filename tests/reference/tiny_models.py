@@ -5,7 +5,8 @@ which reads the written file back with GGUFReader).
 
     tiny_models.py OUTDIR NAME [NAME ...]
         OUTDIR/NAME.gguf, and for the good models OUTDIR/NAME.json:
-        {"ids": [...], "logits": [[...n_vocab...] per position]}
+        {"ids": [...], "logits": [[...n_vocab...] per position]}, and for the
+        quantized ones "logits_rounded" (activations rounded as llama.cpp does)
 
 Names: see MODELS (good) and BROKEN (one defect each). Exit code 77 when
 numpy or gguf is missing, so the C++ test can skip with a message.
@@ -218,9 +219,11 @@ def main():
         write_model(path, MODELS.get(name, MODELS["llama3"]), rng, None if name in MODELS else name)
         if name in MODELS:
             ids = [1] + [int(t) for t in rng.integers(3, N_VOCAB, size=PROMPT_LEN - 1)]
-            logits = reference_forward.Forward(path).forward(ids)
+            ref = {"ids": ids, "logits": reference_forward.Forward(path).forward(ids).tolist()}
+            if "quant" in MODELS[name]:  # and as llama.cpp's rounding of activations sees it
+                ref["logits_rounded"] = reference_forward.Forward(path, round_acts=True).forward(ids).tolist()
             with open(os.path.join(out, name + ".json"), "w") as f:
-                json.dump({"ids": ids, "logits": logits.tolist()}, f)
+                json.dump(ref, f)
     return 0
 
 
