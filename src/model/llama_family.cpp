@@ -9,7 +9,7 @@
 //               x += Wo attention(q, k, v; scale 1/sqrt(head_dim)) (+bo)
 //               x += W_down (silu(W_gate h2) * W_up h2),  h2 = rms_norm(x) * ffn_norm
 //   logits = output (or token_embd when absent) @ (rms_norm(x) * output_norm)
-#include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +29,9 @@ struct Flavor {
 class LlamaFamily final : public Model {
  public:
   LlamaFamily(GGUFFile f, Flavor fl) : Model(std::move(f)), fl_(fl) {
+    const std::string experts = hp_.arch + ".expert_count";
+    if (file_.get_uint_or(experts, 0) > 0)  // Mixtral, Qwen MoE: expert FFNs are not built yet
+      throw Error(file_.name() + ": " + experts + " > 0: mixture-of-experts models are not supported yet");
     const int64_t E = hp_.n_embd, V = hp_.n_vocab, F = hp_.n_ff;
     const int64_t Dk = hp_.head_dim_k, Dv = hp_.head_dim_v;
     const int64_t Nq = Dk * hp_.n_head, Nk = Dk * hp_.n_head_kv, Nv = Dv * hp_.n_head_kv;
