@@ -30,7 +30,7 @@ class LlamaFamily final : public Model {
  public:
   LlamaFamily(GGUFFile f, Flavor fl) : Model(std::move(f)), fl_(fl) {
     const std::string experts = hp_.arch + ".expert_count";
-    if (file_.get_uint_or(experts, 0) > 0)  // Mixtral, Qwen MoE: expert FFNs are not built yet
+    if (file_.get_uint_or(experts, 0) > 0)  // Mixtral (arch llama): expert FFNs are not built yet
       throw Error(file_.name() + ": " + experts + " > 0: mixture-of-experts models are not supported yet");
     const int64_t E = hp_.n_embd, V = hp_.n_vocab, F = hp_.n_ff;
     const int64_t Dk = hp_.head_dim_k, Dv = hp_.head_dim_v;
