@@ -43,7 +43,7 @@ class ArchFloat64 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ArchFloat64, LogitsMatchNumpyReference) {
   const Case c = GetParam();
-  WEIR_TINY_MODEL(dir, c.name);
+  WEIR_TINY_MODEL(dir, c.name, c.llama_rounding ? "rounded" : "exact");
   const auto ref = test::json::parse(test::json::read_file(dir + "/" + c.name + ".json"));
   const std::vector<int32_t> ids = ref["ids"].as_int_vector<int32_t>();
   std::vector<std::vector<double>> want;

@@ -22,7 +22,7 @@ class BadModel : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadModel, LoadFailsWithErrorNamingTheCause) {
   const BadCase c = GetParam();
-  WEIR_TINY_MODEL(dir, c.name);
+  WEIR_TINY_MODEL(dir, c.name, "");
   const std::string path = dir + "/" + c.name + ".gguf";
   try {
     auto m = Model::load(path);

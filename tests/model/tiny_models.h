@@ -1,7 +1,7 @@
 // Tiny random-weight GGUF models written at test time by
 // tests/reference/tiny_models.py (with float64 reference logits for the good
-// ones). Each name gets its own folder, so tests running in parallel never
-// share a file.
+// ones). Each test gets its own folder (name + tag), so tests running in
+// parallel never rewrite a file another one has mapped.
 #pragma once
 #include <cstdlib>
 #include <filesystem>
@@ -11,10 +11,13 @@
 
 namespace weir::test {
 
-// Writes model `name` and returns its folder; "" with *why set when python
-// lacks numpy/gguf (exit code 77: the caller skips) or the script fails.
-inline std::string make_tiny_model(const std::string& name, std::string* why, bool* skip) {
-  const std::string dir = test_tmp() + "/tiny/" + name;
+// Writes model `name` into a folder for this (name, tag) and returns it; ""
+// with *why set when python lacks numpy/gguf (exit code 77: the caller
+// skips) or the script fails.
+inline std::string make_tiny_model(const std::string& name, const std::string& tag, std::string* why,
+                                   bool* skip) {
+  std::string dir = test_tmp() + "/tiny/" + name;
+  if (!tag.empty()) dir.append(".").append(tag);
   std::filesystem::create_directories(dir);
   const std::string cmd = "'" + python() + "' '" + ref_scripts() + "/tiny_models.py' '" + dir + "' '" +
                           name + "' 2>'" + dir + "/stderr.txt'";
@@ -31,12 +34,12 @@ inline std::string make_tiny_model(const std::string& name, std::string* why, bo
 }  // namespace weir::test
 
 // Sets dir_var to the folder of tiny model `name`, or skips / fails the test.
-#define WEIR_TINY_MODEL(dir_var, name)                                  \
+#define WEIR_TINY_MODEL(dir_var, name, tag)                             \
   std::string dir_var;                                                  \
   {                                                                     \
     std::string why_;                                                   \
     bool skip_ = false;                                                 \
-    dir_var = ::weir::test::make_tiny_model(name, &why_, &skip_);       \
+    dir_var = ::weir::test::make_tiny_model(name, tag, &why_, &skip_);  \
     if (skip_) GTEST_SKIP() << "python lacks numpy or gguf: " << why_;  \
     ASSERT_FALSE(dir_var.empty()) << why_;                              \
   }
