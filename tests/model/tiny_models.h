@@ -19,8 +19,14 @@ inline std::string make_tiny_model(const std::string& name, const std::string& t
   std::string dir = test_tmp() + "/tiny/" + name;
   if (!tag.empty()) dir.append(".").append(tag);
   std::filesystem::create_directories(dir);
-  const std::string cmd = "'" + python() + "' '" + ref_scripts() + "/tiny_models.py' '" + dir + "' '" +
-                          name + "' 2>'" + dir + "/stderr.txt'";
+  auto quoted = [](const std::string& s) {
+    std::string r(1, '\'');
+    r.append(s).push_back('\'');
+    return r;
+  };
+  std::string cmd = quoted(python());
+  for (const std::string& arg : {ref_scripts() + "/tiny_models.py", dir, name}) cmd.append(" ").append(quoted(arg));
+  cmd.append(" 2>").append(quoted(dir + "/stderr.txt"));
   const int rc = std::system(cmd.c_str());
   const int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   *skip = code == 77;
