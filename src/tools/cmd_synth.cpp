@@ -16,26 +16,35 @@
 namespace weir::tools {
 namespace {
 
-uint64_t weights_bytes(const SynthPreset& p, DType t) {
-  uint64_t n = 0;
-  for (const SynthTensor& s : synth_tensors(p))
-    n += row_bytes(s.n_dims < 2 ? DType::F32 : t, s.n_elements());
-  return n;
+// Bytes of tensor data in a file of type `type` ("" when the type plan
+// cannot make that type).
+std::string size_str(const SynthPreset& p, const char* type) {
+  try {
+    uint64_t n = 0;
+    for (const SynthTensor& t : plan_synth_tensors(p, parse_file_type(type))) n += row_bytes(t.type, t.n_elements());
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f GB", double(n) / 1e9);
+    return buf;
+  } catch (const Error&) {
+    return "-";
+  }
 }
 
 void list_presets(const std::string& arch) {
-  std::printf("%-14s %-7s %8s %8s %6s %5s %5s %5s %7s %8s %9s\n", "preset", "arch", "params", "n_vocab", "n_embd",
-              "layer", "head", "kv", "hd", "n_ff", "F16 size");
+  std::printf("%-14s %-7s %8s %8s %6s %5s %5s %5s %5s %6s %10s %10s %10s\n", "preset", "arch", "params", "n_vocab",
+              "n_embd", "layer", "head", "kv", "hd", "n_ff", "F16", "Q8_0", "Q4_K_M");
   for (const SynthPreset& p : synth_presets()) {
     if (!arch.empty() && p.arch != arch) continue;
     uint64_t params = 0;
     for (const SynthTensor& t : synth_tensors(p)) params += uint64_t(t.n_elements());
     const bool big = params >= 1000000000ull;
-    std::printf("%-14s %-7s %7.2f%c %8lld %6lld %5lld %5lld %5lld %7lld %8lld %7.3f GB\n", p.name.c_str(),
-                p.arch.c_str(), double(params) / (big ? 1e9 : 1e6), big ? 'B' : 'M', (long long)p.n_vocab, (long long)p.n_embd,
-                (long long)p.n_layer, (long long)p.n_head, (long long)p.n_head_kv, (long long)p.head_dim,
-                (long long)p.n_ff, double(weights_bytes(p, DType::F16)) / 1e9);
+    std::printf("%-14s %-7s %7.2f%c %8lld %6lld %5lld %5lld %5lld %5lld %6lld %10s %10s %10s\n", p.name.c_str(),
+                p.arch.c_str(), double(params) / (big ? 1e9 : 1e6), big ? 'B' : 'M', (long long)p.n_vocab,
+                (long long)p.n_embd, (long long)p.n_layer, (long long)p.n_head, (long long)p.n_head_kv,
+                (long long)p.head_dim, (long long)p.n_ff, size_str(p, "F16").c_str(), size_str(p, "Q8_0").c_str(),
+                size_str(p, "Q4_K_M").c_str());
   }
+  std::printf("(sizes of the tensor data; '-': file type not available in this build)\n");
 }
 
 }  // namespace
