@@ -101,10 +101,13 @@ int cmd_synth(int argc, char** argv) {
     o.vocab = &vocab;
   }
 
+  // Ctrl-C stops at the next piece; the writer then removes the partial file.
+  const auto& interrupted = install_interrupt_flag();
   const bool tty = isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
   o.progress = [&](uint64_t done, uint64_t total) {
+    if (interrupted.load()) throw Error("interrupted; " + out + " was not written");
     if (!tty) return;
     const auto now = std::chrono::steady_clock::now();
     if (done < total && now - last < std::chrono::milliseconds(200)) return;
