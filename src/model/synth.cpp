@@ -45,9 +45,21 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
   const float in_std = 1.0f / std::sqrt(float(E));
   const float res = 1.0f / std::sqrt(2.0f * float(p.n_layer));  // residual-writing projections
   const float norm_std = 0.02f;
+  // Token embeddings. With a separate output matrix: std 1 (the residual
+  // stream starts at RMS 1). Tied to the output, the logit of the current
+  // token is e.x / rms(x) ~ E std^2 / rms(x) against a std of sqrt(E) std for
+  // the others, so a large embedding makes greedy decoding repeat the last
+  // token forever; the stds below keep that ratio near 2:
+  // - llama-style (added as is; the layers add about RMS 0.5-1): std 1/sqrt(E);
+  // - gemma3 (scaled by sqrt(E); each of the 2 L post-normed sublayers adds
+  //   RMS 1): embedding RMS c in the stream with E c^2 = 4 (c^2 + 2 L).
   float embd_std = 1.0f;
-  if (p.arch == "gemma3") embd_std = 1.0f / std::sqrt(float(E));  // scaled by sqrt(E) at run time
-  else if (p.tied_embeddings) embd_std = 1.0f / std::sqrt(std::sqrt(float(E)));
+  if (p.arch == "gemma3") {
+    const float c = std::min(1.0f, std::sqrt(8.0f * float(p.n_layer) / float(E - 4)));
+    embd_std = c / std::sqrt(float(E));
+  } else if (p.tied_embeddings) {
+    embd_std = 1.0f / std::sqrt(float(E));
+  }
 
   std::vector<SynthTensor> r;
   if (p.rope_llama3_factor > 0) {

@@ -8,9 +8,9 @@
 // projections std 1/sqrt(fan_in), the ones that write into the residual
 // stream (attn_output, ffn_down) further / sqrt(2 n_layer); norm weights ~1
 // (Gemma's GGUF norms are stored as 1 + w, so ~1 there too); token
-// embeddings std 1/sqrt(n_embd) where the architecture scales them by
-// sqrt(n_embd) (gemma3), else 1, or n_embd^-1/4 when tied to the output, so
-// that the logits have a std of order 1 to a few.
+// embeddings std 1 when the output matrix is separate, and small enough when
+// tied to it that greedy decoding does not just repeat the last token (see
+// synth_tensors).
 #pragma once
 #include <cstdint>
 #include <functional>
