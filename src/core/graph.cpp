@@ -18,6 +18,7 @@ const char* op_name(Op op) {
     case Op::Scale: return "scale";
     case Op::Rope: return "rope";
     case Op::GeluMul: return "gelu_mul";
+    case Op::SiluMul: return "silu_mul";
     case Op::Attention: return "attention";
     case Op::SetRows: return "set_rows";
     case Op::Count: break;
@@ -127,20 +128,37 @@ Tensor* Graph::scale(Tensor* a, float s) {
   return y;
 }
 
-Tensor* Graph::rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale) {
-  if (pos->dtype != DType::I32 || pos->ne[0] != x->ne[2] || n_rot > x->ne[0] || n_rot % 2)
+Tensor* Graph::rope(Tensor* x, Tensor* pos, const RopeParams& p) {
+  if (pos->dtype != DType::I32 || pos->ne[0] != x->ne[2] || p.n_rot <= 0 || p.n_rot > x->ne[0] ||
+      p.n_rot % 2)
     shape_error("rope", x, pos);
+  if (Tensor* ff = p.freq_factors;
+      ff && (ff->dtype != DType::F32 || ff->ne[0] != p.n_rot / 2 || ff->n_rows() != 1))
+    shape_error("rope freq_factors", ff, x);
   Tensor* y = unary_like(x, Op::Rope);
   y->src[1] = pos;
-  y->iparams[0] = n_rot;
-  y->fparams[0] = base;
-  y->fparams[1] = freq_scale;
+  y->src[2] = p.freq_factors;
+  y->iparams[0] = p.n_rot;
+  y->iparams[1] = int32_t(p.mode);
+  y->fparams[0] = p.base;
+  y->fparams[1] = p.freq_scale;
   return y;
+}
+
+Tensor* Graph::rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale) {
+  return rope(x, pos, RopeParams{n_rot, base, freq_scale, RopeMode::Neox, nullptr});
 }
 
 Tensor* Graph::gelu_mul(Tensor* a, Tensor* b) {
   if (a->n_elements() != b->n_elements() || a->ne[0] != b->ne[0]) shape_error("gelu_mul", a, b);
   Tensor* y = unary_like(a, Op::GeluMul);
+  y->src[1] = b;
+  return y;
+}
+
+Tensor* Graph::silu_mul(Tensor* a, Tensor* b) {
+  if (a->n_elements() != b->n_elements() || a->ne[0] != b->ne[0]) shape_error("silu_mul", a, b);
+  Tensor* y = unary_like(a, Op::SiluMul);
   y->src[1] = b;
   return y;
 }

@@ -11,9 +11,16 @@
 //   mul(a [K, ...], b [K, 1 or same])            -> a's shape; b broadcast over rows
 //   add(a, b)                                     -> idem
 //   scale(a, s)                                   -> a * s
-//   rope_neox(x [D, H, T], pos I32 [T], n_rot, base, freq_scale)
-//       rotates pairs (i, i + n_rot/2) of each head by pos * freq_scale * base^(-2i/n_rot)
+//   rope(x [D, H, T], pos I32 [T], {n_rot, base, freq_scale, mode, freq_factors})
+//       rotates pair i (i < n_rot/2) of each head of token t by
+//         theta_i = freq_scale * pos[t] * base^(-2i/n_rot) / ff[i]
+//       where ff = freq_factors (F32 [n_rot/2], Llama 3 "rope_freqs") or 1.
+//       mode Neox pairs dims (i, i + n_rot/2); mode Normal pairs (2i, 2i + 1).
+//       A pair (a, b) becomes (a cos - b sin, a sin + b cos); dims >= n_rot
+//       are copied. rope_neox(x, pos, n_rot, base, freq_scale) is mode Neox
+//       without factors.
 //   gelu_mul(a, b)                                -> gelu_tanh(a) * b
+//   silu_mul(a, b)                                -> silu(a) * b = a / (1 + e^-a) * b
 //   attention(q [D, Hq, T], k [D, Hkv, S], v [D, Hkv, S], mask [S, T], scale)
 //       -> [D*Hq, T]; head h uses kv head h / (Hq/Hkv); mask adds 0 or -inf
 //   set_rows(dst [K, N], src [K, T], idx I32 [T]) -> dst with dst[:, idx[t]] = src[:, t]
@@ -26,6 +33,14 @@
 #include "core/tensor.h"
 
 namespace weir {
+
+struct RopeParams {
+  int n_rot = 0;  // rotated dims per head (even, <= head dim)
+  float base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+  RopeMode mode = RopeMode::Neox;
+  Tensor* freq_factors = nullptr;  // optional F32 [n_rot/2]: theta_i is divided by it
+};
 
 class Graph {
  public:
@@ -46,8 +61,10 @@ class Graph {
   Tensor* mul(Tensor* a, Tensor* b);
   Tensor* add(Tensor* a, Tensor* b);
   Tensor* scale(Tensor* a, float s);
+  Tensor* rope(Tensor* x, Tensor* pos, const RopeParams& p);
   Tensor* rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale);
   Tensor* gelu_mul(Tensor* a, Tensor* b);
+  Tensor* silu_mul(Tensor* a, Tensor* b);
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
 

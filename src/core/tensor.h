@@ -22,11 +22,19 @@ enum class Op : uint8_t {
   Scale,     // a * s
   Rope,      // rotary position embedding
   GeluMul,   // gelu_tanh(a) * b
+  SiluMul,   // silu(a) * b (SwiGLU)
   Attention, // softmax(q k^T * scale + mask) v, per head, GQA
   SetRows,   // dst[idx[i]] = src[i] (writes into a leaf, e.g. the KV cache)
   Count,
 };
 const char* op_name(Op op);
+
+// Which dimensions rope rotates together. Stored in a rope node's
+// iparams[1]; Neox is 0 so nodes made before modes existed keep their meaning.
+enum class RopeMode : int32_t {
+  Neox = 0,    // split halves (i, i + n_rot/2): GPT-NeoX, Qwen, Gemma
+  Normal = 1,  // adjacent pairs (2i, 2i + 1): Llama, Mistral
+};
 
 inline constexpr int kMaxDims = 4;
 inline constexpr int kMaxSrc = 4;

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "model/transformer_blocks.h"
 
 namespace weir {
 namespace {
@@ -27,45 +28,35 @@ class Gemma3 final : public Model {
                                        : 1.0f / std::sqrt(float(hp_.head_dim_k));
     const int64_t Dk = hp_.head_dim_k, Dv = hp_.head_dim_v, F = hp_.n_ff;
     tok_embd_ = &weight("token_embd.weight", {E, V});
-    output_norm_ = &weight("output_norm.weight", {E});
+    output_norm_ = &vector_f32("output_norm.weight", E);
     output_ = weight_opt("output.weight", {E, V});
     if (!output_) output_ = tok_embd_;
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const std::string b = "blk." + std::to_string(il) + ".";
       Layer L;
-      L.attn_norm = &weight(b + "attn_norm.weight", {E});
+      L.attn_norm = &vector_f32(b + "attn_norm.weight", E);
       L.wq = &weight(b + "attn_q.weight", {E, Dk * hp_.n_head});
       L.wk = &weight(b + "attn_k.weight", {E, Dk * hp_.n_head_kv});
       L.wv = &weight(b + "attn_v.weight", {E, Dv * hp_.n_head_kv});
-      L.q_norm = &weight(b + "attn_q_norm.weight", {Dk});
-      L.k_norm = &weight(b + "attn_k_norm.weight", {Dk});
+      L.q_norm = &vector_f32(b + "attn_q_norm.weight", Dk);
+      L.k_norm = &vector_f32(b + "attn_k_norm.weight", Dk);
       L.wo = &weight(b + "attn_output.weight", {Dv * hp_.n_head, E});
-      L.post_attn_norm = &weight(b + "post_attention_norm.weight", {E});
-      L.ffn_norm = &weight(b + "ffn_norm.weight", {E});
+      L.post_attn_norm = &vector_f32(b + "post_attention_norm.weight", E);
+      L.ffn_norm = &vector_f32(b + "ffn_norm.weight", E);
       L.gate = &weight(b + "ffn_gate.weight", {E, F});
       L.up = &weight(b + "ffn_up.weight", {E, F});
       L.down = &weight(b + "ffn_down.weight", {F, E});
-      L.post_ffn_norm = &weight(b + "post_ffw_norm.weight", {E});
+      L.post_ffn_norm = &vector_f32(b + "post_ffw_norm.weight", E);
       layers_.push_back(L);
     }
   }
 
   ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv) const override {
     const HParams& h = hp_;
-    const int64_t Dk = h.head_dim_k, Dv = h.head_dim_v;
+    const int64_t Dk = h.head_dim_k;
     const int64_t Hq = h.n_head, Hkv = h.n_head_kv;
-    ForwardGraph fg;
-    fg.graph = std::make_unique<Graph>();
+    ForwardGraph fg = begin_forward(T, n_kv, n_out, h.n_swa > 0);
     Graph& g = *fg.graph;
-    fg.n_tokens = T;
-    fg.n_kv = n_kv;
-    fg.n_out = n_out;
-    fg.tokens = g.input(DType::I32, {T}, "tokens");
-    fg.pos = g.input(DType::I32, {T}, "pos");
-    fg.kv_cells = g.input(DType::I32, {T}, "kv_cells");
-    fg.mask = g.input(DType::F32, {n_kv, T}, "mask");
-    fg.mask_swa = h.n_swa > 0 ? g.input(DType::F32, {n_kv, T}, "mask_swa") : nullptr;
-    fg.out_rows = g.input(DType::I32, {n_out}, "out_rows");
 
     auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
 
@@ -84,15 +75,7 @@ class Gemma3 final : public Model {
       k = g.rope_neox(norm(k, L.k_norm), fg.pos, int(Dk), base, fscale);
       q = g.scale(q, h.attn_scale);
 
-      // Write this batch's K and V into the cache, then attend over n_kv cells.
-      Tensor* kc = g.external(kv.dtype(), {Dk * Hkv, kv.n_cells()}, kv.k(int(il)), "cache_k");
-      Tensor* vc = g.external(kv.dtype(), {Dv * Hkv, kv.n_cells()}, kv.v(int(il)), "cache_v");
-      kc = g.set_rows(kc, g.reshape(k, {Dk * Hkv, T}), fg.kv_cells);
-      vc = g.set_rows(vc, v, fg.kv_cells);
-      const size_t esz = traits(kv.dtype()).type_size;
-      Tensor* kview = g.view(kc, {Dk, Hkv, n_kv}, {size_t(Dk) * esz, kv.k_row_bytes()}, 0);
-      Tensor* vview = g.view(vc, {Dv, Hkv, n_kv}, {size_t(Dv) * esz, kv.v_row_bytes()}, 0);
-      cur = g.attention(q, kview, vview, swa ? fg.mask_swa : fg.mask, 1.0f);  // [Dv*Hq, T]
+      cur = cached_attention(g, fg, kv, int(il), q, k, v, swa ? fg.mask_swa : fg.mask, 1.0f);
       cur = g.mul_mat(leaf(g, *L.wo), cur);                                   // [E, T]
 
       if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on

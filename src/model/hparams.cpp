@@ -25,14 +25,23 @@ HParams HParams::from_gguf(const GGUFFile& f) {
   h.head_dim_k = u_or("attention.key_length", h.n_embd / h.n_head);
   h.head_dim_v = u_or("attention.value_length", h.head_dim_k);
   h.rms_eps = float(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  h.n_rot = u_or("rope.dimension_count", h.head_dim_k);
+  if (h.n_rot <= 0 || h.n_rot % 2 || h.n_rot > h.head_dim_k)
+    throw Error(f.name() + ": " + p + "rope.dimension_count (" + std::to_string(h.n_rot) +
+                ") must be even and at most the head size (" + std::to_string(h.head_dim_k) + ")");
   h.rope_base = float(f.get_float_or(p + "rope.freq_base", 10000.0));
+  // As llama.cpp: the factor (or the older rope.scale_linear) scales
+  // positions by 1/factor. Llama 3 style scaling has no metadata type:
+  // converters store its per-pair factors as the tensor rope_freqs.weight.
   const std::string scaling = std::string(f.get_str_or(p + "rope.scaling.type", "none"));
-  if (scaling == "linear") {
-    const double factor = f.get_float_or(p + "rope.scaling.factor", 1.0);
-    if (factor > 0) h.rope_freq_scale = float(1.0 / factor);
-  } else if (scaling != "none") {
+  if (scaling != "none" && scaling != "linear")
     throw Error(f.name() + ": " + p + "rope.scaling.type '" + scaling + "' is not supported yet");
-  }
+  const std::string factor_key =
+      f.find(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
+  const double factor = f.get_float_or(factor_key, 0.0);
+  if (factor < 0 || !std::isfinite(factor))
+    throw Error(f.name() + ": " + factor_key + " (" + std::to_string(factor) + ") must be positive");
+  if (factor > 0) h.rope_freq_scale = float(1.0 / factor);
   h.rope_base_swa = h.rope_base;
   h.rope_freq_scale_swa = h.rope_freq_scale;
   h.n_swa = u_or("attention.sliding_window", 0);

@@ -20,8 +20,9 @@ struct HParams {
   int64_t head_dim_v = 0;
   int64_t n_ff = 0;
   float rms_eps = 1e-6f;
+  int64_t n_rot = 0;               // rotated dims per head (rope.dimension_count)
   float rope_base = 10000.0f;      // global-attention layers
-  float rope_freq_scale = 1.0f;
+  float rope_freq_scale = 1.0f;    // 1 / rope.scaling.factor for linear scaling
   float rope_base_swa = 10000.0f;  // sliding-window layers
   float rope_freq_scale_swa = 1.0f;
   int64_t n_swa = 0;               // sliding window (0: none)

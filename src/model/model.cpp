@@ -19,10 +19,16 @@ std::string shape_str(const int64_t* ne, int n) {
 
 // The architectures weir can build, by their GGUF general.architecture name.
 std::unique_ptr<Model> make_gemma3(GGUFFile f);  // model/gemma3.cpp
+std::unique_ptr<Model> make_llama(GGUFFile f);   // model/llama_family.cpp
+std::unique_ptr<Model> make_qwen2(GGUFFile f);   // model/llama_family.cpp
+std::unique_ptr<Model> make_qwen3(GGUFFile f);   // model/llama_family.cpp
 
 const std::map<std::string, ModelFactory>& architectures() {
   static const std::map<std::string, ModelFactory> r = {
       {"gemma3", make_gemma3},
+      {"llama", make_llama},
+      {"qwen2", make_qwen2},
+      {"qwen3", make_qwen3},
   };
   return r;
 }
@@ -76,6 +82,20 @@ const GGUFTensorInfo* Model::weight_opt(const std::string& name, std::initialize
 
 const GGUFTensorInfo& Model::weight(const std::string& name, std::initializer_list<int64_t> ne) const {
   const GGUFTensorInfo* t = weight_opt(name, ne);
+  if (!t) throw Error(file_.name() + ": required tensor '" + name + "' is missing");
+  return *t;
+}
+
+const GGUFTensorInfo* Model::vector_f32_opt(const std::string& name, int64_t n) const {
+  const GGUFTensorInfo* t = weight_opt(name, {n});
+  if (t && t->dtype != DType::F32)
+    throw Error(file_.name() + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
+                "; weir needs norm weights, biases and rope factors in f32");
+  return t;
+}
+
+const GGUFTensorInfo& Model::vector_f32(const std::string& name, int64_t n) const {
+  const GGUFTensorInfo* t = vector_f32_opt(name, n);
   if (!t) throw Error(file_.name() + ": required tensor '" + name + "' is missing");
   return *t;
 }

@@ -49,6 +49,9 @@ class Model {
   // A weight by name, checked for shape; errors name the tensor.
   const GGUFTensorInfo& weight(const std::string& name, std::initializer_list<int64_t> ne) const;
   const GGUFTensorInfo* weight_opt(const std::string& name, std::initializer_list<int64_t> ne) const;
+  // Norm weights, biases, rope factors: element-wise operands, which must be F32.
+  const GGUFTensorInfo& vector_f32(const std::string& name, int64_t n) const;
+  const GGUFTensorInfo* vector_f32_opt(const std::string& name, int64_t n) const;
   // A weight as a graph leaf pointing into the mmap.
   static Tensor* leaf(Graph& g, const GGUFTensorInfo& w);
 

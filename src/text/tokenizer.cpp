@@ -1,7 +1,10 @@
 #include "text/tokenizer.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "core/gguf.h"
+#include "text/bpe_tokenizer.h"
 #include "text/spm_tokenizer.h"
 
 namespace weir {
@@ -17,21 +20,78 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
     else
       out += piece;
   }
-  return out;
+  return vocab_.clean_spaces ? clean_up_spaces(out) : out;
+}
+
+// Three passes, each reading the previous one's output, as llama.cpp's
+// detokenize does in place.
+std::string clean_up_spaces(std::string_view text) {
+  std::string a(text), b;
+  // Pass 1: " ?", " !", " .", " ," -> drop the space.
+  b.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const char x = a[i];
+    if (i > 0 && a[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ','))
+      b.pop_back();
+    b.push_back(x);
+  }
+  // Pass 2: " ' " -> "'". The dropped right space reads as NUL afterwards,
+  // so it never counts as the space before the next character.
+  a.clear();
+  for (size_t i = 0; i < b.size(); ++i) {
+    const char x = b[i];
+    if (i > 0 && x == '\'' && i + 1 < b.size() && b[i - 1] == ' ' && b[i + 1] == ' ') {
+      a.pop_back();
+      b[++i] = '\0';
+    }
+    a.push_back(x);
+  }
+  // Pass 3: " 's", " 'm", " 're", " 've" -> drop the space.
+  b.clear();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const char x = a[i];
+    if (i > 0 && a[i - 1] == ' ' && x == '\'' && i + 1 < a.size()) {
+      const char x1 = a[i + 1];
+      const char x2 = i + 2 < a.size() ? a[i + 2] : '\0';
+      if (x1 == 's' || x1 == 'm' ||
+          (i + 2 < a.size() && ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e'))))
+        b.pop_back();
+    }
+    b.push_back(x);
+  }
+  return b;
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
+  if (vocab.model == "gpt2")
+    throw Error("tokenizer.ggml.model \"gpt2\" (BPE) needs its merges: build it with "
+                "Tokenizer::from_gguf or BpeTokenizer");
   throw Error("tokenizer.ggml.model \"" + vocab.model +
-              "\" is not supported (supported: \"llama\" (SentencePiece))");
+              "\" is not supported (supported: \"llama\" (SentencePiece), \"gpt2\" (BPE))");
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GGUFFile& f) {
   const std::string_view model = f.get_str("tokenizer.ggml.model");
-  if (model != "llama")
-    throw Error(f.name() + ": tokenizer.ggml.model \"" + std::string(model) +
-                "\" is not supported (supported: \"llama\" (SentencePiece))");
-  return from_vocab(Vocab::from_gguf(f));
+  if (model == "llama") return from_vocab(Vocab::from_gguf(f));
+  if (model == "gpt2") {
+    const std::string_view pre = f.get_str_or("tokenizer.ggml.pre", "");
+    try {
+      (void)PreTokenizer::kind_for(pre);
+    } catch (const Error& e) {
+      throw Error(f.name() + ": " + e.what());
+    }
+    // llama.cpp's words for the same case.
+    if (pre.empty())
+      std::fprintf(stderr,
+                   "weir: warning: %s: no tokenizer.ggml.pre; using llama.cpp's \"default\" "
+                   "BPE pre-tokenizer (generation quality may be degraded)\n",
+                   f.name().c_str());
+    return std::make_unique<BpeTokenizer>(Vocab::from_gguf(f),
+                                          f.get_str_array("tokenizer.ggml.merges"));
+  }
+  throw Error(f.name() + ": tokenizer.ggml.model \"" + std::string(model) +
+              "\" is not supported (supported: \"llama\" (SentencePiece), \"gpt2\" (BPE))");
 }
 
 }  // namespace weir

@@ -1,6 +1,7 @@
 // Text <-> token ids, built from a GGUF vocabulary. One implementation per
-// tokenizer.ggml.model: "llama" -> SentencePiece (SpmTokenizer); "gpt2" (BPE)
-// comes later. Results match llama.cpp's llama_tokenize / llama_token_to_piece.
+// tokenizer.ggml.model: "llama" -> SentencePiece (SpmTokenizer), "gpt2" ->
+// byte-level BPE (BpeTokenizer). Results match llama.cpp's llama_tokenize /
+// llama_token_to_piece / llama_detokenize.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,7 +38,8 @@ class Tokenizer {
 
   // The text of a token sequence (llama.cpp's detokenize with remove_special
   // off): the pieces joined; when the vocab adds a space prefix, one leading
-  // space of the first piece is dropped.
+  // space of the first piece is dropped; with vocab.clean_spaces the
+  // clean_up_spaces rules apply.
   virtual std::string decode(std::span<const int32_t> ids, bool render_special = false) const;
 
   const Vocab& vocab() const { return vocab_; }
@@ -45,11 +47,17 @@ class Tokenizer {
   // Picks the implementation from tokenizer.ggml.model; throws weir::Error
   // naming the key for a model it does not know.
   static std::unique_ptr<Tokenizer> from_gguf(const GGUFFile& f);
+  // SentencePiece only: BPE needs its merges too (BpeTokenizer).
   static std::unique_ptr<Tokenizer> from_vocab(Vocab vocab);
 
  protected:
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
   Vocab vocab_;
 };
+
+// llama.cpp's clean-up of decoded text (clean_up_tokenization_spaces), byte
+// for byte: " ?", " !", " .", " ," lose the space; " ' " becomes "'"; " 's",
+// " 'm", " 're", " 've" lose the space (" 't", " 'd", " 'll" keep it).
+std::string clean_up_spaces(std::string_view text);
 
 }  // namespace weir

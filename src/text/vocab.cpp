@@ -238,7 +238,10 @@ void Vocab::build_index() {
 
 int32_t Vocab::find(std::string_view piece) const {
   if (table_.empty()) return TOKEN_NULL;
-  const uint64_t h = hash_bytes(piece.data(), piece.size());
+  return find_hashed(piece, hash_bytes(piece.data(), piece.size()));
+}
+
+int32_t Vocab::find_hashed(std::string_view piece, uint64_t h) const {
   const uint64_t tag = h & 0xffffffff00000000ull;
   for (uint32_t s = uint32_t(h) & mask_;; s = (s + 1) & mask_) {
     const uint64_t e = table_[s];
@@ -248,6 +251,39 @@ int32_t Vocab::find(std::string_view piece) const {
     const uint32_t b = offsets_[id], len = offsets_[id + 1] - b;
     if (len == piece.size() && std::memcmp(text_.data() + b, piece.data(), len) == 0)
       return int32_t(id);
+  }
+}
+
+void Vocab::find_many(std::span<const std::string_view> pieces, int32_t* out) const {
+  const size_t n = pieces.size();
+  if (table_.empty()) {
+    std::fill(out, out + n, TOKEN_NULL);
+    return;
+  }
+  // Each lookup misses the cache up to three times in a row (table slot,
+  // offset, text). A pipeline over the batch issues those loads for lookups
+  // further ahead, so the misses of many lookups overlap: piece i+3K has its
+  // slot prefetched, i+2K its offset, i+K its text, i is compared.
+  constexpr size_t K = 16, kRing = 64;
+  uint64_t ring[kRing];
+  auto slot = [&](size_t i) -> const uint64_t& { return table_[uint32_t(ring[i % kRing]) & mask_]; };
+  for (size_t i = 0; i < n + 3 * K; ++i) {
+    if (i < n) {
+      ring[i % kRing] = hash_bytes(pieces[i].data(), pieces[i].size());
+      __builtin_prefetch(&slot(i));
+    }
+    if (i >= K && i - K < n) {
+      const uint64_t e = slot(i - K);
+      if (e) __builtin_prefetch(&offsets_[uint32_t(e) - 1]);
+    }
+    if (i >= 2 * K && i - 2 * K < n) {
+      const uint64_t e = slot(i - 2 * K);
+      if (e) __builtin_prefetch(text_.data() + offsets_[uint32_t(e) - 1]);
+    }
+    if (i >= 3 * K && i - 3 * K < n) {
+      const size_t j = i - 3 * K;
+      out[j] = find_hashed(pieces[j], ring[j % kRing]);
+    }
   }
 }
 
@@ -290,6 +326,8 @@ void Vocab::apply_llama_cpp_rules(const Config& cfg) {
     bos = 11;
     eos = 11;
     add_space_prefix = false;
+    // Of the pre-tokenizers weir knows, only these turn the clean-up off.
+    clean_spaces = !is_one_of(pre, {"qwen2", "deepseek-r1-qwen"});
     if (is_one_of(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
                         "midm-2.0", "lfm2", "tekken", "chameleon"}))
       add_bos = true;

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"run", weir::tools::cmd_run, "generate text from a prompt"},
     {"tokenize", weir::tools::cmd_tokenize, "print the tokens of a text"},
     {"perplexity", weir::tools::cmd_perplexity, "score a text file (llama-perplexity compatible)"},
+    {"synth", weir::tools::cmd_synth, "write a random-weight model shaped like a real one (benchmarks)"},
     {"inspect", weir::tools::cmd_inspect, "show a GGUF file's metadata, tensors and parameter count"},
     {"quantize", weir::tools::cmd_quantize, "convert a model to another file type (Q4_K_M, Q8_0, F16, ...)"},
 };

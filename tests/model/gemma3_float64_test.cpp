@@ -1,6 +1,8 @@
 // weir's exact-float path (no llama.cpp activation rounding) against an
 // independent float64 numpy forward pass (tests/reference/gemma3_forward.py,
-// which made tests/data/gemma3-f64-logits.jsonl from the same GGUF file).
+// now an alias of reference_forward.py, made tests/data/gemma3-f64-logits.jsonl
+// from the same GGUF file). Tiny Gemma 3 models join the other architectures
+// in arch_float64_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -148,7 +148,7 @@ double tolerance(DType t) {
   }
 }
 
-TEST(QuantizeModel, InfoFromMetadata) {
+TEST(QuantizeGGUF, InfoFromMetadata) {
   const std::string src = make_model("info", llama_tensors(DType::F32));
   const GGUFFile f = GGUFFile::open(src);
   const QuantModelInfo info = quant_model_info(f);
@@ -160,7 +160,7 @@ TEST(QuantizeModel, InfoFromMetadata) {
   fs::remove(src);
 }
 
-TEST(QuantizeModel, EveryAvailableFileTypeFollowsThePlan) {
+TEST(QuantizeGGUF, EveryAvailableFileTypeFollowsThePlan) {
   const std::string src_path = make_model("plan-src", llama_tensors(DType::F32));
   const GGUFFile src = GGUFFile::open(src_path);
   const auto types = available_types(src);
@@ -223,7 +223,7 @@ TEST(QuantizeModel, EveryAvailableFileTypeFollowsThePlan) {
   fs::remove(src_path);
 }
 
-TEST(QuantizeModel, ThreadCountDoesNotChangeTheOutput) {
+TEST(QuantizeGGUF, ThreadCountDoesNotChangeTheOutput) {
   const std::string src = make_model("threads-src", llama_tensors(DType::F16));
   for (FileType ft : available_types(GGUFFile::open(src))) {
     SCOPED_TRACE(file_type_name(ft));
@@ -237,7 +237,7 @@ TEST(QuantizeModel, ThreadCountDoesNotChangeTheOutput) {
   fs::remove(src);
 }
 
-TEST(QuantizeModel, ProgressReachesTheEndAndCanAbort) {
+TEST(QuantizeGGUF, ProgressReachesTheEndAndCanAbort) {
   const std::string src = make_model("progress-src", llama_tensors(DType::F32));
   const std::string out = temp_path("progress");
   uint64_t last = 0, total = 0;
@@ -264,7 +264,7 @@ TEST(QuantizeModel, ProgressReachesTheEndAndCanAbort) {
   fs::remove(src);
 }
 
-TEST(QuantizeModel, UnconvertibleTensorIsNamedBeforeWriting) {
+TEST(QuantizeGGUF, UnconvertibleTensorIsNamedBeforeWriting) {
   const std::string src = temp_path("f64-src");
   {
     GGUFWriter w;
@@ -291,7 +291,7 @@ TEST(QuantizeModel, UnconvertibleTensorIsNamedBeforeWriting) {
 
 // The real model to F16: every converted value is the f16 rounding of the
 // source's dequantized value (token_embd, 167M elements, goes in chunks).
-TEST(QuantizeModel, RealModelToF16IsExact) {
+TEST(QuantizeGGUF, RealModelToF16IsExact) {
   WEIR_REQUIRE_MODEL(model);
   const std::string out = temp_path("gemma-f16");
   const QuantizeResult r = quantize_model(model, out, FileType::MOSTLY_F16, 2);

@@ -528,6 +528,42 @@ TEST(VocabErrors, MissingOrBadKeysAreNamed) {
   }
 }
 
+TEST(VocabErrors, BpeKeysAreNamed) {
+  const std::vector<std::string_view> toks = {"a", "b", "ab", "\xc4\xa0"};
+  {
+    GGUFWriter w;  // no merges
+    w.str("tokenizer.ggml.model", "gpt2");
+    w.str("tokenizer.ggml.pre", "qwen2");
+    w.str_array("tokenizer.ggml.tokens", toks);
+    const std::string e = error_of(w.finish());
+    EXPECT_NE(e.find("tokenizer.ggml.merges"), std::string::npos) << e;
+    EXPECT_NE(e.find("tiny.gguf"), std::string::npos) << e;
+  }
+  {
+    GGUFWriter w;  // a pre-tokenizer llama.cpp does not know either
+    w.str("tokenizer.ggml.model", "gpt2");
+    w.str("tokenizer.ggml.pre", "made-up-pre");
+    w.str_array("tokenizer.ggml.tokens", toks);
+    w.str_array("tokenizer.ggml.merges", {"a b"});
+    const std::string e = error_of(w.finish());
+    EXPECT_NE(e.find("tokenizer.ggml.pre"), std::string::npos) << e;
+    EXPECT_NE(e.find("made-up-pre"), std::string::npos) << e;
+    EXPECT_NE(e.find("tiny.gguf"), std::string::npos) << e;
+  }
+  {
+    GGUFWriter w;
+    w.str("tokenizer.ggml.model", "gpt2");
+    w.str("tokenizer.ggml.pre", "qwen2");
+    w.str_array("tokenizer.ggml.tokens", toks);
+    w.str_array("tokenizer.ggml.merges", {"a b"});
+    const auto& bytes = w.finish();
+    const GGUFFile f = GGUFFile::parse(bytes.data(), bytes.size(), "tiny.gguf");
+    auto tok = Tokenizer::from_gguf(f);
+    EXPECT_EQ(tok->encode("ab a", false, false), (std::vector<int32_t>{2, 3, 0}));
+    EXPECT_EQ(tok->decode(std::vector<int32_t>{2, 3, 0}), "ab a");
+  }
+}
+
 TEST(VocabErrors, MinimalFileLoads) {
   const std::vector<std::string_view> toks = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "a", ""};
   GGUFWriter w;

@@ -88,6 +88,15 @@ TEST(Cli, TokenizeIds) {
   EXPECT_EQ(r.out, "[2, 9259]\n");
 }
 
+// A vocabulary-only GGUF (no tensors) is enough to tokenize; BPE ids as llama.cpp's.
+TEST(Cli, TokenizeBpeVocabOnly) {
+  const std::string vocab = weir::test::ref_dir() + "/qwen2-vocab-deepseek-r1.gguf";
+  if (!std::filesystem::exists(vocab)) GTEST_SKIP() << "not found: " << vocab;
+  Result r = weir("tokenize -m " + vocab + " -p 'Hello world' --ids");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "[151646, 9707, 1879]\n");
+}
+
 // Greedy generation is deterministic and prints only the generated text; the
 // reference continuation of this prompt starts " the capital of the country".
 TEST(Cli, GreedyRunStreamsOnlyGeneratedText) {

@@ -216,7 +216,7 @@ void CpuBackend::run_graph(Graph& g) {
   std::exception_ptr error;
   std::mutex error_mutex;
   pool_.run([&](int ith) {
-    cpu::OpContext ctx{ith, pool_.size(), &scratch_tl};
+    cpu::OpContext ctx{ith, pool_.size(), &scratch_tl, !opts_.llama_rounding};
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
       if (Tensor* r = rounded[i]) {  // round this thread's rows of x, then meet
@@ -239,6 +239,7 @@ void CpuBackend::run_graph(Graph& g) {
           case Op::Scale: cpu::op_scale(*t, ctx); break;
           case Op::Rope: cpu::op_rope(*t, ctx); break;
           case Op::GeluMul: cpu::op_gelu_mul(*t, ctx); break;
+          case Op::SiluMul: cpu::op_silu_mul(*t, ctx); break;
           case Op::Attention: cpu::op_attention(*t, ctx); break;
           case Op::SetRows: cpu::op_set_rows(*t, ctx); break;
           default: throw Error(std::string("cpu backend: no kernel for op ") + op_name(t->op));

@@ -24,6 +24,9 @@ struct OpContext {
   int ith = 0;
   int nth = 1;
   Scratch* scratch = nullptr;
+  // No llama.cpp rounding emulation (CpuOptions::llama_rounding off): e.g.
+  // gelu_mul computes the float formula instead of ggml's fp16 table.
+  bool exact = false;
 };
 
 void op_get_rows(const Tensor& dst, const OpContext& c);
@@ -34,10 +37,12 @@ void op_add(const Tensor& dst, const OpContext& c);
 void op_scale(const Tensor& dst, const OpContext& c);
 void op_rope(const Tensor& dst, const OpContext& c);
 void op_gelu_mul(const Tensor& dst, const OpContext& c);
+void op_silu_mul(const Tensor& dst, const OpContext& c);
 void op_attention(const Tensor& dst, const OpContext& c);
 void op_set_rows(const Tensor& dst, const OpContext& c);
 
 // Plain single-threaded references for the optimized kernels, kept for tests.
 void ref_mul_mat(const Tensor& dst);
+void ref_silu_mul(const Tensor& dst);  // a / (1 + expf(-a)) * b
 
 }  // namespace weir::cpu

@@ -181,40 +181,7 @@ WEIR_INLINE void accumulate(const float* p, size_t ldp, const float* v, size_t l
     accumulate_tile<V, MH>(p, ldp, v, ldv, n, D, acc, lda);
 }
 
-// expf for a vector: e^x = 2^n * e^r, n = round(x / ln 2), r = x - n ln 2
-// (two-part ln 2), e^r by its degree-7 Taylor polynomial (|r| <= ln2/2,
-// truncation error < 4e-9 relative): within 0.9 ulp of the exact value on
-// [-87, 0] (checked against double exp; ggml's own AVX-512/AVX2 softmax uses
-// an approximation of similar accuracy). Inputs
-// below -87.3 give ~1e-38 instead of a subnormal or zero, which is all a
-// softmax of s - max (<= 0) needs; 0 gives exactly 1.
-template <class V>
-WEIR_INLINE V vexp(const V& xin) {
-  using VI = typename VecOf<V>::i32;
-  const V lo = splat<V>(-87.3f);
-  const V x = xin < lo ? lo : xin;
-  const V shifter = splat<V>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const V t = x * 1.44269504088896341f + shifter;
-  const V n = t - shifter;
-  V r = x - n * 0.693145751953125f;   // ln 2, high part (exact product)
-  r = r - n * 1.428606765330187e-06f;  // ln 2, low part
-  V p = splat<V>(1.0f / 5040);
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  VI ti;
-  std::memcpy(&ti, &t, sizeof(t));
-  const VI e = (ti - 0x4B400000) << 23;  // n in the exponent field
-  VI pi;
-  std::memcpy(&pi, &p, sizeof(p));
-  pi += e;
-  std::memcpy(&p, &pi, sizeof(p));
-  return p;
-}
+// vexp (e^x for a vector, x <= 0) is in ops_simd.h.
 
 // Softmax pieces over the unmasked keys of one head: s = s * scale + mask,
 // then the running max.

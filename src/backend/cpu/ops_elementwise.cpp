@@ -6,7 +6,7 @@
 //  - gelu_mul: ggml's geglu with GGML_GELU_FP16 (on by default in ggml-cpu):
 //    x is rounded to fp16, looked up in a 64K-entry table of
 //    fp16(gelu_tanh(x)), widened and multiplied by b; x <= -10 gives 0 and
-//    x >= 10 gives x * b. dst.iparams[0] = 1 selects the exact float formula
+//    x >= 10 gives x * b. dst.iparams[0] = 1 or OpContext::exact selects the exact float formula
 //    0.5f*x*(1 + tanhf(sqrt(2/pi)*x*(1 + 0.044715f*x*x))) * b instead.
 
 // The fp16 rounding below relies on separately rounded products and sums.
@@ -219,7 +219,7 @@ void op_gelu_mul(const Tensor& dst, const OpContext& c) {
   if (a->ne[0] != k || b->ne[0] != k || a->n_rows() != dst.n_rows() || b->n_rows() != dst.n_rows())
     return fail(c, "gelu_mul: " + dst.name + ": shapes " + shape_str(*a) + " and " +
                        shape_str(*b) + " do not match");
-  const bool exact = dst.iparams[0] == 1;
+  const bool exact = dst.iparams[0] == 1 || c.exact;
   const uint16_t* table = exact ? nullptr : gelu_table();
   int64_t r0, r1;
   row_range(dst.n_rows(), c, &r0, &r1);

@@ -1,0 +1,141 @@
+// The Llama family: one builder for llama (Llama 2/3, Mistral), qwen2 and
+// qwen3, which differ only in flags (Flavor).
+//   x = token_embd[tokens]
+//   per layer:  h = rms_norm(x) * attn_norm
+//               q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv)       GQA
+//               q, k = rms_norm per head * q_norm / k_norm        (qwen3)
+//               q, k = rope(q), rope(k)   Normal pairs (llama) or Neox (qwen),
+//                      first n_rot dims, rope_freqs.weight factors if present
+//               x += Wo attention(q, k, v; scale 1/sqrt(head_dim)) (+bo)
+//               x += W_down (silu(W_gate h2) * W_up h2),  h2 = rms_norm(x) * ffn_norm
+//   logits = output (or token_embd when absent) @ (rms_norm(x) * output_norm)
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "model/transformer_blocks.h"
+
+namespace weir {
+namespace {
+
+struct Flavor {
+  RopeMode rope_mode;
+  bool qkv_bias_required;  // qwen2 always has them; llama may
+  bool qk_norm;            // qwen3
+};
+
+class LlamaFamily final : public Model {
+ public:
+  LlamaFamily(GGUFFile f, Flavor fl) : Model(std::move(f)), fl_(fl) {
+    const std::string experts = hp_.arch + ".expert_count";
+    if (file_.get_uint_or(experts, 0) > 0)  // Mixtral (arch llama): expert FFNs are not built yet
+      throw Error(file_.name() + ": " + experts + " > 0: mixture-of-experts models are not supported yet");
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab, F = hp_.n_ff;
+    const int64_t Dk = hp_.head_dim_k, Dv = hp_.head_dim_v;
+    const int64_t Nq = Dk * hp_.n_head, Nk = Dk * hp_.n_head_kv, Nv = Dv * hp_.n_head_kv;
+    tok_embd_ = &weight("token_embd.weight", {E, V});
+    output_norm_ = &vector_f32("output_norm.weight", E);
+    output_ = weight_opt("output.weight", {E, V});
+    if (!output_) output_ = tok_embd_;
+    rope_freqs_ = vector_f32_opt("rope_freqs.weight", hp_.n_rot / 2);
+    auto bias = [&](const std::string& name, int64_t n) {
+      return fl_.qkv_bias_required ? &vector_f32(name, n) : vector_f32_opt(name, n);
+    };
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      const std::string b = "blk." + std::to_string(il) + ".";
+      Layer L;
+      L.attn_norm = &vector_f32(b + "attn_norm.weight", E);
+      L.wq = &weight(b + "attn_q.weight", {E, Nq});
+      L.wk = &weight(b + "attn_k.weight", {E, Nk});
+      L.wv = &weight(b + "attn_v.weight", {E, Nv});
+      L.bq = bias(b + "attn_q.bias", Nq);
+      L.bk = bias(b + "attn_k.bias", Nk);
+      L.bv = bias(b + "attn_v.bias", Nv);
+      if (fl_.qk_norm) {
+        L.q_norm = &vector_f32(b + "attn_q_norm.weight", Dk);
+        L.k_norm = &vector_f32(b + "attn_k_norm.weight", Dk);
+      }
+      L.wo = &weight(b + "attn_output.weight", {Dv * hp_.n_head, E});
+      L.bo = vector_f32_opt(b + "attn_output.bias", E);
+      L.ffn_norm = &vector_f32(b + "ffn_norm.weight", E);
+      L.gate = &weight(b + "ffn_gate.weight", {E, F});
+      L.up = &weight(b + "ffn_up.weight", {E, F});
+      L.down = &weight(b + "ffn_down.weight", {F, E});
+      layers_.push_back(L);
+    }
+  }
+
+  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv) const override {
+    const HParams& h = hp_;
+    const int64_t Dk = h.head_dim_k, Hq = h.n_head, Hkv = h.n_head_kv;
+    ForwardGraph fg = begin_forward(T, n_kv, n_out, false);
+    Graph& g = *fg.graph;
+    auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
+    // y = W x (+ b)
+    auto linear = [&](const GGUFTensorInfo* w, const GGUFTensorInfo* b, Tensor* x) {
+      Tensor* y = g.mul_mat(leaf(g, *w), x);
+      return b ? g.add(y, leaf(g, *b)) : y;
+    };
+    RopeParams rope{int(h.n_rot), h.rope_base, h.rope_freq_scale, fl_.rope_mode, nullptr};
+    if (rope_freqs_) rope.freq_factors = leaf(g, *rope_freqs_);
+
+    Tensor* x = g.get_rows(leaf(g, *tok_embd_), fg.tokens);  // [E, T]
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const Layer& L = layers_[size_t(il)];
+      Tensor* cur = norm(x, L.attn_norm);
+      Tensor* q = g.reshape(linear(L.wq, L.bq, cur), {Dk, Hq, T});
+      Tensor* k = g.reshape(linear(L.wk, L.bk, cur), {Dk, Hkv, T});
+      Tensor* v = linear(L.wv, L.bv, cur);  // [Dv*Hkv, T]
+      if (fl_.qk_norm) {
+        q = norm(q, L.q_norm);
+        k = norm(k, L.k_norm);
+      }
+      q = g.rope(q, fg.pos, rope);
+      k = g.rope(k, fg.pos, rope);
+      cur = cached_attention(g, fg, kv, int(il), q, k, v, fg.mask, h.attn_scale);
+      cur = linear(L.wo, L.bo, cur);  // [E, T]
+
+      if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on
+        cur = g.get_rows(cur, fg.out_rows);
+        x = g.get_rows(x, fg.out_rows);
+      }
+      x = g.add(cur, x);
+      cur = norm(x, L.ffn_norm);
+      cur = g.silu_mul(g.mul_mat(leaf(g, *L.gate), cur), g.mul_mat(leaf(g, *L.up), cur));  // [F, T]
+      x = g.add(g.mul_mat(leaf(g, *L.down), cur), x);
+    }
+    x = norm(x, output_norm_);
+    fg.logits = g.mul_mat(leaf(g, *output_), x);  // [V, n_out]
+    g.mark_output(fg.logits);
+    return fg;
+  }
+
+ private:
+  struct Layer {
+    const GGUFTensorInfo *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *gate, *up, *down;
+    const GGUFTensorInfo *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional
+    const GGUFTensorInfo *q_norm = nullptr, *k_norm = nullptr;                    // qwen3
+  };
+  Flavor fl_;
+  const GGUFTensorInfo* tok_embd_ = nullptr;
+  const GGUFTensorInfo* output_norm_ = nullptr;
+  const GGUFTensorInfo* output_ = nullptr;
+  const GGUFTensorInfo* rope_freqs_ = nullptr;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama(GGUFFile f) {
+  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Normal, false, false});
+}
+std::unique_ptr<Model> make_qwen2(GGUFFile f) {
+  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Neox, true, false});
+}
+std::unique_ptr<Model> make_qwen3(GGUFFile f) {
+  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Neox, false, true});
+}
+
+}  // namespace weir

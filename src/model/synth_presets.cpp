@@ -1,0 +1,166 @@
+#include "model/synth_presets.h"
+
+#include "core/error.h"
+
+namespace weir {
+namespace {
+
+std::vector<SynthPreset> make_presets() {
+  std::vector<SynthPreset> v;
+  auto llama3 = [](std::string name, std::string display, int64_t E, int64_t L, int64_t H, int64_t F,
+                   bool tied, float rope_factor, bool head_dim_key) {
+    SynthPreset p;
+    p.name = std::move(name);
+    p.arch = "llama";
+    p.display_name = std::move(display);
+    p.n_vocab = 128256;
+    p.n_ctx_train = 131072;
+    p.n_embd = E;
+    p.n_layer = L;
+    p.n_head = H;
+    p.n_head_kv = 8;
+    p.head_dim = E / H;
+    p.n_ff = F;
+    p.rms_eps = 1e-5f;
+    p.rope_base = 500000.0f;
+    p.tied_embeddings = tied;
+    p.write_head_dim = head_dim_key;  // config.json has head_dim (3.2) or not (3.1)
+    p.write_rope_dim = true;
+    p.write_vocab_size = true;
+    p.rope_llama3_factor = rope_factor;
+    return p;
+  };
+  // meta-llama/Llama-3.2-1B, -3B: tied embeddings, rope_scaling llama3 factor 32.
+  v.push_back(llama3("llama-3.2-1b", "Llama 3.2 1B", 2048, 16, 32, 8192, true, 32.0f, true));
+  v.push_back(llama3("llama-3.2-3b", "Llama 3.2 3B", 3072, 28, 24, 8192, true, 32.0f, true));
+  // meta-llama/Llama-3.1-8B, -70B: separate output matrix, rope_scaling llama3 factor 8.
+  v.push_back(llama3("llama-3.1-8b", "Llama 3.1 8B", 4096, 32, 32, 14336, false, 8.0f, false));
+  v.push_back(llama3("llama-3.1-70b", "Llama 3.1 70B", 8192, 80, 64, 28672, false, 8.0f, false));
+  {
+    // Qwen/Qwen2.5-7B-Instruct: q/k/v biases, separate output matrix.
+    SynthPreset p;
+    p.name = "qwen2.5-7b";
+    p.arch = "qwen2";
+    p.display_name = "Qwen2.5 7B";
+    p.n_vocab = 152064;
+    p.n_ctx_train = 32768;
+    p.n_embd = 3584;
+    p.n_layer = 28;
+    p.n_head = 28;
+    p.n_head_kv = 4;
+    p.head_dim = 128;
+    p.n_ff = 18944;
+    p.rms_eps = 1e-6f;
+    p.rope_base = 1000000.0f;
+    p.qkv_bias = true;
+    v.push_back(p);
+  }
+  {
+    // Qwen/Qwen3-8B: per-head q/k RMS norms, head_dim 128 written explicitly.
+    SynthPreset p;
+    p.name = "qwen3-8b";
+    p.arch = "qwen3";
+    p.display_name = "Qwen3 8B";
+    p.n_vocab = 151936;
+    p.n_ctx_train = 40960;
+    p.n_embd = 4096;
+    p.n_layer = 36;
+    p.n_head = 32;
+    p.n_head_kv = 8;
+    p.head_dim = 128;
+    p.n_ff = 12288;
+    p.rms_eps = 1e-6f;
+    p.rope_base = 1000000.0f;
+    p.write_head_dim = true;
+    p.qk_norm = true;
+    v.push_back(p);
+  }
+  {
+    // google/gemma-3-270m (keys as in the llama.cpp-converted GGUF).
+    SynthPreset p;
+    p.name = "gemma3-270m";
+    p.arch = "gemma3";
+    p.display_name = "Gemma 3 270m";
+    p.n_vocab = 262144;
+    p.n_ctx_train = 32768;
+    p.n_embd = 640;
+    p.n_layer = 18;
+    p.n_head = 4;
+    p.n_head_kv = 1;
+    p.head_dim = 256;
+    p.n_ff = 2048;
+    p.rms_eps = 1e-6f;
+    p.rope_base = 1000000.0f;
+    p.tied_embeddings = true;
+    p.write_head_dim = true;
+    p.qk_norm = true;
+    p.post_norms = true;
+    p.n_swa = 512;
+    v.push_back(p);
+  }
+  // Tiny models for tests: every feature of the architecture, small dims
+  // (multiples of 256 where K-quants need them).
+  for (const SynthPreset& big : std::vector<SynthPreset>(v)) {
+    if (big.name != "llama-3.2-1b" && big.name != "qwen2.5-7b" && big.name != "qwen3-8b" &&
+        big.name != "gemma3-270m")
+      continue;
+    SynthPreset p = big;
+    p.name = "tiny";
+    p.display_name = "tiny " + big.arch;
+    p.n_vocab = 512;
+    p.n_ctx_train = 8192;
+    p.n_embd = 256;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = big.arch == "gemma3" ? 1 : 2;
+    p.head_dim = 64;
+    p.n_ff = 512;
+    if (p.arch == "llama") {
+      p.write_head_dim = true;
+      p.rope_llama3_orig_ctx = 1024;  // so the scaling factors vary over the rope dims
+    }
+    if (p.arch == "gemma3") p.n_swa = 128;
+    v.push_back(p);
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::vector<SynthPreset>& synth_presets() {
+  static const std::vector<SynthPreset> v = make_presets();
+  return v;
+}
+
+std::vector<std::string> synth_archs() {
+  std::vector<std::string> r;
+  for (const SynthPreset& p : synth_presets()) {
+    bool seen = false;
+    for (const std::string& a : r) seen = seen || a == p.arch;
+    if (!seen) r.push_back(p.arch);
+  }
+  return r;
+}
+
+const SynthPreset& find_synth_preset(std::string_view arch, std::string_view name) {
+  std::string other_arch, list;
+  for (const SynthPreset& p : synth_presets()) {
+    if (p.arch == arch) {
+      if (p.name == name) return p;
+      list += (list.empty() ? "" : ", ") + p.name;
+    } else if (p.name == name && other_arch.empty()) {
+      other_arch = p.arch;
+    }
+  }
+  if (list.empty()) {
+    std::string archs;
+    for (const std::string& a : synth_archs()) archs += (archs.empty() ? "" : ", ") + a;
+    throw Error("no synth presets for architecture '" + std::string(arch) + "' (known: " + archs + ")");
+  }
+  if (!other_arch.empty())
+    throw Error("preset '" + std::string(name) + "' is a " + other_arch + " model, not " + std::string(arch) +
+                " (" + std::string(arch) + " presets: " + list + ")");
+  throw Error("unknown " + std::string(arch) + " preset '" + std::string(name) + "' (known: " + list + ")");
+}
+
+}  // namespace weir

@@ -1,0 +1,51 @@
+// Shapes and GGUF metadata of real models, for random-weight synthetic files
+// (weir synth). The numbers are those of the models' published config.json
+// files and of the GGUF files llama.cpp's converter makes from them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weir {
+
+struct SynthPreset {
+  std::string name;  // "llama-3.1-8b"
+  std::string arch;  // general.architecture: llama, qwen2, qwen3, gemma3
+  std::string display_name;  // general.name
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;  // per attention head (k and v)
+  int64_t n_ff = 0;
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  bool tied_embeddings = false;  // no output.weight: the output matrix is token_embd
+  bool write_head_dim = false;   // <arch>.attention.key_length / value_length
+  bool write_rope_dim = false;   // <arch>.rope.dimension_count
+  bool write_vocab_size = false; // <arch>.vocab_size
+  bool qkv_bias = false;         // blk.N.attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;          // blk.N.attn_{q,k}_norm.weight (qwen3, gemma3)
+  bool post_norms = false;       // blk.N.post_attention_norm / post_ffw_norm (gemma3)
+  int64_t n_swa = 0;             // <arch>.attention.sliding_window (gemma3)
+  // Llama 3 rope scaling (rope_type "llama3"): stored as the rope_freqs.weight
+  // tensor of per-frequency factors; factor 0 means none.
+  float rope_llama3_factor = 0.0f;
+  float rope_llama3_low_freq = 1.0f;
+  float rope_llama3_high_freq = 4.0f;
+  int64_t rope_llama3_orig_ctx = 8192;
+};
+
+// Every preset, real models first, then one small "tiny" per architecture
+// for tests.
+const std::vector<SynthPreset>& synth_presets();
+// The preset called `name` of architecture `arch`; throws weir::Error listing
+// the presets of that architecture when there is none (or it is of another).
+const SynthPreset& find_synth_preset(std::string_view arch, std::string_view name);
+// The architectures that have presets, in first-appearance order.
+std::vector<std::string> synth_archs();
+
+}  // namespace weir

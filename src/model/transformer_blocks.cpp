@@ -1,0 +1,37 @@
+#include "model/transformer_blocks.h"
+
+#include <memory>
+
+namespace weir {
+
+ForwardGraph begin_forward(int64_t T, int64_t n_kv, int64_t n_out, bool with_swa) {
+  ForwardGraph fg;
+  fg.graph = std::make_unique<Graph>();
+  Graph& g = *fg.graph;
+  fg.n_tokens = T;
+  fg.n_kv = n_kv;
+  fg.n_out = n_out;
+  fg.tokens = g.input(DType::I32, {T}, "tokens");
+  fg.pos = g.input(DType::I32, {T}, "pos");
+  fg.kv_cells = g.input(DType::I32, {T}, "kv_cells");
+  fg.mask = g.input(DType::F32, {n_kv, T}, "mask");
+  fg.mask_swa = with_swa ? g.input(DType::F32, {n_kv, T}, "mask_swa") : nullptr;
+  fg.out_rows = g.input(DType::I32, {n_out}, "out_rows");
+  return fg;
+}
+
+Tensor* cached_attention(Graph& g, const ForwardGraph& fg, KVCache& kv, int il, Tensor* q, Tensor* k,
+                         Tensor* v, Tensor* mask, float scale) {
+  const int64_t Dk = k->ne[0], Hkv = k->ne[1], T = k->ne[2];
+  const int64_t Dv = v->ne[0] / Hkv, n_kv = fg.n_kv;
+  Tensor* kc = g.external(kv.dtype(), {Dk * Hkv, kv.n_cells()}, kv.k(il), "cache_k");
+  Tensor* vc = g.external(kv.dtype(), {Dv * Hkv, kv.n_cells()}, kv.v(il), "cache_v");
+  kc = g.set_rows(kc, g.reshape(k, {Dk * Hkv, T}), fg.kv_cells);
+  vc = g.set_rows(vc, v, fg.kv_cells);
+  const size_t esz = traits(kv.dtype()).type_size;
+  Tensor* kview = g.view(kc, {Dk, Hkv, n_kv}, {size_t(Dk) * esz, kv.k_row_bytes()}, 0);
+  Tensor* vview = g.view(vc, {Dv, Hkv, n_kv}, {size_t(Dv) * esz, kv.v_row_bytes()}, 0);
+  return g.attention(q, kview, vview, mask, scale);
+}
+
+}  // namespace weir

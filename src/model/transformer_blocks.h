@@ -1,0 +1,20 @@
+// Graph pieces every decoder-only builder needs: the per-step inputs of a
+// forward graph, and attention through the KV cache.
+#pragma once
+#include <cstdint>
+
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace weir {
+
+// A ForwardGraph with its graph and inputs made (mask_swa only if with_swa).
+ForwardGraph begin_forward(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool with_swa);
+
+// Writes this batch's k [Dk, Hkv, T] and v [Dv * Hkv, T] into layer il's
+// cache cells (fg.kv_cells), then attends q [Dk, Hq, T] over the first n_kv
+// cells with mask; returns [Dv * Hq, T].
+Tensor* cached_attention(Graph& g, const ForwardGraph& fg, KVCache& kv, int il, Tensor* q, Tensor* k,
+                         Tensor* v, Tensor* mask, float scale);
+
+}  // namespace weir

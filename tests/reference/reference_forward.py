@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Independent float64 forward pass of a GGUF decoder (llama, qwen2, qwen3,
+gemma3), written from the published model definitions (Meta's Llama, HF
+transformers' Qwen2/Qwen3/Gemma3), not from weir's code. The `gguf` package
+reads and dequantizes the weights.
+
+Facts about the GGUF layout it relies on:
+- a weight of GGUF shape [in, out] is a numpy [out, in] matrix: y = W @ x;
+- llama q/k weights are permuted by the converter so that rope rotates
+  adjacent pairs (2i, 2i+1), as Meta's original code does; qwen2/qwen3/gemma3
+  keep HF's rotate_half layout: pairs (i, i + n_rot/2);
+- Llama 3 rope scaling is stored as rope_freqs.weight: pair i's angle is
+  divided by it; linear scaling divides positions by rope.scaling.factor.
+
+With round_acts=True it also models llama.cpp's CPU rounding of activations
+before products with Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights: x is quantized to
+Q8_0 blocks of 32 (scale amax/127 stored as fp16, x * 127/amax rounded half
+to even in float32) and the product uses those values.
+
+    reference_forward.py MODEL.gguf ID [ID ...]
+        prints JSON {"top": [[id, logit], ...]} (top 50 of the last token)
+"""
+import json
+import math
+import sys
+
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+
+Q8_0_ACTIVATIONS = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}
+
+
+def round_q8_0(h):
+    x = np.asarray(h, dtype=np.float32).reshape(-1, 32)
+    amax = np.abs(x).max(axis=1, keepdims=True)
+    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    d = (amax / np.float32(127)).astype(np.float16).astype(np.float64)
+    return (np.round(x * inv).astype(np.float64) * d).reshape(np.shape(h))
+
+
+class Forward:
+    def __init__(self, path, round_acts=False):
+        self.round_acts = round_acts
+        self.types = {}
+        r = GGUFReader(path)
+        self.kv = {k: f.contents() for k, f in r.fields.items() if not k.startswith("tokenizer.ggml.")}
+        self.t = {}
+        for t in r.tensors:
+            a = dequantize(t.data, t.tensor_type)
+            self.types[t.name] = t.tensor_type.name
+            self.t[t.name] = np.asarray(a, dtype=np.float64).reshape([int(x) for x in reversed(t.shape)])
+        self.arch = self.kv["general.architecture"]
+        p = self.arch + "."
+        g = lambda k, d=None: self.kv.get(p + k, d)
+        self.n_layer = g("block_count")
+        self.n_embd = g("embedding_length")
+        self.n_head = g("attention.head_count")
+        self.n_head_kv = g("attention.head_count_kv", self.n_head)
+        self.head_dim = g("attention.key_length", self.n_embd // self.n_head)
+        self.n_rot = g("rope.dimension_count", self.head_dim)
+        self.eps = g("attention.layer_norm_rms_epsilon", 1e-5)
+        self.rope_base = g("rope.freq_base", 10000.0)
+        self.pos_scale = 1.0 / g("rope.scaling.factor", 1.0) if g("rope.scaling.type") == "linear" else 1.0
+        self.window = g("attention.sliding_window", 0)
+        self.gemma = self.arch == "gemma3"
+
+    def W(self, name):
+        return self.t[name]
+
+    def rms(self, x, w):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
+
+    def rope(self, x, pos, base):
+        """x [T, H, D]: rotate the first n_rot dims of every head."""
+        n = self.n_rot
+        inv = base ** (-np.arange(0, n // 2, dtype=np.float64) * 2.0 / n)
+        if "rope_freqs.weight" in self.t:
+            inv = inv / self.t["rope_freqs.weight"]
+        ang = (pos * self.pos_scale)[:, None] * inv[None, :]  # [T, n/2]
+        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        out = x.copy()
+        if self.arch == "llama":  # adjacent pairs
+            a, b = x[..., 0:n:2], x[..., 1:n:2]
+            out[..., 0:n:2], out[..., 1:n:2] = a * c - b * s, a * s + b * c
+        else:  # halves
+            a, b = x[..., : n // 2], x[..., n // 2 : n]
+            out[..., : n // 2], out[..., n // 2 : n] = a * c - b * s, a * s + b * c
+        return out
+
+    def mm(self, h, name):
+        """h @ W^T for the weight called name."""
+        if self.round_acts and self.types[name] != "F32":
+            if self.types[name] not in Q8_0_ACTIVATIONS:
+                raise NotImplementedError(f"activation rounding for {self.types[name]} weights")
+            h = round_q8_0(h)
+        return h @ self.W(name).T
+
+    def lin(self, h, prefix):
+        y = self.mm(h, prefix + ".weight")
+        if prefix + ".bias" in self.t:
+            y = y + self.t[prefix + ".bias"]
+        return y
+
+    def attention(self, q, k, v, allowed):
+        T, Hq, D = q.shape
+        group = Hq // self.n_head_kv
+        out = np.zeros((T, Hq, v.shape[-1]))
+        for hh in range(Hq):
+            s = q[:, hh, :] @ k[:, hh // group, :].T / math.sqrt(D)
+            s = np.where(allowed, s, -np.inf)
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            s /= s.sum(axis=1, keepdims=True)
+            out[:, hh, :] = s @ v[:, hh // group, :]
+        return out.reshape(T, -1)
+
+    def forward(self, ids):
+        """Logits [T, n_vocab] for every position of ids (causal)."""
+        T, D, Hq, Hkv = len(ids), self.head_dim, self.n_head, self.n_head_kv
+        pos = np.arange(T, dtype=np.float64)
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        causal = j <= i
+        x = self.W("token_embd.weight")[ids]
+        if self.gemma:
+            x = x * math.sqrt(self.n_embd)
+        gelu = lambda u: 0.5 * u * (1 + np.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u**3)))
+        silu = lambda u: u / (1 + np.exp(-u))
+        for il in range(self.n_layer):
+            b = f"blk.{il}."
+            h = self.rms(x, self.W(b + "attn_norm.weight"))
+            q = self.lin(h, b + "attn_q").reshape(T, Hq, D)
+            k = self.lin(h, b + "attn_k").reshape(T, Hkv, D)
+            v = self.lin(h, b + "attn_v").reshape(T, Hkv, -1)
+            if b + "attn_q_norm.weight" in self.t:  # qwen3, gemma3: per-head RMS norm before rope
+                q = self.rms(q, self.W(b + "attn_q_norm.weight"))
+                k = self.rms(k, self.W(b + "attn_k_norm.weight"))
+            allowed, base = causal, self.rope_base
+            if self.gemma and self.window > 0 and (il + 1) % 6 != 0:  # local layers
+                allowed, base = causal & (i - j < self.window), 10000.0
+            q, k = self.rope(q, pos, base), self.rope(k, pos, base)
+            a = self.lin(self.attention(q, k, v, allowed), b + "attn_output")
+            if self.gemma:
+                x = x + self.rms(a, self.W(b + "post_attention_norm.weight"))
+            else:
+                x = x + a
+            h = self.rms(x, self.W(b + "ffn_norm.weight"))
+            gate, up = self.mm(h, b + "ffn_gate.weight"), self.mm(h, b + "ffn_up.weight")
+            f = self.mm((gelu(gate) if self.gemma else silu(gate)) * up, b + "ffn_down.weight")
+            x = x + (self.rms(f, self.W(b + "post_ffw_norm.weight")) if self.gemma else f)
+        x = self.rms(x, self.W("output_norm.weight"))
+        return self.mm(x, "output.weight" if "output.weight" in self.t else "token_embd.weight")
+
+
+if __name__ == "__main__":
+    m = Forward(sys.argv[1])
+    logits = m.forward([int(a) for a in sys.argv[2:]])[-1]
+    top = np.argsort(-logits)[:50]
+    print(json.dumps({"top": [[int(i), float(logits[i])] for i in top]}))
