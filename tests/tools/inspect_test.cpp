@@ -154,13 +154,13 @@ void check_file(const std::string& path, bool also_all, bool ask_python = true) 
   }
 }
 
-TEST(Inspect, ValidCorpusJsonMatchesTheReader) {
+TEST(InspectCli, ValidCorpusJsonMatchesTheReader) {
   const auto files = case_files(test::test_data_dir() + "/gguf-valid");
   ASSERT_GE(files.size(), 4u);
   for (const std::string& f : files) check_file(f, true);
 }
 
-TEST(Inspect, ValuesAndEscapes) {
+TEST(InspectCli, ValuesAndEscapes) {
   const std::string path = test::test_data_dir() + "/gguf-valid/all_types_v3.gguf.case";
   const json::Value d = inspect_json(path);
   ASSERT_TRUE(d.is_object());
@@ -186,7 +186,7 @@ TEST(Inspect, ValuesAndEscapes) {
   EXPECT_NE(t.out.find("q4_K"), std::string::npos);
 }
 
-TEST(Inspect, BrokenFilesGiveOneLineAndExitTwo) {
+TEST(InspectCli, BrokenFilesGiveOneLineAndExitTwo) {
   const auto files = case_files(test::test_data_dir() + "/gguf-broken");
   ASSERT_GE(files.size(), 30u);
   for (const std::string& path : files) {
@@ -206,7 +206,7 @@ TEST(Inspect, BrokenFilesGiveOneLineAndExitTwo) {
   EXPECT_EQ(run_weir("inspect --frobnicate x").code, 2);
 }
 
-TEST(Inspect, RealModel) {
+TEST(InspectCli, RealModel) {
   WEIR_REQUIRE_MODEL(model);
   check_file(model, false, false);
   const json::Value d = inspect_json(model);
@@ -252,7 +252,7 @@ TEST(Inspect, RealModel) {
 
 // Vocab-only: no tensors; with --all every token and merge comes through the
 // JSON string escaping unchanged.
-TEST(Inspect, VocabOnlyFileEveryStringRoundTrips) {
+TEST(InspectCli, VocabOnlyFileEveryStringRoundTrips) {
   const std::string path = test::ref_dir() + "/qwen2-vocab-deepseek-r1.gguf";
   if (!fs::exists(path)) GTEST_SKIP() << "not found: " << path;
   check_file(path, true, false);

@@ -93,7 +93,7 @@ void python_check(const std::string& src, const std::string& out, FileType ft) {
   EXPECT_EQ(text.rfind("ok ", 0), 0u) << text;
 }
 
-TEST(Quantize, CorpusFileToF16) {
+TEST(QuantizeCli, CorpusFileToF16) {
   const std::string src = test::test_data_dir() + "/gguf-valid/all_types_v3.gguf.case";
   const std::string out = temp_path("corpus-f16");
   const test::CliResult r = run_weir("quantize " + shell_quote(src) + " " + shell_quote(out) + " F16 --threads 2");
@@ -114,7 +114,7 @@ TEST(Quantize, CorpusFileToF16) {
   fs::remove(out);
 }
 
-TEST(Quantize, SmallModelToEveryLegacyTypeMatchesGguf) {
+TEST(QuantizeCli, SmallModelToEveryLegacyTypeMatchesGguf) {
   const std::string src = make_f32_model();
   struct Case {
     const char* name;
@@ -139,7 +139,7 @@ TEST(Quantize, SmallModelToEveryLegacyTypeMatchesGguf) {
   fs::remove(src);
 }
 
-TEST(Quantize, Errors) {
+TEST(QuantizeCli, Errors) {
   const std::string src = test::test_data_dir() + "/gguf-valid/all_types_v3.gguf.case";
   const std::string out = temp_path("errors");
   fs::remove(out);
@@ -202,18 +202,18 @@ void convert_and_run(const std::string& model, const char* type) {
   fs::remove(out);
 }
 
-TEST(Quantize, RealModelToF16Runs) {
+TEST(QuantizeCli, RealModelToF16Runs) {
   WEIR_REQUIRE_MODEL(model);
   convert_and_run(model, "F16");
 }
 
-TEST(Quantize, RealModelToQ8_0Runs) {
+TEST(QuantizeCli, RealModelToQ8_0Runs) {
   WEIR_REQUIRE_MODEL(model);
   if (!file_type_available("Q8_0", DType::Q8_0)) GTEST_SKIP() << "no Q8_0 quantizer in this build yet";
   convert_and_run(model, "Q8_0");
 }
 
-TEST(Quantize, RealModelToQ4_K_MRuns) {
+TEST(QuantizeCli, RealModelToQ4_K_MRuns) {
   WEIR_REQUIRE_MODEL(model);
   if (!file_type_available("Q4_K_M", DType::Q4_K) || !quant::can_quantize(DType::Q6_K))
     GTEST_SKIP() << "no Q4_K_M quantizers in this build yet";
