@@ -236,7 +236,7 @@ void GGUFWriter::add_tensor(std::string_view name, DType t, int n_dims, const in
   Impl& m = *impl_;
   const std::string n(name);
   if (m.fd >= 0) throw Error("GGUF writer: tensor '" + n + "' added after open()");
-  if (n_dims < 1 || n_dims > 4) throw Error("GGUF writer: tensor '" + n + "' has " + std::to_string(n_dims) + " dims");
+  if (n_dims < 0 || n_dims > 4) throw Error("GGUF writer: tensor '" + n + "' has " + std::to_string(n_dims) + " dims");
   for (const Impl::TensorInfo& ti : m.tensors)
     if (ti.name == n) throw Error("GGUF writer: duplicate tensor '" + n + "'");
   Impl::TensorInfo ti{n, n_dims, {1, 1, 1, 1}, t, 0, 0};

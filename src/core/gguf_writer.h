@@ -56,15 +56,16 @@ class GGUFWriter {
 
   // Tensor infos, in file order; data offsets follow from the alignment.
   void add_tensor(std::string_view name, DType t, std::initializer_list<int64_t> ne);
-  void add_tensor(std::string_view name, DType t, int n_dims, const int64_t* ne);
+  void add_tensor(std::string_view name, DType t, int n_dims, const int64_t* ne);  // n_dims 0..4
   size_t n_tensors() const;
 
   // Writes everything up to the data section. Throws weir::Error naming the
   // path on I/O errors.
   void open(const std::string& path);
-  // Appends bytes of the current tensor (tensors in declaration order; a
-  // tensor may come in several pieces); padding between tensors is written
-  // automatically. More bytes than the tensor holds is an error.
+  // Appends tensor data in declaration order: a tensor may come in several
+  // pieces, and bytes beyond the current tensor continue into the next one;
+  // padding between tensors is written automatically. Bytes past the last
+  // tensor are an error.
   void write_tensor_data(const void* data, size_t nbytes);
   // Finishes the file; throws if some tensor data is missing.
   void close();

@@ -175,6 +175,9 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     r.in_tensor_bytes += t.nbytes;
     r.out_tensor_bytes += row_bytes(to, t.ne[0]) * uint64_t(t.ne[0] ? t.n_elements() / t.ne[0] : 0);
     (copy[i] ? r.n_copied : r.n_converted) += 1;
+    // Quantized to quantized: the first rounding's error stays in the result.
+    const bool src_float = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16;
+    if (!copy[i] && !src_float && to != DType::F32 && to != DType::F16 && to != DType::BF16) r.n_requantized += 1;
   }
 
   GGUFWriter w(in.alignment(), 3);

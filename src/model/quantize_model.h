@@ -36,6 +36,7 @@ struct QuantizeResult {
   uint64_t in_tensor_bytes = 0, out_tensor_bytes = 0;
   uint64_t n_elements = 0;  // parameters, summed over tensors
   size_t n_tensors = 0, n_converted = 0, n_copied = 0;
+  size_t n_requantized = 0;  // converted from one quantized type to another
   double seconds = 0;
   double bpw_in() const { return n_elements ? 8.0 * double(in_tensor_bytes) / double(n_elements) : 0; }
   double bpw_out() const { return n_elements ? 8.0 * double(out_tensor_bytes) / double(n_elements) : 0; }

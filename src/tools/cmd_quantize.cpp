@@ -101,6 +101,11 @@ int cmd_quantize(int argc, char** argv) {
               in_path.c_str(), size_text(r.in_file_bytes).c_str(), r.bpw_in(), out_path.c_str(),
               size_text(r.out_file_bytes).c_str(), r.bpw_out(), file_type_name(ft), r.n_tensors, r.n_converted,
               r.n_copied, r.seconds);
+  if (r.n_requantized)
+    std::fprintf(stderr,
+                 "quantize: note: %zu tensors were already quantized and were quantized again; "
+                 "quantizing from the F16/BF16/F32 original gives better quality\n",
+                 r.n_requantized);
   return 0;
 }
 
