@@ -309,21 +309,6 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
   return out;
 }
 
-std::string BpeTokenizer::token_to_piece(int32_t id, bool render_special) const {
-  if (!vocab_.valid(id))
-    throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                std::to_string(vocab_.n_tokens() - 1) + ")");
-  const uint16_t a = vocab_.attrs[size_t(id)];
-  constexpr uint16_t kSpecial = TOKEN_ATTR_UNKNOWN | TOKEN_ATTR_CONTROL;
-  if (!render_special && (a & kSpecial)) return {};
-  const std::string_view t = vocab_.text(id);
-  if (a & (kSpecial | TOKEN_ATTR_USER_DEFINED)) return std::string(t);
-  if (a & TOKEN_ATTR_NORMAL) return decode_byte_level(t);
-  if (a & TOKEN_ATTR_BYTE) {
-    const int b = vocab_.byte_value(id);
-    return b < 0 ? std::string() : std::string(1, char(b));
-  }
-  return {};  // UNUSED, UNDEFINED: llama.cpp renders nothing
-}
+std::string BpeTokenizer::normal_piece(std::string_view text) const { return decode_byte_level(text); }
 
 }  // namespace weir

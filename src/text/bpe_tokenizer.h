@@ -31,7 +31,6 @@ class BpeTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
-  std::string token_to_piece(int32_t id, bool render_special = false) const override;
 
   const PreTokenizer& pretokenizer() const { return pre_; }
   // BPE on one word of raw bytes (no pre-tokenizing, no specials); appends to out.
@@ -39,6 +38,7 @@ class BpeTokenizer final : public Tokenizer {
   size_t n_merges() const { return n_merges_; }
 
  private:
+  std::string normal_piece(std::string_view text) const override;
   struct Merge {
     uint64_t key;    // left symbol << 32 | right symbol; kEmpty: free slot
     int32_t rank;

@@ -160,31 +160,16 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_specia
   return out;
 }
 
-std::string SpmTokenizer::token_to_piece(int32_t id, bool render_special) const {
-  if (!vocab_.valid(id))
-    throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                std::to_string(vocab_.n_tokens() - 1) + ")");
-  const uint16_t a = vocab_.attrs[size_t(id)];
-  constexpr uint16_t kSpecial = TOKEN_ATTR_UNKNOWN | TOKEN_ATTR_CONTROL;
-  if (!render_special && (a & kSpecial)) return {};
-  const std::string_view t = vocab_.text(id);
-  if (a & (kSpecial | TOKEN_ATTR_USER_DEFINED)) return std::string(t);
-  if (a & TOKEN_ATTR_NORMAL) {
-    std::string out;
-    out.reserve(t.size());
-    size_t start = 0;
-    for (size_t p; (p = t.find(kSpace, start)) != std::string_view::npos; start = p + kSpace.size()) {
-      out.append(t.data() + start, p - start);
-      out.push_back(' ');
-    }
-    out.append(t.data() + start, t.size() - start);
-    return out;
+std::string SpmTokenizer::normal_piece(std::string_view t) const {
+  std::string out;
+  out.reserve(t.size());
+  size_t start = 0;
+  for (size_t p; (p = t.find(kSpace, start)) != std::string_view::npos; start = p + kSpace.size()) {
+    out.append(t.data() + start, p - start);
+    out.push_back(' ');
   }
-  if (a & TOKEN_ATTR_BYTE) {
-    const int b = vocab_.byte_value(id);
-    return b < 0 ? std::string() : std::string(1, char(b));
-  }
-  return {};  // UNUSED, UNDEFINED: llama.cpp renders nothing
+  out.append(t.data() + start, t.size() - start);
+  return out;
 }
 
 }  // namespace weir

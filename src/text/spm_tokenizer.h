@@ -23,7 +23,7 @@ class SpmTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
-  std::string token_to_piece(int32_t id, bool render_special = false) const override;
+
 
   // SentencePiece on one raw fragment (no special-token splitting, no BOS);
   // appends to out. `text` is used as is: spaces are escaped here, but no
@@ -31,6 +31,7 @@ class SpmTokenizer final : public Tokenizer {
   void encode_fragment(std::string_view text, std::vector<int32_t>& out) const;
 
  private:
+  std::string normal_piece(std::string_view text) const override;
   SpecialSplitter splitter_;
 };
 

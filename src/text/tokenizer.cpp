@@ -9,6 +9,23 @@
 
 namespace weir {
 
+std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
+  if (!vocab_.valid(id))
+    throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                std::to_string(vocab_.n_tokens() - 1) + ")");
+  const uint16_t a = vocab_.attrs[size_t(id)];
+  constexpr uint16_t kSpecial = TOKEN_ATTR_UNKNOWN | TOKEN_ATTR_CONTROL;
+  if (!render_special && (a & kSpecial)) return {};
+  const std::string_view t = vocab_.text(id);
+  if (a & (kSpecial | TOKEN_ATTR_USER_DEFINED)) return std::string(t);
+  if (a & TOKEN_ATTR_NORMAL) return normal_piece(t);
+  if (a & TOKEN_ATTR_BYTE) {
+    const int b = vocab_.byte_value(id);
+    return b < 0 ? std::string() : std::string(1, char(b));
+  }
+  return {};  // UNUSED, UNDEFINED: llama.cpp renders nothing
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special) const {
   std::string out;
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -34,7 +34,7 @@ class Tokenizer {
   // render_special. A piece can be part of a UTF-8 sequence (byte tokens):
   // use Utf8Streamer when printing pieces one at a time.
   // Throws weir::Error for an id outside the vocabulary.
-  virtual std::string token_to_piece(int32_t id, bool render_special = false) const = 0;
+  std::string token_to_piece(int32_t id, bool render_special = false) const;
 
   // The text of a token sequence (llama.cpp's detokenize with remove_special
   // off): the pieces joined; when the vocab adds a space prefix, one leading
@@ -52,6 +52,9 @@ class Tokenizer {
 
  protected:
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+  // The text of a NORMAL token, decoded from the model's piece alphabet
+  // (SentencePiece's U+2581 spaces, GPT-2's byte-level characters).
+  virtual std::string normal_piece(std::string_view text) const = 0;
   Vocab vocab_;
 };
 
