@@ -5,7 +5,13 @@
 // Each weight type has a plain reference kernel and SIMD kernels (AVX2,
 // AVX-512, AVX-512 VNNI) picked at run time from the CPU's features; tests
 // compare every SIMD kernel with its reference twin on random rows.
+//
+// Float summation order: the per-block integer sums are exact; the blocks'
+// float contributions are accumulated the way llama.cpp's AVX2 kernels do
+// (8 float lanes, one fused multiply-add per block, horizontal sum at the
+// end) on every SIMD level, so greedy outputs follow the reference data.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -17,13 +23,33 @@ namespace weir::cpu {
 // of activation_type(weight type) blocks.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 
+// A tile of dot products for matrix-matrix products (prefill, batches):
+// y[j * ldy + i] = dot(w row i, a row j) for i < mr, j < nr, mr and nr in
+// 1..kTileMax; weight rows are wstride bytes apart, activation rows astride.
+// Each weight block is unpacked once per tile and reused for nr activations.
+using DotTileFn = void (*)(int64_t n, const void* w, size_t wstride, int mr, const void* a,
+                           size_t astride, int nr, float* y, size_t ldy);
+constexpr int kTileMax = 4;
+
+struct QDotKernels {
+  VecDotFn dot = nullptr;
+  DotTileFn tile = nullptr;
+  explicit operator bool() const { return dot != nullptr; }
+};
+
 enum class SimdLevel { Reference, AVX2, AVX512, AVX512_VNNI };
-SimdLevel best_simd_level();  // of this CPU (cached)
+// Of this CPU (cached): AVX2 needs AVX2+FMA+F16C+BMI2, AVX512 needs
+// F+BW+DQ+VL on top, AVX512_VNNI adds VNNI. WEIR_SIMD=reference|avx2|avx512
+// caps it (for tests and comparisons).
+SimdLevel best_simd_level();
 const char* simd_level_name(SimdLevel l);
 
-// The kernel for weight type w at a SIMD level (falling back to the best
-// lower level that has one); nullptr when w has no integer path.
-VecDotFn vec_dot_fn(DType w, SimdLevel level = best_simd_level());
+// The kernels for weight type w at a SIMD level (falling back to the best
+// lower level that has one); empty when w has no integer path.
+QDotKernels qdot_kernels(DType w, SimdLevel level = best_simd_level());
+
+// Bytes of one row of n activations quantized for weights of type w.
+size_t act_row_bytes(DType w, int64_t n);
 
 // Quantizes n activations (a multiple of the block size) to Q8_0 or Q8_K
 // blocks; values equal round_q8_0 / round_q8_K's (act_quant.h) bit for bit.
