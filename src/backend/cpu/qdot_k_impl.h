@@ -54,23 +54,22 @@ inline void unpack_scales_mins_k4(const uint8_t* packed, uint8_t sc[8], uint8_t 
   __builtin_memcpy(mn + 4, &mn_hi, 4);
 }
 
-// Unpacks the 16 6-bit scales of a q3_K block minus 32, as unpack_scales_q3_K
-// does one at a time: low nibbles from bytes 0-7 (scales 0-7 low, 8-15 high
-// nibble), top 2 bits from bytes 8-11 at bit 2 * (j / 4).
-inline void unpack_scales_q3_K_words(const uint8_t* packed, int8_t out[16]) {
+// Unpacks the 16 6-bit scales of a q3_K block (0..63; the value is minus 32)
+// four at a time, as unpack_scales_q3_K does one at a time: low nibbles from
+// bytes 0-7 (scales 0-7 low, 8-15 high nibble), top 2 bits from bytes 8-11
+// at bit 2 * (j / 4).
+inline void unpack_scales_q3_K_raw(const uint8_t* packed, uint8_t out[16]) {
   uint32_t a, b, c;
   __builtin_memcpy(&a, packed, 4);
   __builtin_memcpy(&b, packed + 4, 4);
   __builtin_memcpy(&c, packed + 8, 4);
-  uint32_t w[4] = {
+  const uint32_t w[4] = {
       (a & 0x0f0f0f0fu) | (((c >> 0) & 0x03030303u) << 4),
       (b & 0x0f0f0f0fu) | (((c >> 2) & 0x03030303u) << 4),
       ((a >> 4) & 0x0f0f0f0fu) | (((c >> 4) & 0x03030303u) << 4),
       ((b >> 4) & 0x0f0f0f0fu) | (((c >> 6) & 0x03030303u) << 4),
   };
-  uint8_t u[16];
-  __builtin_memcpy(u, w, 16);
-  for (int j = 0; j < 16; ++j) out[j] = int8_t(int(u[j]) - 32);
+  __builtin_memcpy(out, w, 16);
 }
 
 }  // namespace weir::cpu::qk

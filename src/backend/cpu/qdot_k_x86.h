@@ -77,9 +77,20 @@ WEIR_TARGET_AVX512 WEIR_INLINE __m512i quad_scales(__m128i sc8, int C) {
   for (int p = 0; p < 32; ++p) idx[p] = int16_t(4 * C + p / 8);
   return _mm512_permutexvar_epi16(_mm512_load_si512(idx), s16);
 }
+// The 8 unsigned byte scales of a q4_K / q5_K block as int16, in both
+// 128-bit halves (for per-half byte shuffles).
+WEIR_TARGET_AVX2 WEIR_INLINE __m256i scales16x2(const uint8_t sc[8]) {
+  uint64_t s8;
+  std::memcpy(&s8, sc, 8);
+  return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(s8))));
+}
+// 16 copies of int16 scale c of scales16x2.
+WEIR_TARGET_AVX2 WEIR_INLINE __m256i one_scale(__m256i sc16x2, int c) {
+  return _mm256_shuffle_epi8(sc16x2, _mm256_set1_epi16(int16_t(((2 * c + 1) << 8) | (2 * c))));
+}
 // 32 int16 for elements 64C..64C+63 of a type with 8 scales of 32 elements.
-WEIR_TARGET_AVX512 WEIR_INLINE __m512i halves_scales(const uint8_t sc[8], int C) {
-  return join(_mm256_set1_epi16(sc[2 * C]), _mm256_set1_epi16(sc[2 * C + 1]));
+WEIR_TARGET_AVX512 WEIR_INLINE __m512i halves_scales(__m256i sc16x2, int C) {
+  return join(one_scale(sc16x2, 2 * C), one_scale(sc16x2, 2 * C + 1));
 }
 // Bytes of v with bit b set (low half) / bit b + 1 set (high half) of the
 // 32 bytes at p, e.g. the high quant bits of two 32-element chunks.
@@ -134,9 +145,9 @@ struct Q3K {
   float xd;
   __m128i sc8;
   WEIR_TARGET_AVX2 WEIR_INLINE explicit Q3K(const uint8_t* p) : x(p), xd(half_at(p + 108)) {
-    alignas(16) int8_t sc[16];
-    unpack_scales_q3_K_words(p + 96, sc);
-    sc8 = _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
+    alignas(16) uint8_t sc[16];
+    unpack_scales_q3_K_raw(p + 96, sc);
+    sc8 = _mm_sub_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)), _mm_set1_epi8(32));
   }
   WEIR_TARGET_AVX2 WEIR_INLINE void mins(const uint8_t*, float, RowState&) const {}
   WEIR_TARGET_AVX2 WEIR_INLINE void chunk(int c, __m256i& q, __m256i& s) const {
@@ -163,10 +174,12 @@ struct Q4K {
   static constexpr Mins kMins = Mins::Lanes4;
   const uint8_t* x;
   float xd, xdmin;
-  alignas(8) uint8_t sc[8];
   alignas(8) uint8_t mn[8];
+  __m256i sc16;
   WEIR_TARGET_AVX2 WEIR_INLINE explicit Q4K(const uint8_t* p) : x(p), xd(half_at(p)), xdmin(half_at(p + 2)) {
+    alignas(8) uint8_t sc[8];
     unpack_scales_mins_k4(p + 4, sc, mn);
+    sc16 = scales16x2(sc);
   }
   // 4 lanes, lane l: min(2l) * sum32(2l) + min(2l+1) * sum32(2l+1), with
   // sum32(j) = bsums[2j] + bsums[2j+1].
@@ -180,12 +193,12 @@ struct Q4K {
   }
   WEIR_TARGET_AVX2 WEIR_INLINE void chunk(int c, __m256i& q, __m256i& s) const {
     q = _mm256_and_si256(shift16(load256(x + 16 + 32 * (c / 2)), -4 * (c % 2)), _mm256_set1_epi8(0x0F));
-    s = _mm256_set1_epi16(sc[c]);
+    s = one_scale(sc16, c);
   }
   WEIR_TARGET_AVX512 WEIR_INLINE void chunk512(int C, __m512i& q, __m512i& s) const {
     const __m256i bits = load256(x + 16 + 32 * C);
     q = _mm512_and_si512(join(bits, _mm256_srli_epi16(bits, 4)), _mm512_set1_epi8(0x0F));
-    s = halves_scales(sc, C);
+    s = halves_scales(sc16, C);
   }
 };
 
@@ -197,10 +210,12 @@ struct Q5K {
   static constexpr Mins kMins = Mins::Scalar;
   const uint8_t* x;
   float xd, xdmin;
-  alignas(8) uint8_t sc[8];
   alignas(8) uint8_t mn[8];
+  __m256i sc16;
   WEIR_TARGET_AVX2 WEIR_INLINE explicit Q5K(const uint8_t* p) : x(p), xd(half_at(p)), xdmin(half_at(p + 2)) {
+    alignas(8) uint8_t sc[8];
     unpack_scales_mins_k4(p + 4, sc, mn);
+    sc16 = scales16x2(sc);
   }
   // One integer per block, sum of min(j) * sum32(j), fused into a scalar.
   WEIR_TARGET_AVX2 WEIR_INLINE void mins(const uint8_t* y, float yd, RowState& st) const {
@@ -218,13 +233,13 @@ struct Q5K {
     const __m256i lo = _mm256_and_si256(shift16(load256(x + 48 + 32 * (c / 2)), -4 * (c % 2)), _mm256_set1_epi8(0x0F));
     const __m256i hb = _mm256_and_si256(shift16(load256(x + 16), 4 - c), _mm256_set1_epi8(0x10));
     q = _mm256_or_si256(lo, hb);
-    s = _mm256_set1_epi16(sc[c]);
+    s = one_scale(sc16, c);
   }
   WEIR_TARGET_AVX512 WEIR_INLINE void chunk512(int C, __m512i& q, __m512i& s) const {
     const __m256i bits = load256(x + 48 + 32 * C);
     const __m512i lo = _mm512_and_si512(join(bits, _mm256_srli_epi16(bits, 4)), _mm512_set1_epi8(0x0F));
     q = _mm512_mask_add_epi8(lo, bit_pair_mask(x + 16, 2 * C), lo, _mm512_set1_epi8(0x10));
-    s = halves_scales(sc, C);
+    s = halves_scales(sc16, C);
   }
 };
 
