@@ -78,7 +78,11 @@ uint32_t bits(float f) {
 }
 
 TEST(QDotK, KernelsExistForKTypesOnly) {
-  for (DType t : kTypes) EXPECT_TRUE(qdot_k_kernels(t, SimdLevel::Reference)) << traits(t).name;
+  for (DType t : kTypes)
+    for (SimdLevel l : {SimdLevel::Reference, SimdLevel::AVX2, SimdLevel::AVX512, SimdLevel::AVX512_VNNI}) {
+      const QDotKernels k = qdot_k_kernels(t, l);
+      EXPECT_TRUE(k.dot && k.tile) << traits(t).name << " " << level_name(l);
+    }
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::F32, DType::Q8_K})
     for (SimdLevel l : {SimdLevel::Reference, SimdLevel::AVX2, SimdLevel::AVX512, SimdLevel::AVX512_VNNI})
       EXPECT_FALSE(qdot_k_kernels(t, l)) << traits(t).name;
@@ -119,7 +123,7 @@ TEST_P(QDotKLevel, DotMatchesReferenceBitForBit) {
   for (DType t : kTypes) {
     const QDotKernels ref = qdot_k_kernels(t, SimdLevel::Reference);
     const QDotKernels k = qdot_k_kernels(t, GetParam());
-    if (!k) continue;  // TODO(qk): required once every level is written
+    ASSERT_TRUE(k) << traits(t).name << " has no " << level_name(GetParam()) << " kernel";
     for (int nb : kBlockCounts) {
       const int64_t n = nb * kQK;
       for (int rep = 0; rep < 4; ++rep) {
@@ -139,7 +143,7 @@ TEST_P(QDotKLevel, ExtremeValuesDoNotSaturate) {
   for (DType t : kTypes) {
     const QDotKernels ref = qdot_k_kernels(t, SimdLevel::Reference);
     const QDotKernels k = qdot_k_kernels(t, GetParam());
-    if (!k) continue;  // TODO(qk): required once every level is written
+    ASSERT_TRUE(k) << traits(t).name << " has no " << level_name(GetParam()) << " kernel";
     const int64_t n = 3 * kQK;
     for (int pattern = 0; pattern < 4; ++pattern) {
       // All bits set or all clear (with d and dmin set to 1.0 afterwards):
@@ -193,7 +197,7 @@ TEST_P(QDotKLevel, TileMatchesDots) {
   for (DType t : kTypes) {
     const QDotKernels ref = qdot_k_kernels(t, SimdLevel::Reference);
     const QDotKernels k = qdot_k_kernels(t, GetParam());
-    if (!k) continue;  // TODO(qk): required once every level is written
+    ASSERT_TRUE(k) << traits(t).name << " has no " << level_name(GetParam()) << " kernel";
     for (int nb : kBlockCounts) {
       const int64_t n = nb * kQK;
       const int mr = 1 + int(rng() % kTileMax), nr = 1 + int(rng() % kTileMax);

@@ -1,9 +1,116 @@
-// AVX-512 K-quant dot kernels: not written yet.
-#include "backend/cpu/qdot_k_impl.h"
+// AVX-512 (F+BW+DQ+VL) and AVX-512 VNNI K-quant dot kernels. As the AVX2
+// ones (qdot_k_avx2.cpp), with 64 quants per step: maddubs to int16 pairs,
+// then madd by the scales (VNNI: vpdpwssd, madd and add in one) into 16
+// int32 lanes. Lanes k and k + 8 hold the same AVX2 lane k of two 32-element
+// chunks, so adding the two halves per block gives exactly llama.cpp's 8
+// integer lanes, and the float part (8 lanes, one FMA per block) is the same
+// as at every level.
+//
+// The two levels differ in one instruction but need different targets down
+// to the loop that uses it, so the loop is spelled once in a macro and
+// instantiated per target.
+#include "backend/cpu/qdot_k_x86.h"
 
 namespace weir::cpu::qk {
+namespace {
 
-QDotKernels avx512_kernels(DType) { return {}; }
-QDotKernels avx512_vnni_kernels(DType) { return {}; }
+using namespace x86;
+
+WEIR_TARGET_AVX512 WEIR_INLINE __m512i acc_madd(__m512i acc, __m512i p16, __m512i s16) {
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, s16));
+}
+WEIR_TARGET_AVX512_VNNI WEIR_INLINE __m512i acc_dpwssd(__m512i acc, __m512i p16, __m512i s16) {
+  return _mm512_dpwssd_epi32(acc, p16, s16);
+}
+
+// Products of 64 weight quants (unsigned, value q - offset) with 64 int8
+// activations, as int16 pairs. No pair saturates (|q| <= 63, |a| <= 128).
+template <int kOffset>
+WEIR_TARGET_AVX512 WEIR_INLINE __m512i pair_products(__m512i q, __m512i a8) {
+  __m512i p = _mm512_maddubs_epi16(q, a8);
+  if constexpr (kOffset != 0) p = _mm512_sub_epi16(p, _mm512_maddubs_epi16(_mm512_set1_epi8(kOffset), a8));
+  return p;
+}
+
+// out[j] = dot(weight row w, activation row a[j]) over nb super-blocks;
+// then the VecDotFn and DotTileFn around it.
+#define WEIR_QK_AVX512_KERNELS(SUFFIX, TARGET, ACCUMULATE)                                             \
+  template <class T, int NR>                                                                           \
+  TARGET WEIR_INLINE void dot_rows_##SUFFIX(int64_t nb, const uint8_t* w, const uint8_t* const* a,     \
+                                            float* out) {                                              \
+    RowState st[NR];                                                                                   \
+    for (int j = 0; j < NR; ++j) st[j] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};                \
+    for (int64_t b = 0; b < nb; ++b) {                                                                 \
+      const T x(w + b * T::kBytes);                                                                    \
+      const uint8_t* y[NR];                                                                            \
+      float yd[NR];                                                                                    \
+      __m512i sumi[NR];                                                                                \
+      for (int j = 0; j < NR; ++j) {                                                                   \
+        y[j] = a[j] + b * kQ8KBytes;                                                                   \
+        std::memcpy(&yd[j], y[j], 4);                                                                  \
+        x.mins(y[j], yd[j], st[j]);                                                                    \
+        sumi[j] = _mm512_setzero_si512();                                                              \
+      }                                                                                                \
+      _Pragma("GCC unroll 4") for (int c = 0; c < 4; ++c) {                                            \
+        __m512i q, s;                                                                                  \
+        x.chunk512(c, q, s);                                                                           \
+        for (int j = 0; j < NR; ++j)                                                                   \
+          sumi[j] = ACCUMULATE(sumi[j], pair_products<T::kOffset>(q, load512(y[j] + kQ8KQs + 64 * c)), s); \
+      }                                                                                                \
+      for (int j = 0; j < NR; ++j) {                                                                   \
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[j]),                          \
+                                            _mm512_extracti64x4_epi64(sumi[j], 1));                    \
+        st[j].acc = _mm256_fmadd_ps(_mm256_set1_ps(yd[j] * x.xd), _mm256_cvtepi32_ps(s8), st[j].acc);  \
+      }                                                                                                \
+    }                                                                                                  \
+    for (int j = 0; j < NR; ++j) out[j] = finish<T>(st[j]);                                            \
+  }                                                                                                    \
+                                                                                                       \
+  template <class T>                                                                                   \
+  TARGET float dot_##SUFFIX(int64_t n, const void* w, const void* a) {                                 \
+    const auto* ap = static_cast<const uint8_t*>(a);                                                   \
+    float out;                                                                                         \
+    dot_rows_##SUFFIX<T, 1>(n / 256, static_cast<const uint8_t*>(w), &ap, &out);                       \
+    return out;                                                                                        \
+  }                                                                                                    \
+                                                                                                       \
+  template <class T>                                                                                   \
+  TARGET void tile_##SUFFIX(int64_t n, const void* w, size_t wstride, int mr, const void* a,           \
+                            size_t astride, int nr, float* y, size_t ldy) {                            \
+    const uint8_t* ap[kTileMax];                                                                       \
+    for (int j = 0; j < nr; ++j) ap[j] = static_cast<const uint8_t*>(a) + j * astride;                 \
+    for (int i = 0; i < mr; ++i) {                                                                     \
+      const uint8_t* wi = static_cast<const uint8_t*>(w) + i * wstride;                                \
+      float out[kTileMax];                                                                             \
+      switch (nr) {                                                                                    \
+        case 1: dot_rows_##SUFFIX<T, 1>(n / 256, wi, ap, out); break;                                  \
+        case 2: dot_rows_##SUFFIX<T, 2>(n / 256, wi, ap, out); break;                                  \
+        case 3: dot_rows_##SUFFIX<T, 3>(n / 256, wi, ap, out); break;                                  \
+        default: dot_rows_##SUFFIX<T, 4>(n / 256, wi, ap, out); break;                                 \
+      }                                                                                                \
+      for (int j = 0; j < nr; ++j) y[j * ldy + i] = out[j];                                            \
+    }                                                                                                  \
+  }                                                                                                    \
+                                                                                                       \
+  QDotKernels kernels_##SUFFIX(DType wt) {                                                             \
+    switch (wt) {                                                                                      \
+      case DType::Q2_K: return {dot_##SUFFIX<Q2K>, tile_##SUFFIX<Q2K>};                                \
+      case DType::Q3_K: return {dot_##SUFFIX<Q3K>, tile_##SUFFIX<Q3K>};                                \
+      case DType::Q4_K: return {dot_##SUFFIX<Q4K>, tile_##SUFFIX<Q4K>};                                \
+      case DType::Q5_K: return {dot_##SUFFIX<Q5K>, tile_##SUFFIX<Q5K>};                                \
+      case DType::Q6_K: return {dot_##SUFFIX<Q6K>, tile_##SUFFIX<Q6K>};                                \
+      default: return {};                                                                              \
+    }                                                                                                  \
+  }
+
+WEIR_QK_AVX512_KERNELS(avx512, WEIR_TARGET_AVX512, acc_madd)
+WEIR_QK_AVX512_KERNELS(vnni, WEIR_TARGET_AVX512_VNNI, acc_dpwssd)
+
+#undef WEIR_QK_AVX512_KERNELS
+
+}  // namespace
+
+QDotKernels avx512_kernels(DType w) { return kernels_avx512(w); }
+QDotKernels avx512_vnni_kernels(DType w) { return kernels_vnni(w); }
 
 }  // namespace weir::cpu::qk
