@@ -46,6 +46,14 @@ ForwardGraph& Session::graph_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) 
   return graphs_.emplace(key, std::move(fg)).first->second;
 }
 
+void Session::prepare(int64_t n_tokens) {
+  if (n_tokens < 1 || n_past_ + n_tokens > p_.n_ctx) throw Error("session: cannot prepare a step past the context");
+  const int64_t T = std::min(n_tokens, p_.n_batch);
+  // The same n_kv eval() computes after claiming T cells after the current ones.
+  const int64_t n_kv = std::min(p_.n_ctx, (std::max(kv_.extent(), n_past_ + T) + kKvPad - 1) / kKvPad * kKvPad);
+  graph_for(T, n_kv, 1);
+}
+
 void Session::fill_masks(ForwardGraph& fg, const std::vector<int32_t>& pos) {
   const int64_t n_kv = fg.n_kv;
   const int64_t n_swa = model_.hparams().n_swa;

@@ -26,6 +26,10 @@ class Session {
   // Appends tokens to the sequence and runs them. Logits are kept for the
   // token indices in `want` (default: the last token only), in that order.
   void eval(std::span<const int32_t> tokens, std::span<const int32_t> want = {});
+  // Builds and plans the graph of an n_tokens step at the current position
+  // without running it: the last part of getting ready to compute a token,
+  // which load-time measurements include.
+  void prepare(int64_t n_tokens);
   const float* logits(size_t i = 0) const { return logits_.data() + i * size_t(n_vocab_); }
   size_t n_logits() const { return logits_.size() / size_t(n_vocab_); }
   int64_t n_vocab() const { return n_vocab_; }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 namespace weir::tools {
@@ -29,6 +30,42 @@ long long parse_int(const std::string& name, const std::string& v, long long lo,
 }
 
 }  // namespace
+
+std::vector<int> parse_int_list(const std::string& name, const std::string& value) {
+  std::vector<int> out;
+  const auto bad = [&](const std::string& why) {
+    return UsageError(name + ": " + why + " in '" + value + "' (expected N, N,M,..., FIRST-LAST, FIRST-LAST+STEP or FIRST-LAST*MULT)");
+  };
+  std::stringstream ss(value);
+  std::string item;
+  if (value.empty()) throw bad("empty list");
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) throw bad("empty item");
+    // FIRST[-LAST[(+|*)STEP]]; a leading '-' belongs to FIRST.
+    const size_t dash = item.find('-', 1);
+    if (dash == std::string::npos) {
+      out.push_back(int(parse_int(name, item, std::numeric_limits<int>::min(), std::numeric_limits<int>::max())));
+      continue;
+    }
+    const int first = int(parse_int(name, item.substr(0, dash), 0, std::numeric_limits<int>::max()));
+    std::string rest = item.substr(dash + 1);
+    char op = '+';
+    int step = 1;
+    if (const size_t o = rest.find_first_of("+*"); o != std::string::npos) {
+      op = rest[o];
+      step = int(parse_int(name, rest.substr(o + 1), 0, std::numeric_limits<int>::max()));
+      rest = rest.substr(0, o);
+    }
+    const int last = int(parse_int(name, rest, 0, std::numeric_limits<int>::max()));
+    if (last < first) throw bad("range ends before it starts");
+    if ((op == '+' && step < 1) || (op == '*' && (step < 2 || first < 1))) throw bad("range would not advance");
+    for (long long i = first; i <= last; i = op == '+' ? i + step : i * step) {
+      if (out.size() >= 4096) throw bad("more than 4096 values");
+      out.push_back(int(i));
+    }
+  }
+  return out;
+}
 
 Args& Args::flag(const std::string& names, bool* out, const std::string& help) {
   Spec s{split_names(names), "", help, false, [out](const std::string&, const std::string&) { *out = true; }};
@@ -69,6 +106,31 @@ Args& Args::opt(const std::string& names, float* out, const std::string& meta, c
                       if (v.empty() || *end != '\0' || !std::isfinite(x))
                         throw UsageError(n + ": expected a number, got '" + v + "'");
                       *out = x;
+                    }});
+  return *this;
+}
+
+Args& Args::opt_list(const std::string& names, std::vector<int>* out, const std::string& meta,
+                     const std::string& help) {
+  auto replaced = std::make_shared<bool>(false);
+  specs_.push_back({split_names(names), meta, help, true, [out, replaced](const std::string& n, const std::string& v) {
+                      std::vector<int> xs = parse_int_list(n, v);
+                      if (!*replaced) out->clear(), *replaced = true;
+                      out->insert(out->end(), xs.begin(), xs.end());
+                    }});
+  return *this;
+}
+
+Args& Args::opt_list(const std::string& names, std::vector<std::string>* out, const std::string& meta,
+                     const std::string& help) {
+  auto replaced = std::make_shared<bool>(false);
+  specs_.push_back({split_names(names), meta, help, true, [out, replaced](const std::string& n, const std::string& v) {
+                      if (!*replaced) out->clear(), *replaced = true;
+                      std::stringstream ss(v);
+                      std::string item;
+                      while (std::getline(ss, item, ','))
+                        if (!item.empty()) out->push_back(item);
+                      if (v.empty()) throw UsageError(n + ": expected a value");
                     }});
   return *this;
 }

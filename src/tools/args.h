@@ -14,6 +14,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Parses an integer list ("1,2,4", "1-8*2", "128-512+128"); errors name the flag.
+std::vector<int> parse_int_list(const std::string& name, const std::string& value);
+
 class Args {
  public:
   Args(std::string command, std::string summary) : command_(std::move(command)), summary_(std::move(summary)) {}
@@ -24,6 +27,13 @@ class Args {
   Args& opt(const std::string& names, int64_t* out, const std::string& meta, const std::string& help);
   Args& opt(const std::string& names, uint64_t* out, const std::string& meta, const std::string& help);
   Args& opt(const std::string& names, float* out, const std::string& meta, const std::string& help);
+  // A list option, as llama-bench takes them: comma-separated values, ranges
+  // "first-last", "first-last+step", "first-last*mult", and repeats (-t 1 -t 2)
+  // append. The first occurrence replaces the defaults already in *out.
+  Args& opt_list(const std::string& names, std::vector<int>* out, const std::string& meta, const std::string& help);
+  // Comma-separated strings (or repeats); same replace-then-append rule.
+  Args& opt_list(const std::string& names, std::vector<std::string>* out, const std::string& meta,
+                 const std::string& help);
   // A positional argument (in order).
   Args& positional(const std::string& meta, std::string* out, const std::string& help);
 

@@ -18,6 +18,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"run", weir::tools::cmd_run, "generate text from a prompt"},
+    {"bench", weir::tools::cmd_bench, "measure prompt and generation speed (llama-bench compatible)"},
     {"tokenize", weir::tools::cmd_tokenize, "print the tokens of a text"},
     {"perplexity", weir::tools::cmd_perplexity, "score a text file (llama-perplexity compatible)"},
     {"synth", weir::tools::cmd_synth, "write a random-weight model shaped like a real one (benchmarks)"},

@@ -1,0 +1,151 @@
+#include "engine/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <random>
+
+#include "core/error.h"
+#include "engine/session.h"
+
+namespace weir {
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Random prompt tokens, the first one BOS when the model wants one.
+class TokenSource {
+ public:
+  TokenSource(const Model& m, uint32_t seed)
+      : rng_(seed), dist_(0, int32_t(m.hparams().n_vocab) - 1),
+        bos_(m.tokenizer().vocab().add_bos && m.tokenizer().vocab().bos >= 0 ? m.tokenizer().vocab().bos : -1) {}
+  std::vector<int32_t> take(int n, bool at_start) {
+    std::vector<int32_t> v(size_t(std::max(n, 0)));
+    for (auto& id : v) id = dist_(rng_);
+    if (at_start && bos_ >= 0 && !v.empty()) v[0] = bos_;
+    return v;
+  }
+
+ private:
+  std::mt19937 rng_;
+  std::uniform_int_distribution<int32_t> dist_;
+  int32_t bos_;
+};
+
+void run_prompt(Session& s, TokenSource& src, int n) {
+  if (n <= 0) return;
+  const std::vector<int32_t> toks = src.take(n, s.n_past() == 0);
+  s.eval(toks);  // the session splits it into batches; logits of the last token only
+}
+
+void run_gen(Session& s, TokenSource& src, int n) {
+  for (int i = 0; i < n; ++i) {
+    const std::vector<int32_t> tok = src.take(1, s.n_past() == 0);
+    s.eval(tok);
+  }
+}
+
+}  // namespace
+
+std::string BenchTest::name() const {
+  std::string s;
+  if (n_prompt > 0 && n_gen == 0) s = "pp" + std::to_string(n_prompt);
+  else if (n_gen > 0 && n_prompt == 0) s = "tg" + std::to_string(n_gen);
+  else s = "pp" + std::to_string(n_prompt) + "+tg" + std::to_string(n_gen);
+  if (n_depth > 0) s += " @ d" + std::to_string(n_depth);
+  return s;
+}
+
+std::vector<BenchTest> expand_tests(const BenchPlan& p) {
+  std::vector<BenchTest> out;
+  for (const auto& m : p.models)
+    for (int nb : p.n_batch)
+      for (int nub : p.n_ubatch)
+        for (int nt : p.n_threads)
+          for (int nd : p.n_depth) {
+            BenchTest t{m, 0, 0, nd, nb, nub, nt};
+            for (int np : p.n_prompt) {
+              if (np <= 0) continue;
+              t.n_prompt = np, t.n_gen = 0;
+              out.push_back(t);
+            }
+            for (int ng : p.n_gen) {
+              if (ng <= 0) continue;
+              t.n_prompt = 0, t.n_gen = ng;
+              out.push_back(t);
+            }
+          }
+  return out;
+}
+
+double bench_mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / double(v.size());
+}
+
+double bench_stdev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = bench_mean(v);
+  double ss = 0;
+  for (double x : v) ss += (x - m) * (x - m);
+  return std::sqrt(ss / double(v.size() - 1));
+}
+
+std::vector<double> BenchResult::samples_ts() const {
+  const double n = double(test.n_prompt + test.n_gen);
+  std::vector<double> ts;
+  for (uint64_t ns : samples_ns) ts.push_back(ns ? 1e9 * n / double(ns) : 0.0);
+  return ts;
+}
+double BenchResult::avg_ts() const { return bench_mean(samples_ts()); }
+double BenchResult::stdev_ts() const { return bench_stdev(samples_ts()); }
+uint64_t BenchResult::avg_ns() const {
+  return uint64_t(std::llround(bench_mean(std::vector<double>(samples_ns.begin(), samples_ns.end()))));
+}
+uint64_t BenchResult::stdev_ns() const {
+  return uint64_t(std::llround(bench_stdev(std::vector<double>(samples_ns.begin(), samples_ns.end()))));
+}
+
+BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest& t, const BenchRunOptions& o) {
+  if (t.n_prompt < 0 || t.n_gen < 0 || t.n_depth < 0 || t.n_prompt + t.n_gen <= 0)
+    throw Error("bench: test " + t.name() + " has no tokens to time");
+  if (t.n_batch < 1 || t.n_ubatch < 1) throw Error("bench: batch sizes must be positive");
+  BenchResult r;
+  r.test = t;
+  r.test_time = utc_now();
+  SessionParams sp;
+  sp.n_ctx = int64_t(t.n_depth) + t.n_prompt + t.n_gen;
+  // weir has one batch level: a forward step takes at most min(b, ub) tokens,
+  // which is what llama.cpp's physical batch (ubatch) is.
+  sp.n_batch = std::min(t.n_batch, t.n_ubatch);
+  sp.kv_type = o.kv_type;
+  Session s(model, backend, sp);
+  TokenSource src(model, o.seed);
+
+  if (o.warmup) {
+    run_prompt(s, src, t.n_prompt);
+    if (t.n_gen > 0) run_gen(s, src, 1);
+  }
+  for (int rep = 0; rep < o.reps; ++rep) {
+    s.reset();
+    run_prompt(s, src, t.n_depth);  // untimed context
+    const auto t0 = std::chrono::steady_clock::now();
+    run_prompt(s, src, t.n_prompt);
+    run_gen(s, src, t.n_gen);
+    r.samples_ns.push_back(uint64_t(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+  }
+  return r;
+}
+
+}  // namespace weir

@@ -1,0 +1,65 @@
+// Benchmark tests as llama-bench defines them, run through a Session:
+// pp<P> processes P random tokens in batches from an empty cache (logits of
+// the last token only); tg<N> decodes N single tokens; "@ d<D>" first fills
+// the cache with D tokens, untimed. Each test is repeated; t/s is computed
+// per repetition, then averaged (mean, sample standard deviation).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "model/model.h"
+
+namespace weir {
+
+struct BenchTest {
+  std::string model;  // file path
+  int n_prompt = 0, n_gen = 0, n_depth = 0;
+  int n_batch = 2048, n_ubatch = 512;
+  int n_threads = 1;
+  // "pp512", "tg128", "pp512+tg128", with " @ d<D>" when n_depth > 0.
+  std::string name() const;
+};
+
+// The test lists of a run; every combination becomes tests (expand_tests).
+struct BenchPlan {
+  std::vector<std::string> models;
+  std::vector<int> n_prompt{512}, n_gen{128}, n_depth{0};
+  std::vector<int> n_batch{2048}, n_ubatch{512}, n_threads{1};
+};
+
+// llama-bench's order: model, batch, ubatch, threads, depth outermost to
+// innermost, then the pp tests and the tg tests of that combination. Sizes
+// of 0 make no test.
+std::vector<BenchTest> expand_tests(const BenchPlan& plan);
+
+struct BenchResult {
+  BenchTest test;
+  std::string test_time;          // RFC 3339, UTC, when the test started
+  std::vector<uint64_t> samples_ns;
+
+  std::vector<double> samples_ts() const;  // (n_prompt + n_gen) / seconds, per repetition
+  double avg_ts() const;
+  double stdev_ts() const;
+  uint64_t avg_ns() const;
+  uint64_t stdev_ns() const;
+};
+
+double bench_mean(const std::vector<double>& v);
+// Sample standard deviation (n - 1); 0 for fewer than two values.
+double bench_stdev(const std::vector<double>& v);
+
+struct BenchRunOptions {
+  int reps = 5;
+  bool warmup = true;  // one untimed run first (pp: the full prompt; tg: one token)
+  DType kv_type = DType::F16;
+  uint32_t seed = 1;   // random tokens
+};
+
+// Runs one test on `backend` (whose thread count the caller chose to match
+// t.n_threads).
+BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest& t, const BenchRunOptions& o);
+
+}  // namespace weir

@@ -1,0 +1,71 @@
+#include "tools/bench_options.h"
+
+#include "tools/args.h"
+#include "tools/common.h"
+
+namespace weir::tools {
+namespace {
+
+void check_all(const std::vector<int>& v, int lo, const char* flag) {
+  for (int x : v)
+    if (x < lo) throw UsageError(std::string(flag) + ": values must be at least " + std::to_string(lo) + ", got " +
+                                 std::to_string(x));
+}
+
+DType kv_type(const std::string& flag, const std::string& s) {
+  if (s == "f16") return DType::F16;
+  if (s == "f32") return DType::F32;
+  throw UsageError(flag + ": weir's KV cache is f16 or f32, got '" + s + "'");
+}
+
+}  // namespace
+
+bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
+  o->plan.n_threads = {default_threads()};
+  std::string ctk = "f16", ctv = "f16";
+  bool no_warmup = false;
+  Args a("bench",
+         "Measure prompt processing (pp) and generation (tg) speed, llama-bench style.\n"
+         "List options take N,M,..., FIRST-LAST[+STEP|*MULT], or repeats; every combination is run.");
+  a.opt_list("-m,--model", &o->plan.models, "FILE", "GGUF model(s) (required)")
+      .opt_list("-p,--n-prompt", &o->plan.n_prompt, "N", "prompt tokens of the pp tests (default 512; 0: none)")
+      .opt_list("-n,--n-gen", &o->plan.n_gen, "N", "generated tokens of the tg tests (default 128; 0: none)")
+      .opt_list("-d,--n-depth", &o->plan.n_depth, "N", "tokens in the context before each test (default 0)")
+      .opt_list("-b,--batch-size", &o->plan.n_batch, "N", "logical batch size (default 2048)")
+      .opt_list("-ub,--ubatch-size", &o->plan.n_ubatch, "N", "physical batch size (default 512)")
+      .opt_list("-t,--threads", &o->plan.n_threads, "N", "CPU threads (default: all CPUs)")
+      .opt_list("-ngl,--n-gpu-layers", &o->n_gpu_layers, "N", "layers on the GPU (only 0: no GPU backend yet)")
+      .opt("-r,--repetitions", &o->reps, "N", "repetitions of each test (default 5)")
+      .opt("-o,--output", &o->output, "FMT", "md, csv, json or jsonl (default md)")
+      .opt("-ctk,--cache-type-k", &ctk, "T", "KV cache type: f16 (default) or f32")
+      .opt("-ctv,--cache-type-v", &ctv, "T", "must equal -ctk (one cache type)")
+      .opt("--numa", &o->numa, "MODE", "off (default), distribute or isolate")
+      .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test");
+  if (!a.parse(argc, argv)) return false;
+  o->warmup = !no_warmup;
+  if (o->plan.models.empty()) throw UsageError("no model given (-m MODEL.gguf)");
+  check_all(o->plan.n_prompt, 0, "-p");
+  check_all(o->plan.n_gen, 0, "-n");
+  check_all(o->plan.n_depth, 0, "-d");
+  check_all(o->plan.n_batch, 1, "-b");
+  check_all(o->plan.n_ubatch, 1, "-ub");
+  check_all(o->plan.n_threads, 1, "-t");
+  for (int n : o->n_gpu_layers)
+    if (n > 0)
+      throw UsageError("-ngl " + std::to_string(n) + ": weir has no GPU backend yet; use -ngl 0 (CPU only)");
+  if (o->reps < 1) throw UsageError("-r: at least 1 repetition");
+  if (o->output != "md" && o->output != "csv" && o->output != "json" && o->output != "jsonl")
+    throw UsageError("-o: expected md, csv, json or jsonl, got '" + o->output + "'");
+  if (o->numa == "disabled") o->numa = "off";
+  if (o->numa != "off" && o->numa != "distribute" && o->numa != "isolate")
+    throw UsageError("--numa: expected off, distribute or isolate, got '" + o->numa + "'");
+  o->kv_type = kv_type("-ctk", ctk);
+  if (kv_type("-ctv", ctv) != o->kv_type) throw UsageError("-ctk and -ctv differ; weir's KV cache has one type");
+  bool any = false;
+  for (int p : o->plan.n_prompt) any = any || p > 0;
+  for (int n : o->plan.n_gen) any = any || n > 0;
+  if (!any) throw UsageError("nothing to run: every -p and -n value is 0");
+  return true;
+}
+
+}  // namespace weir::tools

@@ -1,0 +1,33 @@
+// The command line of `weir bench`, llama-bench's options where weir has the
+// feature: list options (-m, -p, -n, -d, -b, -ub, -t) expand to the cross
+// product of their values.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "engine/bench.h"
+
+namespace weir::tools {
+
+struct BenchOptions {
+  BenchPlan plan;
+  int reps = 5;
+  std::string output = "md";  // md, csv, json, jsonl
+  bool warmup = true;
+  DType kv_type = DType::F16;  // -ctk / -ctv (weir's cache has one type for both)
+  // Accepted so llama-bench command lines work; any value > 0 is an error
+  // until weir has a GPU backend.
+  std::vector<int> n_gpu_layers{0};
+  // off, distribute or isolate. TODO(lead): pass to CpuOptions::numa once the
+  // NUMA helper adds it; it is parsed, checked and reported, nothing more yet.
+  std::string numa = "off";
+  bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
+  bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }
+};
+
+// Parses the arguments after `bench`; false when --help was printed. Throws
+// UsageError for bad values (naming the flag).
+bool parse_bench_options(int argc, char** argv, BenchOptions* o);
+
+}  // namespace weir::tools

@@ -1,0 +1,108 @@
+// weir bench: llama-bench's tests and tables, plus what weir adds: model
+// load time, the bytes a decoded token reads, and the memory bandwidth each
+// tg result achieves next to the bandwidth this machine measures.
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "backend/cpu/membw.h"
+#include "engine/bench.h"
+#include "engine/session.h"
+#include "model/model_desc.h"
+#include "tools/bench_format.h"
+#include "tools/bench_options.h"
+#include "tools/commands.h"
+#include "tools/common.h"
+
+namespace weir::tools {
+namespace {
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<BenchModelInfo> info;
+};
+
+// Loads a model and times what a user waits for before the first token can
+// be computed: open + mmap + metadata and tokenizer, the backend's threads,
+// the KV cache, and the first decode graph built and planned.
+LoadedModel load_for_bench(const std::string& path, int n_threads, int64_t n_ctx, DType kv_type) {
+  LoadedModel lm;
+  const auto t0 = std::chrono::steady_clock::now();
+  lm.model = load_model(path);
+  {
+    CpuBackend backend(n_threads);
+    SessionParams sp;
+    sp.n_ctx = n_ctx;
+    sp.kv_type = kv_type;
+    Session s(*lm.model, backend, sp);
+    s.prepare(1);
+  }
+  lm.info = std::make_unique<BenchModelInfo>();
+  lm.info->load_ms = seconds_since(t0) * 1e3;
+  lm.info->path = path;
+  lm.info->description = model_description(lm.model->file());
+  lm.info->size_bytes = lm.model->weight_bytes();
+  lm.info->n_params = lm.model->n_params();
+  lm.info->weight_bytes_per_token = decode_weight_bytes(lm.model->file());
+  return lm;
+}
+
+void emit(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  BenchOptions o;
+  if (!parse_bench_options(argc, argv, &o)) return 0;
+  BenchEnv env;
+  env.cpu_info = cpu_model_name();
+  env.type_kv = o.kv_type == DType::F16 ? "f16" : "f32";
+  env.numa = o.numa;
+  env.show_n_batch = !o.default_batch();
+  env.show_n_ubatch = !o.default_ubatch();
+  // -ngl only takes 0 (checked); llama-bench hides the column for CPU backends.
+  auto printer = make_bench_printer(o.output, env);
+
+  const std::vector<BenchTest> tests = expand_tests(o.plan);
+  std::map<std::string, int64_t> max_ctx;  // per model: the largest context a test needs
+  for (const BenchTest& t : tests)
+    max_ctx[t.model] = std::max(max_ctx[t.model], int64_t(t.n_depth) + t.n_prompt + t.n_gen);
+
+  const auto& interrupted = install_interrupt_flag();
+  emit(printer->header());
+  std::vector<LoadedModel> models;  // kept: rows point at their info
+  std::map<int, double> read_bw;    // threads -> bytes/s
+  std::vector<BenchRow> rows;
+  BenchRunOptions ro;
+  ro.reps = o.reps;
+  ro.warmup = o.warmup;
+  ro.kv_type = o.kv_type;
+  for (const BenchTest& t : tests) {
+    if (interrupted.load()) break;
+    if (models.empty() || models.back().info->path != t.model)
+      models.push_back(load_for_bench(t.model, t.n_threads, max_ctx[t.model], o.kv_type));
+    const LoadedModel& lm = models.back();
+    BenchRow row;
+    if (t.n_gen > 0) {
+      if (!read_bw.count(t.n_threads)) read_bw[t.n_threads] = cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
+      row.mem_read_bps = read_bw[t.n_threads];
+      // Token k of the test attends to depth + prompt + k + 1 cells; use the mean.
+      const int64_t ctx = int64_t(t.n_depth) + t.n_prompt + (t.n_gen + 1) / 2;
+      row.kv_bytes_per_token = decode_kv_bytes(lm.model->hparams(), o.kv_type, ctx);
+      row.bytes_per_token = lm.info->weight_bytes_per_token + row.kv_bytes_per_token;
+    }
+    CpuBackend backend(t.n_threads);  // fresh per test: no plans or threads carried over
+    row.result = run_bench_test(*lm.model, backend, t, ro);
+    row.model = lm.info.get();
+    emit(printer->row(row));
+    rows.push_back(std::move(row));
+  }
+  emit(printer->footer(rows));
+  return interrupted.load() ? 130 : 0;
+}
+
+}  // namespace weir::tools
