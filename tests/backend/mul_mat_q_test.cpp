@@ -3,7 +3,10 @@
 // splits and token counts (decode, a partial tile, several token blocks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -72,6 +75,59 @@ TEST(MulMatQ, EqualsFloatProductOfRoundedActivations) {
               << dtype_name(wt) << " T " << T << " nth " << nth << " at " << i;
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace weir::cpu
+
+namespace weir::cpu {
+namespace {
+
+// Throughput of the integer path against the float path (x rounded floats)
+// on Gemma 3 270M's shapes, one thread, best of several runs. Not run by
+// default (--gtest_also_run_disabled_tests).
+TEST(MulMatQ, DISABLED_ThroughputVsFloatPath) {
+  struct Shape {
+    DType t;
+    int64_t K, N, T;
+  };
+  const Shape shapes[] = {{DType::Q8_0, 640, 65536, 1},
+                          {DType::Q5_0, 640, 2048, 1},
+                          {DType::Q5_0, 640, 2048, 128},
+                          {DType::Q8_0, 640, 1024, 128}};
+  std::mt19937 rng(9);
+  for (const Shape& s : shapes) {
+    std::vector<uint8_t> wq(row_bytes(s.t, s.K) * size_t(s.N));
+    for (uint8_t& b : wq) b = uint8_t(rng() & 0x3F);  // small scales, any quants
+    Tensor W = make(s.t, s.K, s.N, wq.data());
+    std::vector<float> x(size_t(s.K * s.T)), xr(x.size());
+    std::normal_distribution<float> nd;
+    for (float& v : x) v = nd(rng);
+    std::vector<uint8_t> xq(act_row_bytes(s.t, s.K) * size_t(s.T));
+    for (int64_t t = 0; t < s.T; ++t) {
+      round_activations(s.t, &x[size_t(t * s.K)], &xr[size_t(t * s.K)], s.K);
+      quantize_act(activation_type(s.t), &x[size_t(t * s.K)], &xq[size_t(t) * act_row_bytes(s.t, s.K)], s.K);
+    }
+    Tensor Xr = make(DType::F32, s.K, s.T, xr.data()), Xq = make(activation_type(s.t), s.K, s.T, xq.data());
+    std::vector<float> y(size_t(s.N * s.T));
+    Tensor Y = make(DType::F32, s.N, s.T, y.data());
+    Y.src[0] = &W;
+    Scratch scratch;
+    auto best = [&](Tensor* x_in) {
+      Y.src[1] = x_in;
+      double b = 1e30;
+      for (int rep = 0; rep < 7; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        op_mul_mat(Y, OpContext{0, 1, &scratch});
+        b = std::min(b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return b;
+    };
+    const double tf = best(&Xr), tq = best(&Xq);
+    std::printf("%s K %lld N %lld T %lld: float %.3f ms, integer %.3f ms (x%.2f), integer %.1f GB/s of W\n",
+                dtype_name(s.t), (long long)s.K, (long long)s.N, (long long)s.T, tf * 1e3, tq * 1e3, tf / tq,
+                double(wq.size()) / tq * 1e-9);
   }
 }
 
