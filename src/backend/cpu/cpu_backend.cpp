@@ -12,6 +12,7 @@
 #include "backend/cpu/act_quant.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ops_common.h"
+#include "backend/cpu/qdot.h"
 #include "core/error.h"
 #include "core/graph.h"
 
@@ -158,14 +159,16 @@ void CpuBackend::plan(Graph& g) {
     plan->rounded.push_back(nullptr);
     if (t.op == Op::SetRows) continue;  // writes into its destination
     if (t.op == Op::MulMat && opts_.llama_rounding && cpu::activation_type(t.src[0]->dtype) != DType::F32) {
-      // x rounded as llama.cpp's quantized dot products see it; lives only
-      // while this node runs.
+      // x as llama.cpp's quantized dot products see it, lives only while
+      // this node runs: quantized for the integer kernels (qdot.h) where W
+      // has them, else rounded floats for the float kernels.
+      const bool integer = bool(cpu::qdot_kernels(t.src[0]->dtype));
       Tensor& x = plan->shadows.emplace_back();
-      x.dtype = DType::F32;
+      x.dtype = integer ? cpu::activation_type(t.src[0]->dtype) : DType::F32;
       x.ne[0] = t.src[1]->ne[0];
       x.ne[1] = t.src[1]->n_rows();
       set_contiguous_strides(x);
-      x.name = t.src[1]->name + " (rounded)";
+      x.name = t.src[1]->name + (integer ? " (quantized)" : " (rounded)");
       const size_t off = arena.alloc(x.n_bytes());
       rounded_x.emplace_back(&x, off);
       Tensor& node = plan->shadows.emplace_back(t);
@@ -223,9 +226,14 @@ void CpuBackend::run_graph(Graph& g) {
         const Tensor& x = *t->src[1];
         int64_t r0, r1;
         cpu::thread_range(x.n_rows(), ctx, &r0, &r1);
-        for (int64_t row = r0; row < r1; ++row)
-          cpu::round_activations(t->src[0]->dtype, cpu::flat_row<const float>(x, row),
-                                 r->src[1]->row_ptr<float>(row), x.ne[0]);
+        const Tensor& xr = *r->src[1];
+        for (int64_t row = r0; row < r1; ++row) {
+          if (xr.dtype == DType::F32)
+            cpu::round_activations(t->src[0]->dtype, cpu::flat_row<const float>(x, row),
+                                   xr.row_ptr<float>(row), x.ne[0]);
+          else
+            cpu::quantize_act(xr.dtype, cpu::flat_row<const float>(x, row), xr.row_ptr<void>(row), x.ne[0]);
+        }
         pool_.barrier();
         t = r;
       }

@@ -30,6 +30,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ops_common.h"
 #include "backend/cpu/ops_dequant.h"
+#include "backend/cpu/ops_mul_mat_q.h"
 #include "backend/cpu/ops_simd.h"
 #include "core/error.h"
 
@@ -371,6 +372,12 @@ std::string check_mul_mat(const Tensor& dst) {
 }  // namespace
 
 void op_mul_mat(const Tensor& dst, const OpContext& c) {
+  if (dst.src[0] && dst.src[1] && is_quantized_activation(dst.src[1]->dtype)) {
+    int64_t n0, n1;
+    split_rows(dst.src[0]->ne[1], 16, c.ith, c.nth, &n0, &n1);
+    if (n0 < n1) mul_mat_q_rows(dst, n0, n1, c.scratch);
+    return;
+  }
   if (std::string e = check_mul_mat(dst); !e.empty()) return fail(c, e);
   MatMulArgs a;
   a.w = dst.src[0];

@@ -42,6 +42,9 @@ enum class SimdLevel { Reference, AVX2, AVX512, AVX512_VNNI };
 // F+BW+DQ+VL on top, AVX512_VNNI adds VNNI. WEIR_SIMD=reference|avx2|avx512
 // caps it (for tests and comparisons).
 SimdLevel best_simd_level();
+// The same without the WEIR_SIMD cap: the highest level that may be asked
+// for; kernel lookups and quantize_act clamp requests to it.
+SimdLevel hardware_simd_level();
 const char* simd_level_name(SimdLevel l);
 
 // The kernels for weight type w at a SIMD level (falling back to the best

@@ -1,0 +1,68 @@
+// mul_mat with quantized activations: y [N, T] = W [K, N] x [K, T], x in
+// Q8_0 / Q8_K rows (quantize_act), W of a type with integer kernels (qdot.h).
+//
+// The work is tiles of up to kTileMax W rows x kTileMax tokens. Tokens go in
+// blocks whose quantized rows fit in L2 (kActBlockBytes); within a block the
+// W rows stream past once, four at a time, and each 4-row group (a few KiB,
+// L1) is used for every token of the block before the next one is read. For
+// decode (T = 1) this is one pass over the weights with four independent
+// accumulation chains per tile.
+#include <algorithm>
+#include <string>
+
+#include "backend/cpu/act_quant.h"
+#include "backend/cpu/ops_common.h"
+#include "backend/cpu/ops_mul_mat_q.h"
+#include "backend/cpu/qdot.h"
+#include "core/error.h"
+
+namespace weir::cpu {
+namespace {
+
+constexpr size_t kActBlockBytes = 256 * 1024;
+
+std::string check_mul_mat_q(const Tensor& dst, const QDotKernels& k) {
+  const Tensor* w = dst.src[0];
+  const Tensor* x = dst.src[1];
+  if (!w || !x) return "mul_mat: " + dst.name + ": missing operands";
+  auto where = [&] { return "mul_mat " + dst.name + " (W " + shape_str(*w) + ", x " + shape_str(*x) + ")"; };
+  if (!k) return where() + ": no integer kernels for W dtype " + dtype_name(w->dtype);
+  if (x->dtype != activation_type(w->dtype))
+    return where() + ": x is " + dtype_name(x->dtype) + ", W needs " + dtype_name(activation_type(w->dtype));
+  if (dst.dtype != DType::F32 || dst.nb[0] != sizeof(float)) return where() + ": y must be F32 with contiguous rows";
+  if (w->ne[0] != x->ne[0] || dst.ne[0] != w->ne[1] || dst.n_rows() != x->ne[1] ||
+      x->ne[2] * x->ne[3] != 1 || w->ne[2] * w->ne[3] != 1 || dst.ne[2] * dst.ne[3] != 1)
+    return where() + ": shapes do not match";
+  if (x->ne[0] % traits(x->dtype).block_size != 0) return where() + ": K is not a multiple of the block size";
+  return {};
+}
+
+}  // namespace
+
+bool is_quantized_activation(DType t) { return t == DType::Q8_0 || t == DType::Q8_K; }
+
+void mul_mat_q_rows(const Tensor& dst, int64_t n0, int64_t n1, Scratch* /*s*/) {
+  const Tensor& W = *dst.src[0];
+  const Tensor& X = *dst.src[1];
+  const QDotKernels k = qdot_kernels(W.dtype);
+  if (std::string e = check_mul_mat_q(dst, k); !e.empty()) throw Error(e);
+  const int64_t K = W.ne[0], T = X.ne[1];
+  const auto* wbase = static_cast<const uint8_t*>(W.data);
+  const auto* xbase = static_cast<const uint8_t*>(X.data);
+  const size_t ws = W.nb[1], xs = X.nb[1];
+  float* y = static_cast<float*>(dst.data);
+  const size_t ldy = dst.nb[1] / sizeof(float);
+  const int64_t tb = std::max<int64_t>(kTileMax, int64_t(kActBlockBytes / xs) / kTileMax * kTileMax);
+  for (int64_t t0 = 0; t0 < T; t0 += tb) {
+    const int64_t t1 = std::min(T, t0 + tb);
+    for (int64_t n = n0; n < n1; n += kTileMax) {
+      const int mr = int(std::min<int64_t>(kTileMax, n1 - n));
+      for (int64_t t = t0; t < t1; t += kTileMax) {
+        const int nr = int(std::min<int64_t>(kTileMax, t1 - t));
+        k.tile(K, wbase + n * ws, ws, mr, xbase + t * xs, xs, nr, y + t * ldy + n, ldy);
+      }
+    }
+  }
+}
+
+}  // namespace weir::cpu
