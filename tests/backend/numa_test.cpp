@@ -12,10 +12,17 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
+
+#include <algorithm>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/numa_place.h"
 #include "backend/cpu/numa_plan.h"
 #include "backend/cpu/numa_topology.h"
 #include "core/error.h"
+#include "core/graph.h"
 
 namespace weir::cpu {
 namespace {
@@ -298,6 +305,161 @@ TEST(NumaPlace, BindAndCensusOnThisMachine) {
     GTEST_SKIP() << "mbind/move_pages refused here: " << std::strerror(buf.bind_errno());
   }
   EXPECT_EQ(bind_pages(buf.data(), n, 0, true, true), 0);  // strict + move on existing pages
+}
+
+// Cpus_allowed_list of every thread of this process, sorted.
+std::vector<std::string> thread_affinities() {
+  std::vector<std::string> out;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) out.push_back(line.substr(line.find_first_not_of(" \t", 18)));
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// y = W x for a weight of 300 rows (not a multiple of the row alignment),
+// planned and run on a backend; returns y and where W's data ended up.
+std::vector<float> run_mul_mat(CpuBackend& b, const std::vector<float>& w, const void** w_data) {
+  Graph g;
+  Tensor* W = g.external(DType::F32, {64, 300}, const_cast<float*>(w.data()), "w");
+  Tensor* x = g.input(DType::F32, {64, 3}, "x");
+  Tensor* y = g.mul_mat(W, x);
+  g.mark_output(y);
+  b.plan(g);
+  for (int i = 0; i < 64 * 3; ++i) static_cast<float*>(x->data)[i] = float(i % 7) - 3.0f;
+  b.queue().run(g);
+  b.queue().synchronize();
+  *w_data = W->data;
+  const float* yd = static_cast<const float*>(y->data);
+  return std::vector<float>(yd, yd + 300 * 3);
+}
+
+TEST(NumaBackend, OffPinsAndMovesNothing) {
+  const auto before = thread_affinities();
+  std::vector<float> w(64 * 300, 0.5f);
+  CpuBackend b(2, {});
+  EXPECT_FALSE(b.numa().pins());
+  EXPECT_EQ(b.numa().group_of_thread, (std::vector<int>{0, 0}));
+  const void* data;
+  run_mul_mat(b, w, &data);
+  EXPECT_EQ(data, w.data());
+  EXPECT_EQ(b.numa_report().weights, 0u);
+  auto after = thread_affinities();  // one more thread (the worker), all as before
+  ASSERT_EQ(after.size(), before.size() + 1);
+  for (auto& a : after) EXPECT_EQ(a, before[0]);
+}
+
+TEST(NumaBackend, OneNodeMachineOnlyPins) {
+  const NumaTopology t = NumaTopology::system();
+  if (t.nodes.size() != 1) GTEST_SKIP() << "this machine has " << t.nodes.size() << " nodes";
+  const std::string all = format_cpulist(affinity_cpus());
+  std::vector<float> w(64 * 300);
+  std::mt19937 rng(3);
+  for (float& v : w) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  CpuBackend off(2, {});
+  const void* data;
+  const auto y_off = run_mul_mat(off, w, &data);
+  for (NumaMode m : {NumaMode::Distribute, NumaMode::Isolate}) {
+    CpuOptions o;
+    o.numa = m;
+    CpuBackend b(2, o);
+    EXPECT_TRUE(b.numa().pins());
+    EXPECT_FALSE(b.numa().place_weights);
+    EXPECT_EQ(b.numa_report().pin_errno, 0);
+    for (auto& a : thread_affinities()) EXPECT_EQ(a, all);  // pinned to the one node: every usable CPU
+    EXPECT_EQ(run_mul_mat(b, w, &data), y_off);
+    EXPECT_EQ(data, w.data());  // used in place, not copied
+    EXPECT_EQ(b.numa_report().weights, 0u);
+  }
+}
+
+// A made-up two-node machine over this one's first two CPUs (node 0: the
+// first, node 1: the second). Threads are really pinned; node 1's memory does
+// not exist, so mbind fails for it and first touch decides (all node 0).
+TEST(NumaBackend, SimulatedTwoNodesPinsPerNodeAndPlacesRows) {
+  const std::vector<int> cpus = affinity_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  FakeSysfs s;
+  s.write("online", "0-1\n");
+  s.node(0, std::to_string(cpus[0]), "10 21");
+  s.node(1, std::to_string(cpus[1]), "21 10");
+  const std::string all = format_cpulist(cpus);
+  std::vector<float> w(64 * 300);
+  std::mt19937 rng(4);
+  for (float& v : w) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  const void* data;
+  std::vector<float> y_off;
+  {
+    CpuBackend off(4, {});
+    y_off = run_mul_mat(off, w, &data);
+  }
+  {
+    CpuOptions o;
+    o.numa = NumaMode::Distribute;
+    o.numa_sysfs_root = s.root();
+    CpuBackend b(4, o);
+    const NumaPlan& p = b.numa();
+    EXPECT_EQ(p.group_of_thread, (std::vector<int>{0, 0, 1, 1}));
+    ASSERT_EQ(p.groups.size(), 2u);
+    EXPECT_EQ(p.groups[1].cpus, std::vector<int>{cpus[1]});
+    EXPECT_EQ(b.numa_report().pin_errno, 0);
+    // main + 3 workers: two on each CPU
+    auto aff = thread_affinities();
+    EXPECT_EQ(std::count(aff.begin(), aff.end(), std::to_string(cpus[0])), 2) << ::testing::PrintToString(aff);
+    EXPECT_EQ(std::count(aff.begin(), aff.end(), std::to_string(cpus[1])), 2) << ::testing::PrintToString(aff);
+
+    EXPECT_EQ(run_mul_mat(b, w, &data), y_off);
+    EXPECT_NE(data, w.data());  // copied into node memory
+    const NumaReport& r = b.numa_report();
+    EXPECT_EQ(r.weights, 1u);
+    EXPECT_EQ(r.bytes, w.size() * sizeof(float));
+    // 300 rows of 256 B = 75 KiB: rows 0-159 (node 0) and 160-299 (node 1).
+    const size_t page = page_size(), pages = (r.bytes + page - 1) / page;
+    const auto ranges = group_pages(p, 300, 256, kNumaRowAlign, page);
+    ASSERT_EQ(r.planned_pages.size(), 2u);
+    EXPECT_EQ(r.planned_pages.at(0), ranges[0].end / page);
+    EXPECT_EQ(r.planned_pages.at(0) + r.planned_pages.at(1), pages);
+    EXPECT_EQ(r.census.total(), pages) << r.describe();
+    EXPECT_EQ(r.census.absent, 0u) << r.describe();
+    // A second graph over the same weight reuses the copy.
+    const void* again;
+    EXPECT_EQ(run_mul_mat(b, w, &again), y_off);
+    EXPECT_EQ(again, data);
+    EXPECT_EQ(b.numa_report().weights, 1u);
+  }
+  // The caller's thread has its CPUs back.
+  EXPECT_EQ(format_cpulist(affinity_cpus()), all);
+}
+
+TEST(NumaBackend, WrittenLeavesAreNotCopied) {
+  const std::vector<int> cpus = affinity_cpus();
+  FakeSysfs s;
+  s.write("online", "0-1\n");
+  s.node(0, std::to_string(cpus[0]), "10 21");
+  s.node(1, std::to_string(cpus.back()), "21 10");
+  CpuOptions o;
+  o.numa = NumaMode::Distribute;
+  o.numa_sysfs_root = s.root();
+  CpuBackend b(2, o);
+  // A cache-like leaf: set_rows writes row 0, then mul_mat reads it as W.
+  std::vector<float> cache(8 * 4, 1.0f);
+  Graph g;
+  Tensor* C = g.external(DType::F32, {8, 4}, cache.data(), "cache");
+  Tensor* src = g.input(DType::F32, {8, 1}, "src");
+  Tensor* idx = g.input(DType::I32, {1}, "idx");
+  Tensor* x = g.input(DType::F32, {8, 1}, "x");
+  g.set_rows(C, src, idx);
+  Tensor* y = g.mul_mat(C, x);
+  g.mark_output(y);
+  b.plan(g);
+  EXPECT_EQ(C->data, cache.data());
+  EXPECT_EQ(b.numa_report().weights, 0u);
 }
 
 }  // namespace
