@@ -34,6 +34,7 @@ int cmd_perplexity(int argc, char** argv) {
   std::string model_path, file;
   int64_t n_ctx = 512, n_batch = 512;
   int threads = default_threads();
+  std::string numa = "off";
   int max_chunks = -1;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model (required)")
@@ -41,11 +42,13 @@ int cmd_perplexity(int argc, char** argv) {
       .opt("-c,--ctx-size", &n_ctx, "N", "chunk length in tokens (default 512)")
       .opt("-b,--batch-size", &n_batch, "N", "tokens per forward step (default 512)")
       .opt("--chunks", &max_chunks, "N", "score at most N chunks (default: all)")
-      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)");
+      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
+      .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)");
   if (!a.parse(argc, argv)) return 0;
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4) throw UsageError("--ctx-size must be at least 4");
   if (threads < 1) throw UsageError("--threads must be at least 1");
+  const cpu::NumaMode numa_mode = parse_numa_flag(numa);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(file + ": cannot read");
   std::stringstream ss;
@@ -65,7 +68,9 @@ int cmd_perplexity(int argc, char** argv) {
     throw Error(file + ": " + std::to_string(tokens.size()) + " tokens is fewer than one chunk of " +
                 std::to_string(n_ctx) + " (-c)");
 
-  CpuBackend backend(threads);
+  CpuOptions cpu_opts;
+  cpu_opts.numa = numa_mode;
+  CpuBackend backend(threads, cpu_opts);
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
@@ -88,9 +93,11 @@ int cmd_perplexity(int argc, char** argv) {
       sum2 += v * v;
       ++count;
     }
-    if (c == 0)
+    if (c == 0) {
       std::fprintf(stderr, "weir perplexity: %.2f s per chunk, ~%.0f s in all\n", seconds_since(t0),
                    seconds_since(t0) * double(n_chunk));
+      report_numa(backend);
+    }
     std::printf("[%lld]%.4f,", (long long)(c + 1), std::exp(sum / double(count)));
     std::fflush(stdout);
   }

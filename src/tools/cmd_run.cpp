@@ -20,6 +20,7 @@ namespace weir::tools {
 int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file;
   int n_predict = 128, threads = default_threads();
+  std::string numa = "off";
   int64_t n_ctx = 4096, n_batch = 512;
   bool ignore_eos = false, no_bos = false;
   SamplerParams sp;
@@ -36,6 +37,7 @@ int cmd_run(int argc, char** argv) {
       .opt("--repeat-last-n", &sp.repeat_last_n, "N", "tokens the repeat penalty looks back over (default 64)")
       .opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
+      .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
       .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096)")
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "keep generating past end-of-generation tokens")
@@ -49,6 +51,7 @@ int cmd_run(int argc, char** argv) {
     prompt = ss.str();
   }
   if (threads < 1) throw UsageError("--threads must be at least 1");
+  const cpu::NumaMode numa_mode = parse_numa_flag(numa);
   if (n_ctx < 1 || n_batch < 1) throw UsageError("--ctx-size and --batch-size must be positive");
 
   // Installed first, so an early Ctrl-C also ends the run cleanly.
@@ -56,7 +59,9 @@ int cmd_run(int argc, char** argv) {
   double load_s = 0;
   auto model = load_model(model_path, &load_s);
   const Tokenizer& tok = model->tokenizer();
-  CpuBackend backend(threads);
+  CpuOptions cpu_opts;
+  cpu_opts.numa = numa_mode;
+  CpuBackend backend(threads, cpu_opts);
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = n_batch;
@@ -72,6 +77,7 @@ int cmd_run(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   session.eval(ids);
   const double prompt_s = seconds_since(t0);
+  report_numa(backend);
   for (int32_t id : ids) sampler.accept(id);
 
   Utf8Streamer out;

@@ -1,6 +1,7 @@
 #include "tools/common.h"
 
 #include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include "core/error.h"
@@ -28,6 +29,18 @@ std::unique_ptr<Model> load_model(const std::string& path, double* seconds) {
   auto m = Model::load(path);
   if (seconds) *seconds = seconds_since(t0);
   return m;
+}
+
+cpu::NumaMode parse_numa_flag(const std::string& s) {
+  cpu::NumaMode m;
+  if (!cpu::parse_numa_mode(s, &m))
+    throw UsageError("--numa: '" + s + "' is not a mode; expected off, distribute or isolate");
+  return m;
+}
+
+void report_numa(const CpuBackend& b) {
+  if (b.numa().mode == cpu::NumaMode::Off) return;
+  std::fprintf(stderr, "weir: numa %s; %s\n", b.numa().describe().c_str(), b.numa_report().describe().c_str());
 }
 
 const std::atomic<bool>& install_interrupt_flag() {

@@ -22,6 +22,13 @@ int default_threads();
 // Loads a model and reports the time to stderr; errors name the path.
 std::unique_ptr<Model> load_model(const std::string& path, double* seconds = nullptr);
 
+// --numa MODE for the CPU backend (off | distribute | isolate); throws a
+// UsageError naming the flag for anything else.
+cpu::NumaMode parse_numa_flag(const std::string& s);
+// After the first graph is planned: the plan and where weights went, on
+// stderr (nothing when NUMA is off).
+void report_numa(const CpuBackend& b);
+
 // Installs a SIGINT handler that sets the returned flag (a second Ctrl-C
 // kills the process as usual).
 const std::atomic<bool>& install_interrupt_flag();

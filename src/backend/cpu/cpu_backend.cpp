@@ -1,6 +1,8 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -72,6 +74,12 @@ class ArenaPlanner {
   size_t top_ = 0;
 };
 
+cpu::NumaPlan numa_plan_for(const CpuOptions& o, int n_threads) {
+  const int n = std::max(1, n_threads);
+  if (o.numa == cpu::NumaMode::Off) return cpu::make_numa_plan(cpu::NumaTopology{}, cpu::NumaMode::Off, n);
+  return cpu::make_numa_plan(cpu::NumaTopology::read(o.numa_sysfs_root, cpu::affinity_cpus()), o.numa, n);
+}
+
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
 };
@@ -114,8 +122,104 @@ class CpuQueue final : public Queue {
 };
 
 CpuBackend::CpuBackend(int n_threads, CpuOptions opts)
-    : opts_(opts), pool_(n_threads), queue_(std::make_unique<CpuQueue>(*this)) {}
-CpuBackend::~CpuBackend() = default;
+    : opts_(std::move(opts)),
+      numa_(numa_plan_for(opts_, n_threads)),
+      pool_(n_threads),
+      queue_(std::make_unique<CpuQueue>(*this)) {
+  if (numa_.pins()) pin_threads();
+}
+
+CpuBackend::~CpuBackend() {
+  // The caller's thread is worker 0 and was pinned with the rest: give it
+  // back the CPUs it had.
+  if (!caller_affinity_.empty()) cpu::set_affinity(caller_affinity_);
+}
+
+// Workers are persistent, so one job in which each thread pins itself lasts
+// for the pool's life.
+void CpuBackend::pin_threads() {
+  caller_affinity_ = cpu::affinity_cpus();
+  std::atomic<int> err{0};
+  pool_.run([&](int ith) {
+    const cpu::NumaGroup& g = numa_.groups[size_t(numa_.group_of_thread[size_t(ith)])];
+    if (int e = cpu::set_affinity(g.cpus)) err = e;
+  });
+  numa_report_.pin_errno = err.load();
+}
+
+std::string NumaReport::describe() const {
+  std::string s;
+  if (pin_errno) s += std::string("pinning failed (") + std::strerror(pin_errno) + "); ";
+  if (weights == 0) return s + "no weights placed";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%zu weights (%.1f MiB) copied into node memory; pages meant for ", weights,
+                double(bytes) / (1 << 20));
+  s += buf;
+  bool first = true;
+  for (auto& [node, pages] : planned_pages) {
+    s += (first ? "node " : ", node ") + std::to_string(node) + ": " + std::to_string(pages);
+    first = false;
+  }
+  s += "; found on " + census.describe();
+  if (bind_errno) s += std::string("; mbind failed (") + std::strerror(bind_errno) + "), pages placed by first touch";
+  return s;
+}
+
+void CpuBackend::place_weights(Graph& g) {
+  if (!numa_.place_weights) return;
+  // The KV cache is a leaf too, but written (set_rows): never copied.
+  std::unordered_set<const Tensor*> written;
+  for (Tensor& t : g.tensors())
+    if (t.op == Op::SetRows) written.insert(t.storage());
+  struct Copy {
+    const char* src;
+    char* dst;
+    int64_t rows;
+    size_t row_bytes;
+  };
+  std::vector<Copy> copies;
+  std::vector<int> nodes;
+  for (const cpu::NumaGroup& grp : numa_.groups) nodes.push_back(grp.node);
+  const size_t page = cpu::page_size();
+  for (Tensor& t : g.tensors()) {
+    if (t.op != Op::MulMat) continue;
+    const Tensor* w = t.src[0];
+    if (w->op != Op::Leaf || !w->data || written.count(w) || w->ne[2] != 1 || w->ne[3] != 1 ||
+        !w->is_contiguous() || placed_copies_.count(w->data) || placed_.count(w->data))
+      continue;
+    const auto ranges = cpu::group_pages(numa_, w->ne[1], w->nb[1], cpu::kNumaRowAlign, page);
+    PlacedWeight pw{cpu::NodeBuffer(w->n_bytes(), ranges, nodes)};
+    if (pw.buf.bind_errno()) numa_report_.bind_errno = pw.buf.bind_errno();
+    for (size_t i = 0; i < ranges.size(); ++i) numa_report_.planned_pages[nodes[i]] += (ranges[i].end - ranges[i].begin) / page;
+    copies.push_back({static_cast<const char*>(w->data), static_cast<char*>(pw.buf.data()), w->ne[1], w->nb[1]});
+    placed_copies_.insert(pw.buf.data());
+    ++numa_report_.weights;
+    numa_report_.bytes += w->n_bytes();
+    placed_.emplace(w->data, std::move(pw));
+  }
+  // Each node's threads copy its rows: first touch agrees with the binding
+  // even where mbind was refused.
+  if (!copies.empty()) pool_.run([&](int ith) {
+    const int gi = numa_.group_of_thread[size_t(ith)];
+    const cpu::NumaGroup& grp = numa_.groups[size_t(gi)];
+    const size_t k = size_t(ith - grp.first_thread), n = size_t(grp.n_threads);
+    for (const Copy& c : copies) {
+      int64_t r0, r1;
+      numa_.rows(gi, c.rows, cpu::kNumaRowAlign, &r0, &r1);
+      const size_t lo = size_t(r0) * c.row_bytes, hi = size_t(r1) * c.row_bytes;
+      const size_t a = lo + (hi - lo) * k / n, b = lo + (hi - lo) * (k + 1) / n;
+      std::memcpy(c.dst + a, c.src + a, b - a);
+    }
+  });
+  for (const Copy& c : copies) numa_report_.census += cpu::page_census(c.dst, size_t(c.rows) * c.row_bytes);
+  // Every leaf that saw an original now sees its copy (a tied embedding is
+  // read by get_rows too).
+  for (Tensor& t : g.tensors()) {
+    if (t.op != Op::Leaf || !t.data) continue;
+    auto it = placed_.find(t.data);
+    if (it != placed_.end()) t.data = it->second.buf.data();
+  }
+}
 
 Queue& CpuBackend::queue() { return *queue_; }
 
@@ -125,6 +229,7 @@ size_t CpuBackend::planned_bytes(const Graph& g) const {
 }
 
 void CpuBackend::plan(Graph& g) {
+  place_weights(g);  // first: views of weights take their data below
   auto& tensors = g.tensors();
   const int n = int(tensors.size());
   // Last reader of each storage tensor; outputs and inputs live forever.

@@ -2,10 +2,14 @@
 // planned once per graph (intermediate tensors share memory when their
 // lifetimes do not overlap).
 #pragma once
+#include <map>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backend/backend.h"
+#include "backend/cpu/numa_place.h"
+#include "backend/cpu/numa_plan.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace weir {
@@ -15,6 +19,21 @@ struct CpuOptions {
   // CPU backend does (act_quant.h), so greedy outputs follow it token for
   // token. Off: exact float products (the float64 reference's numerics).
   bool llama_rounding = true;
+  // Threads pinned per NUMA node and weight rows copied onto the node whose
+  // threads compute them (numa_plan.h). Off pins and moves nothing.
+  cpu::NumaMode numa = cpu::NumaMode::Off;
+  // Where the node tree is read from; tests point it at a made-up machine.
+  std::string numa_sysfs_root = "/sys/devices/system/node";
+};
+
+// What NUMA placement did, for logs and tests.
+struct NumaReport {
+  int pin_errno = 0;                     // last sched_setaffinity failure, 0 if none
+  int bind_errno = 0;                    // last mbind failure, 0 if none
+  size_t weights = 0, bytes = 0;         // weights copied into node memory
+  std::map<int, size_t> planned_pages;   // node id -> pages meant for it
+  cpu::PageCensus census;                // where those pages are (move_pages)
+  std::string describe() const;
 };
 
 class CpuBackend final : public Backend {
@@ -29,14 +48,30 @@ class CpuBackend final : public Backend {
   const BackendStats& stats() const override { return stats_; }
 
   int n_threads() const { return pool_.size(); }
+  // Each thread's node group (numa().group_of_thread) for a hierarchical
+  // barrier, and each group's share of a weight's rows (NumaPlan::rows with
+  // cpu::kNumaRowAlign), which is where placed weights' pages live.
+  const cpu::NumaPlan& numa() const { return numa_; }
+  const NumaReport& numa_report() const { return numa_report_; }
   size_t planned_bytes(const Graph& g) const override;
 
  private:
   friend class CpuQueue;
   void run_graph(Graph& g);
+  void pin_threads();
+  // Points g's weights (leaves read by mul_mat) at copies placed per node.
+  void place_weights(Graph& g);
 
   CpuOptions opts_;
+  cpu::NumaPlan numa_;  // before pool_, which may be built from it
   cpu::ThreadPool pool_;
+  NumaReport numa_report_;
+  std::vector<int> caller_affinity_;  // restored on destruction when pinned
+  struct PlacedWeight {
+    cpu::NodeBuffer buf;
+  };
+  std::unordered_map<const void*, PlacedWeight> placed_;  // by the weight's original data
+  std::unordered_set<const void*> placed_copies_;
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
   struct Plan;
