@@ -19,8 +19,7 @@ struct BenchOptions {
   // Accepted so llama-bench command lines work; any value > 0 is an error
   // until weir has a GPU backend.
   std::vector<int> n_gpu_layers{0};
-  // off, distribute or isolate. TODO(lead): pass to CpuOptions::numa once the
-  // NUMA helper adds it; it is parsed, checked and reported, nothing more yet.
+  // off, distribute or isolate: CpuOptions::numa of every test's backend.
   std::string numa = "off";
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
   bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }

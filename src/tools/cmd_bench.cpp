@@ -26,12 +26,13 @@ struct LoadedModel {
 // Loads a model and times what a user waits for before the first token can
 // be computed: open + mmap + metadata and tokenizer, the backend's threads,
 // the KV cache, and the first decode graph built and planned.
-LoadedModel load_for_bench(const std::string& path, int n_threads, int64_t n_ctx, DType kv_type) {
+LoadedModel load_for_bench(const std::string& path, int n_threads, int64_t n_ctx, DType kv_type,
+                           const CpuOptions& cpu_opts) {
   LoadedModel lm;
   const auto t0 = std::chrono::steady_clock::now();
   lm.model = load_model(path);
   {
-    CpuBackend backend(n_threads);
+    CpuBackend backend(n_threads, cpu_opts);
     SessionParams sp;
     sp.n_ctx = n_ctx;
     sp.kv_type = kv_type;
@@ -62,6 +63,8 @@ int cmd_bench(int argc, char** argv) {
   env.cpu_info = cpu_model_name();
   env.type_kv = o.kv_type == DType::F16 ? "f16" : "f32";
   env.numa = o.numa;
+  CpuOptions cpu_opts;
+  cpu_opts.numa = parse_numa_flag(o.numa);
   env.show_n_batch = !o.default_batch();
   env.show_n_ubatch = !o.default_ubatch();
   // -ngl only takes 0 (checked); llama-bench hides the column for CPU backends.
@@ -84,7 +87,7 @@ int cmd_bench(int argc, char** argv) {
   for (const BenchTest& t : tests) {
     if (interrupted.load()) break;
     if (models.empty() || models.back().info->path != t.model)
-      models.push_back(load_for_bench(t.model, t.n_threads, max_ctx[t.model], o.kv_type));
+      models.push_back(load_for_bench(t.model, t.n_threads, max_ctx[t.model], o.kv_type, cpu_opts));
     const LoadedModel& lm = models.back();
     BenchRow row;
     if (t.n_gen > 0) {
@@ -95,7 +98,7 @@ int cmd_bench(int argc, char** argv) {
       row.kv_bytes_per_token = decode_kv_bytes(lm.model->hparams(), o.kv_type, ctx);
       row.bytes_per_token = lm.info->weight_bytes_per_token + row.kv_bytes_per_token;
     }
-    CpuBackend backend(t.n_threads);  // fresh per test: no plans or threads carried over
+    CpuBackend backend(t.n_threads, cpu_opts);  // fresh per test: no plans or threads carried over
     row.result = run_bench_test(*lm.model, backend, t, ro);
     row.model = lm.info.get();
     emit(printer->row(row));
