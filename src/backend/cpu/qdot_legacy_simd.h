@@ -48,6 +48,8 @@ QL_INLINE __m256i unpack_bits(const uint8_t* qh) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
+constexpr size_t kPrefetchBytes = 2048;
+
 constexpr bool ql_has_min(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
 
 template <DType T>
@@ -151,6 +153,13 @@ QL_FN void tile_fixed(int64_t n, const uint8_t* w, size_t wstride, const uint8_t
     }
   for (int64_t b = 0; b < n / quant::kQK; ++b) {
     WBlock wk[MR];
+    // Weights stream from memory once (decode): fetch a few blocks ahead.
+    // The tile's rows and the next tiles' are contiguous: fetch the bytes a
+    // fixed distance past the linear position this block reaches.
+    {
+      const char* pf = reinterpret_cast<const char*>(w) + kPrefetchBytes + b * (MR * wb);
+      for (size_t o = 0; o < MR * wb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+    }
     for (int i = 0; i < MR; ++i) wk[i] = load_w<T>(w + i * wstride + b * wb);
     for (int j = 0; j < NR; ++j) {
       const uint8_t* a_blk = a + j * astride + b * ab;
