@@ -17,6 +17,7 @@ WEIR_TARGET_AVX2 WEIR_INLINE void dot_rows(int64_t nb, const uint8_t* w, const u
   RowState st[NR];
   for (int j = 0; j < NR; ++j) st[j] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
   for (int64_t b = 0; b < nb; ++b) {
+    prefetch_ahead<T>(w + b * T::kBytes);
     const T x(w + b * T::kBytes);
     const uint8_t* y[NR];
     float yd[NR];

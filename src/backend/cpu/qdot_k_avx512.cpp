@@ -41,6 +41,7 @@ WEIR_TARGET_AVX512 WEIR_INLINE __m512i pair_products(__m512i q, __m512i a8) {
     RowState st[NR];                                                                                   \
     for (int j = 0; j < NR; ++j) st[j] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};                \
     for (int64_t b = 0; b < nb; ++b) {                                                                 \
+      prefetch_ahead<T>(w + b * T::kBytes);                                                            \
       const T x(w + b * T::kBytes);                                                                    \
       const uint8_t* y[NR];                                                                            \
       float yd[NR];                                                                                    \

@@ -42,6 +42,15 @@ WEIR_TARGET_AVX2 WEIR_INLINE float half_at(const uint8_t* p) {
   return _cvtsh_ss(h);  // exact, like fp16_to_f32
 }
 
+// Weight rows stream from memory once per decoded token and the hardware
+// prefetcher alone leaves a core far below its bandwidth: fetch the lines a
+// fixed distance past the super-block about to be read (rows are contiguous).
+constexpr size_t kPrefetchBytes = 2048;
+template <class T>
+WEIR_INLINE void prefetch_ahead(const uint8_t* block) {
+  for (size_t o = 0; o < T::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes + o, _MM_HINT_T0);
+}
+
 WEIR_TARGET_AVX2 WEIR_INLINE __m256i load256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
