@@ -252,25 +252,38 @@ TEST(ThreadPool, BarrierStress) {
 }
 
 // Not a test: ns per barrier phase (no work between barriers), spin vs
-// adaptive, 2 and 4 threads. Run with --gtest_also_run_disabled_tests.
+// adaptive, 2 and 4 threads; each of 5 runs lasts ~WEIR_POOL_BENCH_MS (200).
+// Run with --gtest_also_run_disabled_tests.
 TEST(ThreadPoolBench, DISABLED_BarrierNsPerPhase) {
-  const char* v = std::getenv("WEIR_POOL_BENCH_PHASES");
-  const int phases = v ? std::atoi(v) : 20000;
+  const char* v = std::getenv("WEIR_POOL_BENCH_MS");
+  const auto run_for = std::chrono::milliseconds(v ? std::atoi(v) : 200);
   for (int n : {2, 4})
     for (WaitMode mode : {WaitMode::Spin, WaitMode::Adaptive}) {
       ThreadPool pool(n, {}, mode);
-      check_phases(pool, 1000);  // warm up
+      check_phases(pool, 100);  // warm up
       std::vector<double> runs;
       for (int rep = 0; rep < 5; ++rep) {
+        std::atomic<bool> stop{false};
+        int64_t phases = 0;
         const auto t0 = Clock::now();
         pool.run([&](int ith) {
-          for (int p = 0; p < phases; ++p) pool.barrier(ith);
+          // Thread 0 may raise stop at phases 0 mod 64, all read it at 32 mod
+          // 64: at least one barrier between every write and read.
+          for (int64_t p = 1;; ++p) {
+            pool.barrier(ith);
+            if ((p & 63) == 32 && stop.load(std::memory_order_relaxed)) {
+              if (ith == 0) phases = p;
+              break;
+            }
+            if (ith == 0 && (p & 63) == 0 && Clock::now() - t0 > run_for) stop = true;
+          }
         });
-        runs.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / phases);
+        runs.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(phases));
       }
       std::sort(runs.begin(), runs.end());
-      std::printf("barrier %d threads %-8s median %8.0f ns/phase (min %.0f, max %.0f)\n", n,
+      std::printf("barrier %d threads %-8s median %9.0f ns/phase (min %.0f, max %.0f)\n", n,
                   mode == WaitMode::Spin ? "spin" : "adaptive", runs[2], runs[0], runs[4]);
+      std::fflush(stdout);
     }
 }
 
