@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc)
 PROMPT     ?= The capital of France is
 MODEL      ?= $(or $(WEIR_MODELS),$(HOME)/.cache/weir)/gemma-3-270m-q4_k_m.gguf
 
-.PHONY: all setup build model run test unit-test fuzz clean
+.PHONY: all setup build model run test unit-test fuzz tsan clean
 
 all: build
 
@@ -28,7 +28,10 @@ unit-test: build model
 fuzz: setup
 	@scripts/fuzz.sh 60
 
-test: unit-test fuzz
+tsan: setup
+	@scripts/tsan.sh
+
+test: unit-test fuzz tsan
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz build-tsan

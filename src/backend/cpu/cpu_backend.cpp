@@ -124,7 +124,7 @@ class CpuQueue final : public Queue {
 CpuBackend::CpuBackend(int n_threads, CpuOptions opts)
     : opts_(std::move(opts)),
       numa_(numa_plan_for(opts_, n_threads)),
-      pool_(n_threads),
+      pool_(n_threads, numa_.group_of_thread),
       queue_(std::make_unique<CpuQueue>(*this)) {
   if (numa_.pins()) pin_threads();
 }
@@ -324,22 +324,23 @@ void CpuBackend::run_graph(Graph& g) {
   std::exception_ptr error;
   std::mutex error_mutex;
   pool_.run([&](int ith) {
-    cpu::OpContext ctx{ith, pool_.size(), &scratch_tl, !opts_.llama_rounding};
+    cpu::OpContext ctx{ith, pool_.size(), &scratch_tl, !opts_.llama_rounding, pool_.chunk_cursor(ith),
+                       numa_.groups.size() > 1 ? &numa_ : nullptr};
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
-      if (Tensor* r = rounded[i]) {  // round this thread's rows of x, then meet
+      if (Tensor* r = rounded[i]) {  // round the rows of x, then meet
         const Tensor& x = *t->src[1];
-        int64_t r0, r1;
-        cpu::thread_range(x.n_rows(), ctx, &r0, &r1);
         const Tensor& xr = *r->src[1];
-        for (int64_t row = r0; row < r1; ++row) {
-          if (xr.dtype == DType::F32)
-            cpu::round_activations(t->src[0]->dtype, cpu::flat_row<const float>(x, row),
-                                   xr.row_ptr<float>(row), x.ne[0]);
-          else
-            cpu::quantize_act(xr.dtype, cpu::flat_row<const float>(x, row), xr.row_ptr<void>(row), x.ne[0]);
-        }
-        pool_.barrier();
+        cpu::for_each_row_chunk(ctx, x.n_rows(), x.ne[0], [&](int64_t r0, int64_t r1) {
+          for (int64_t row = r0; row < r1; ++row) {
+            if (xr.dtype == DType::F32)
+              cpu::round_activations(t->src[0]->dtype, cpu::flat_row<const float>(x, row),
+                                     xr.row_ptr<float>(row), x.ne[0]);
+            else
+              cpu::quantize_act(xr.dtype, cpu::flat_row<const float>(x, row), xr.row_ptr<void>(row), x.ne[0]);
+          }
+        });
+        pool_.barrier(ith);
         t = r;
       }
       try {
@@ -361,7 +362,9 @@ void CpuBackend::run_graph(Graph& g) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
       }
-      pool_.barrier();  // every thread reaches every barrier, even after an error
+      // Every thread reaches every barrier, even after an error; the job's end
+      // joins the threads after the last node.
+      if (i + 1 < nodes.size()) pool_.barrier(ith);
     }
   });
   ++stats_.graphs_run;

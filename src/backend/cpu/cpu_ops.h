@@ -1,5 +1,6 @@
-// CPU kernels, one function per op. Each computes the slice of dst that
-// belongs to thread ith of nth; the executor calls every thread for every
+// CPU kernels, one function per op. Each computes its share of dst as
+// thread ith of nth (a static slice, or chunks claimed through
+// for_each_chunk in ops_common.h); the executor calls every thread for every
 // node and puts a barrier between nodes. Kernels read tensor shapes and
 // strides from dst and dst.src[] and never allocate per call except through
 // the per-thread scratch.
@@ -7,9 +8,12 @@
 #include <cstddef>
 #include <vector>
 
+#include "backend/cpu/chunk_counter.h"
 #include "core/tensor.h"
 
 namespace weir::cpu {
+
+struct NumaPlan;
 
 // Per-thread scratch memory, grown on demand and kept between calls.
 struct Scratch {
@@ -27,6 +31,12 @@ struct OpContext {
   // No llama.cpp rounding emulation (CpuOptions::llama_rounding off): e.g.
   // gelu_mul computes the float formula instead of ggml's fp16 table.
   bool exact = false;
+  // This thread's handle on the pool's shared loop counter (for_each_chunk in
+  // ops_common.h); null when threads are run one by one, as in tests.
+  ChunkCursor* chunks = nullptr;
+  // Set when threads run on several NUMA nodes: matrix products then compute
+  // only the weight rows placed on this thread's node (numa_plan.h).
+  const NumaPlan* numa = nullptr;
 };
 
 void op_get_rows(const Tensor& dst, const OpContext& c);

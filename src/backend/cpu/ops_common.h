@@ -1,5 +1,7 @@
 // Small helpers shared by the CPU kernels (ops_*.cpp only; not an interface).
 #pragma once
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -28,6 +30,52 @@ inline T* flat_row(const Tensor& t, int64_t r) {
 inline void thread_range(int64_t n, const OpContext& c, int64_t* r0, int64_t* r1) {
   *r0 = n * c.ith / c.nth;
   *r1 = n * (c.ith + 1) / c.nth;
+}
+
+// Runs fn(begin, end) over the items [0, n_items) in chunks of `chunk` items:
+// begin is a multiple of chunk, end = min(begin + chunk, n_items). Under the
+// pool (c.chunks set) the chunks go to whichever thread asks next, so a
+// thread that is slow or preempted takes fewer; without it thread ith runs
+// the ith share of the chunks. Every thread of the job calls it, in the same
+// order of loops as the others (kernels do: they branch only on shapes).
+// There is no barrier at the end: a loop that reads what another wrote in
+// the same node needs one in between.
+template <class F>
+inline void for_each_chunk(const OpContext& c, int64_t n_items, int64_t chunk, F&& fn) {
+  if (n_items <= 0) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  int64_t n_chunks = (n_items - 1) / chunk + 1;
+  while (n_chunks > INT32_MAX) {  // the counter holds 32 bits; stay aligned
+    chunk *= 2;
+    n_chunks = (n_items - 1) / chunk + 1;
+  }
+  auto run = [&](int64_t k) { fn(k * chunk, std::min(n_items, (k + 1) * chunk)); };
+  if (c.chunks && c.nth > 1) {
+    const uint32_t tag = c.chunks->next_tag++;
+    uint32_t k;
+    while (c.chunks->counter->claim(tag, uint32_t(n_chunks), &k)) run(int64_t(k));
+    return;
+  }
+  for (int64_t k = n_chunks * c.ith / c.nth, k1 = n_chunks * (c.ith + 1) / c.nth; k < k1; ++k) run(k);
+}
+
+// A chunk size for for_each_chunk: about per_thread chunks per thread (more
+// chunks balance better, fewer cost fewer claims), a multiple of align, and
+// at least min_items.
+inline int64_t chunk_size(const OpContext& c, int64_t n_items, int64_t align = 1, int per_thread = 4,
+                          int64_t min_items = 1) {
+  align = std::max<int64_t>(align, 1);
+  const int64_t parts = int64_t(std::max(c.nth, 1)) * per_thread;
+  int64_t chunk = std::max((n_items + parts - 1) / parts, min_items);
+  return (chunk + align - 1) / align * align;
+}
+
+// for_each_chunk over rows of row_len elements each, in chunks of at least
+// ~4K elements (a claim costs about as much as touching a few hundred).
+template <class F>
+inline void for_each_row_chunk(const OpContext& c, int64_t rows, int64_t row_len, F&& fn) {
+  const int64_t min_rows = std::max<int64_t>(1, 4096 / std::max<int64_t>(row_len, 1));
+  for_each_chunk(c, rows, chunk_size(c, rows, 1, 4, min_rows), fn);
 }
 
 inline std::string shape_str(const Tensor& t) {

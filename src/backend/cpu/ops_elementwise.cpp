@@ -1,5 +1,5 @@
 // Row-wise element kernels: mul, add, scale, gelu_mul, rms_norm. Threads
-// split the rows of dst; every source is addressed through its own strides,
+// share the rows of dst in chunks (for_each_row_chunk); every source is addressed through its own strides,
 // so views work. Numerics follow llama.cpp's CPU code:
 //  - rms_norm: sum of float squares accumulated in double, mean rounded to
 //    float, scale = 1/sqrtf(mean + eps), y = x * scale.
@@ -30,10 +30,6 @@ using namespace simd;
 
 const float* src_row(const Tensor& t, int64_t r) { return flat_row<const float>(t, r); }
 float* dst_row(const Tensor& t, int64_t r) { return flat_row<float>(t, r); }
-
-void row_range(int64_t rows, const OpContext& c, int64_t* r0, int64_t* r1) {
-  thread_range(rows, c, r0, r1);
-}
 
 // Empty string when t is usable as an F32 operand of dst.
 std::string check_f32(const Tensor& dst, const Tensor* t, const char* op) {
@@ -82,21 +78,21 @@ void binary(const Tensor& dst, const OpContext& c, BinOp op, const char* name) {
       (b->n_rows() != 1 && b->n_rows() != rows))
     return fail(c, std::string(name) + ": " + dst.name + ": shapes " + shape_str(*a) + " and " +
                        shape_str(*b) + " do not match");
-  int64_t r0, r1;
-  row_range(rows, c, &r0, &r1);
-  constexpr int64_t kBatch = 64;
-  float* y[kBatch];
-  const float* ap[kBatch];
-  const float* bp[kBatch];
-  for (int64_t r = r0; r < r1; r += kBatch) {
-    const int64_t n = std::min(kBatch, r1 - r);
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = dst_row(dst, r + i);
-      ap[i] = src_row(*a, r + i);
-      bp[i] = b->n_rows() == 1 ? static_cast<const float*>(b->data) : src_row(*b, r + i);
+  for_each_row_chunk(c, rows, k, [&](int64_t r0, int64_t r1) {
+    constexpr int64_t kBatch = 64;
+    float* y[kBatch];
+    const float* ap[kBatch];
+    const float* bp[kBatch];
+    for (int64_t r = r0; r < r1; r += kBatch) {
+      const int64_t n = std::min(kBatch, r1 - r);
+      for (int64_t i = 0; i < n; ++i) {
+        y[i] = dst_row(dst, r + i);
+        ap[i] = src_row(*a, r + i);
+        bp[i] = b->n_rows() == 1 ? static_cast<const float*>(b->data) : src_row(*b, r + i);
+      }
+      binary_rows(op, y, ap, bp, n, k);
     }
-    binary_rows(op, y, ap, bp, n, k);
-  }
+  });
 }
 
 // --- scale ------------------------------------------------------------------
@@ -194,9 +190,9 @@ void op_scale(const Tensor& dst, const OpContext& c) {
   if (a->ne[0] != dst.ne[0] || a->n_rows() != dst.n_rows())
     return fail(c, "scale: " + dst.name + ": shape of " + shape_str(*a) + " does not match");
   const int64_t k = dst.ne[0];
-  int64_t r0, r1;
-  row_range(dst.n_rows(), c, &r0, &r1);
-  for (int64_t r = r0; r < r1; ++r) scale_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+  for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) scale_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+  });
 }
 
 void op_rms_norm(const Tensor& dst, const OpContext& c) {
@@ -205,9 +201,9 @@ void op_rms_norm(const Tensor& dst, const OpContext& c) {
   if (a->ne[0] != dst.ne[0] || a->n_rows() != dst.n_rows())
     return fail(c, "rms_norm: " + dst.name + ": shape of " + shape_str(*a) + " does not match");
   const int64_t k = dst.ne[0];
-  int64_t r0, r1;
-  row_range(dst.n_rows(), c, &r0, &r1);
-  for (int64_t r = r0; r < r1; ++r) rms_norm_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+  for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) rms_norm_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+  });
 }
 
 void op_gelu_mul(const Tensor& dst, const OpContext& c) {
@@ -221,18 +217,18 @@ void op_gelu_mul(const Tensor& dst, const OpContext& c) {
                        shape_str(*b) + " do not match");
   const bool exact = dst.iparams[0] == 1 || c.exact;
   const uint16_t* table = exact ? nullptr : gelu_table();
-  int64_t r0, r1;
-  row_range(dst.n_rows(), c, &r0, &r1);
-  for (int64_t r = r0; r < r1; ++r) {
-    float* y = dst_row(dst, r);
-    const float* ar = src_row(*a, r);
-    const float* br = src_row(*b, r);
-    if (exact) {
-      for (int64_t i = 0; i < k; ++i) y[i] = gelu_tanh(ar[i]) * br[i];
-    } else {
-      gelu_mul_row(y, ar, br, k, table);
+  for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* y = dst_row(dst, r);
+      const float* ar = src_row(*a, r);
+      const float* br = src_row(*b, r);
+      if (exact) {
+        for (int64_t i = 0; i < k; ++i) y[i] = gelu_tanh(ar[i]) * br[i];
+      } else {
+        gelu_mul_row(y, ar, br, k, table);
+      }
     }
-  }
+  });
 }
 
 }  // namespace weir::cpu

@@ -1,5 +1,5 @@
 // get_rows: dst [K, T] F32, dst row t = table row ids[t] dequantized. The
-// table may be any dequantizable dtype; ids are I32. Threads split t.
+// table may be any dequantizable dtype; ids are I32. Threads share t in chunks.
 #include <cstring>
 #include <string>
 
@@ -34,8 +34,6 @@ void op_get_rows(const Tensor& dst, const OpContext& c) {
     std::memcpy(&v, static_cast<const uint8_t*>(ids->data) + t * ids->nb[0], sizeof(v));
     return v;
   };
-  int64_t t0, t1;
-  thread_range(T, c, &t0, &t1);
   // Every thread checks every id, so none writes when one is out of range.
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = id_at(t);
@@ -43,14 +41,16 @@ void op_get_rows(const Tensor& dst, const OpContext& c) {
       return fail(c, "get_rows: " + dst.name + ": id " + std::to_string(id) + " at position " +
                          std::to_string(t) + " is out of range for " + shape_str(*table));
   }
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t id = id_at(t);
-    const int64_t i1 = id % table->ne[1], i2 = (id / table->ne[1]) % table->ne[2],
-                  i3 = id / (table->ne[1] * table->ne[2]);
-    const auto* src = static_cast<const uint8_t*>(table->data) + i1 * table->nb[1] +
-                      i2 * table->nb[2] + i3 * table->nb[3];
-    dequantize_rows(table->dtype, src, 0, 1, K, flat_row<float>(dst, t), 0);
-  }
+  for_each_row_chunk(c, T, K, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t id = id_at(t);
+      const int64_t i1 = id % table->ne[1], i2 = (id / table->ne[1]) % table->ne[2],
+                    i3 = id / (table->ne[1] * table->ne[2]);
+      const auto* src = static_cast<const uint8_t*>(table->data) + i1 * table->nb[1] +
+                        i2 * table->nb[2] + i3 * table->nb[3];
+      dequantize_rows(table->dtype, src, 0, 1, K, flat_row<float>(dst, t), 0);
+    }
+  });
 }
 
 }  // namespace weir::cpu

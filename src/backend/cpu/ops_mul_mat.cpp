@@ -32,6 +32,7 @@
 #include "backend/cpu/ops_dequant.h"
 #include "backend/cpu/ops_mul_mat_q.h"
 #include "backend/cpu/ops_simd.h"
+#include "backend/cpu/numa_plan.h"
 #include "core/error.h"
 
 namespace weir::cpu {
@@ -49,6 +50,26 @@ void split_rows(int64_t n, int64_t align, int ith, int nth, int64_t* begin, int6
   const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
   *begin = std::min(n, u0 * align);
   *end = std::min(n, u1 * align);
+}
+
+// Runs fn(n0, n1) over this thread's share of the N weight rows, in
+// multiples of kNumaRowAlign (a multiple of every kernel's row tile). One
+// NUMA node: chunks from the shared counter (about per_thread per thread),
+// so a preempted thread takes fewer. Several nodes: the rows placed on this
+// thread's node (numa_plan.h), split evenly among the node's threads.
+template <class F>
+void for_each_weight_rows(const OpContext& c, int64_t N, int per_thread, F&& fn) {
+  if (c.numa) {
+    const int g = c.numa->group_of_thread[size_t(c.ith)];
+    const NumaGroup& grp = c.numa->groups[size_t(g)];
+    int64_t b, e;
+    c.numa->rows(g, N, kNumaRowAlign, &b, &e);
+    int64_t n0, n1;
+    split_rows(e - b, kNumaRowAlign, c.ith - grp.first_thread, grp.n_threads, &n0, &n1);
+    if (n0 < n1) fn(b + n0, b + n1);
+    return;
+  }
+  for_each_chunk(c, N, chunk_size(c, N, kNumaRowAlign, per_thread), fn);
 }
 
 float* aligned_scratch(Scratch* s, size_t n) {
@@ -373,9 +394,10 @@ std::string check_mul_mat(const Tensor& dst) {
 
 void op_mul_mat(const Tensor& dst, const OpContext& c) {
   if (dst.src[0] && dst.src[1] && is_quantized_activation(dst.src[1]->dtype)) {
-    int64_t n0, n1;
-    split_rows(dst.src[0]->ne[1], 16, c.ith, c.nth, &n0, &n1);
-    if (n0 < n1) mul_mat_q_rows(dst, n0, n1, c.scratch);
+    const int64_t N = dst.src[0]->ne[1], T = dst.n_rows();
+    for_each_weight_rows(c, N, T < kPanelMinT ? 4 : 2, [&](int64_t n0, int64_t n1) {
+      mul_mat_q_rows(dst, n0, n1, c.scratch);
+    });
     return;
   }
   if (std::string e = check_mul_mat(dst); !e.empty()) return fail(c, e);
@@ -389,13 +411,15 @@ void op_mul_mat(const Tensor& dst, const OpContext& c) {
   a.scratch = c.scratch;
   Scratch local;
   if (!a.scratch) a.scratch = &local;
-  if (a.T >= kPanelMinT) {
-    split_rows(a.N, 2 * kLanes<v16sf>, c.ith, c.nth, &a.n0, &a.n1);
-    if (a.n0 < a.n1) mm_panel(a);
-  } else {
-    split_rows(a.N, 16, c.ith, c.nth, &a.n0, &a.n1);
-    if (a.n0 < a.n1) mm_dot(a);
-  }
+  const bool panel = a.T >= kPanelMinT;
+  for_each_weight_rows(c, a.N, panel ? 2 : 4, [&](int64_t n0, int64_t n1) {
+    a.n0 = n0;
+    a.n1 = n1;
+    if (panel)
+      mm_panel(a);
+    else
+      mm_dot(a);
+  });
 }
 
 void ref_mul_mat(const Tensor& dst) {

@@ -50,38 +50,39 @@ void op_rope(const Tensor& dst, const OpContext& c) {
   const int other = mode == RopeMode::Neox ? half : 1;
 
   const int64_t rows = H * T * x->ne[3];
-  const int64_t r0 = rows * c.ith / c.nth, r1 = rows * (c.ith + 1) / c.nth;
   Scratch local;
   Scratch* s = c.scratch ? c.scratch : &local;
   float* cs = s->floats(size_t(n_rot));  // cos at [i], sin at [half + i]
   int64_t cached_t = -1;
   const auto* pp = static_cast<const uint8_t*>(pos->data);
 
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t h = r % H, t = (r / H) % T, i3 = r / (H * T);
-    if (t != cached_t) {
-      int32_t p;
-      std::memcpy(&p, pp + t * pos->nb[0], sizeof(p));
-      float theta = float(p);
-      for (int i = 0; i < half; ++i) {
-        const float th = freq_scale * (factors ? theta / factors[i] : theta);
-        cs[i] = cosf(th);
-        cs[half + i] = sinf(th);
-        theta *= theta_scale;
+  for_each_row_chunk(c, rows, D, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t h = r % H, t = (r / H) % T, i3 = r / (H * T);
+      if (t != cached_t) {
+        int32_t p;
+        std::memcpy(&p, pp + t * pos->nb[0], sizeof(p));
+        float theta = float(p);
+        for (int i = 0; i < half; ++i) {
+          const float th = freq_scale * (factors ? theta / factors[i] : theta);
+          cs[i] = cosf(th);
+          cs[half + i] = sinf(th);
+          theta *= theta_scale;
+        }
+        cached_t = t;
       }
-      cached_t = t;
+      const float* src = x->row_ptr<float>(h, t, i3);
+      float* y = dst.row_ptr<float>(h, t, i3);
+      for (int i = 0; i < half; ++i) {
+        const int a = i * step, b = a + other;
+        const float x0 = src[a], x1 = src[b];
+        const float ct = cs[i], st = cs[half + i];
+        y[a] = x0 * ct - x1 * st;
+        y[b] = x0 * st + x1 * ct;
+      }
+      if (n_rot < D) std::memmove(y + n_rot, src + n_rot, size_t(D - n_rot) * sizeof(float));
     }
-    const float* src = x->row_ptr<float>(h, t, i3);
-    float* y = dst.row_ptr<float>(h, t, i3);
-    for (int i = 0; i < half; ++i) {
-      const int a = i * step, b = a + other;
-      const float x0 = src[a], x1 = src[b];
-      const float ct = cs[i], st = cs[half + i];
-      y[a] = x0 * ct - x1 * st;
-      y[b] = x0 * st + x1 * ct;
-    }
-    if (n_rot < D) std::memmove(y + n_rot, src + n_rot, size_t(D - n_rot) * sizeof(float));
-  }
+  });
 }
 
 }  // namespace weir::cpu

@@ -38,21 +38,21 @@ void op_set_rows(const Tensor& dst, const OpContext& c) {
                          std::to_string(t) + " of " + idx->name + ") is out of range for " +
                          shape_str(*cache));
   }
-  int64_t t0, t1;
-  thread_range(T, c, &t0, &t1);
-  for (int64_t t = t0; t < t1; ++t) {
-    const float* s = flat_row<const float>(*src, t);
-    const int64_t id = id_at(t);
-    if (dst.dtype == DType::F32) {
-      std::memcpy(flat_row<float>(dst, id), s, size_t(K) * sizeof(float));
-    } else {
-      auto* d = flat_row<uint8_t>(dst, id);
-      for (int64_t i = 0; i < K; ++i) {
-        const uint16_t h = f32_to_fp16(s[i]);
-        std::memcpy(d + 2 * i, &h, 2);
+  for_each_row_chunk(c, T, K, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* s = flat_row<const float>(*src, t);
+      const int64_t id = id_at(t);
+      if (dst.dtype == DType::F32) {
+        std::memcpy(flat_row<float>(dst, id), s, size_t(K) * sizeof(float));
+      } else {
+        auto* d = flat_row<uint8_t>(dst, id);
+        for (int64_t i = 0; i < K; ++i) {
+          const uint16_t h = f32_to_fp16(s[i]);
+          std::memcpy(d + 2 * i, &h, 2);
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace weir::cpu

@@ -1,5 +1,5 @@
 // silu_mul (SwiGLU): y = silu(a) * b, silu(a) = a / (1 + e^-a), row-wise;
-// threads split the rows, every operand through its own strides.
+// threads share the rows in chunks, every operand through its own strides.
 // The vector kernel computes sigmoid from e = e^-|a| (vexp needs x <= 0 and
 // this form cannot overflow): a >= 0 gives 1 / (1 + e), a < 0 gives
 // e / (1 + e). It agrees with the plain formula (ref_silu_mul, expf) to a
@@ -52,17 +52,17 @@ void silu_mul(const Tensor& dst, const OpContext& c, bool plain) {
   if (a->ne[0] != k || b->ne[0] != k || a->n_rows() != rows || b->n_rows() != rows)
     return fail(c, "silu_mul: " + dst.name + ": shapes " + shape_str(*a) + " and " + shape_str(*b) +
                        " do not match");
-  int64_t r0, r1;
-  thread_range(rows, c, &r0, &r1);
-  for (int64_t r = r0; r < r1; ++r) {
-    float* y = flat_row<float>(dst, r);
-    const float* ar = flat_row<const float>(*a, r);
-    const float* br = flat_row<const float>(*b, r);
-    if (plain)
-      silu_mul_plain_row(y, ar, br, k);
-    else
-      silu_mul_row(y, ar, br, k);
-  }
+  for_each_row_chunk(c, rows, k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* y = flat_row<float>(dst, r);
+      const float* ar = flat_row<const float>(*a, r);
+      const float* br = flat_row<const float>(*b, r);
+      if (plain)
+        silu_mul_plain_row(y, ar, br, k);
+      else
+        silu_mul_row(y, ar, br, k);
+    }
+  });
 }
 
 }  // namespace

@@ -1,92 +1,107 @@
 #include "backend/cpu/thread_pool.h"
 
-#include <exception>
-#include <mutex>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/error.h"
 
 namespace weir::cpu {
 namespace {
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// Spin this many rounds before sleeping; a node of a decode step takes
-// microseconds, so a short spin avoids a futex round trip on most waits.
-constexpr int kSpinRounds = 1 << 14;
-
-std::mutex g_error_mutex;
+// The pool and index of the job this thread is running, for barrier().
+struct Member {
+  const ThreadPool* pool = nullptr;
+  int ith = 0;
+};
+thread_local Member tl_member;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, std::vector<int> group_of_thread)
+    : ThreadPool(n_threads, std::move(group_of_thread), wait_mode_from_env()) {}
+
+ThreadPool::ThreadPool(int n_threads, std::vector<int> group_of_thread, WaitMode mode)
+    : n_(n_threads < 1 ? 1 : n_threads),
+      mode_(mode),
+      barrier_(n_, std::move(group_of_thread)),
+      state_(std::make_unique<PerThread[]>(size_t(n_))) {
+  for (int i = 0; i < n_; ++i) state_[size_t(i)].cursor.counter = &chunks_;
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
-  stop_.store(true);
-  generation_.fetch_add(1);
-  generation_.notify_all();
+  stop_ = true;  // published by the bump below
+  bump_and_wake(generation_, idle_sleepers_);
   for (auto& t : threads_) t.join();
 }
 
+std::vector<int> ThreadPool::worker_tids() const {
+  std::vector<int> tids;
+  for (int i = 1; i < n_; ++i) {
+    while (state_[size_t(i)].tid.load() == 0) std::this_thread::yield();
+    tids.push_back(state_[size_t(i)].tid.load());
+  }
+  return tids;
+}
+
+void ThreadPool::run_guarded(int ith) {
+  try {
+    (*job_)(ith);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
 void ThreadPool::worker(int ith) {
+  tl_member = {this, ith};
+  PerThread& me = state_[size_t(ith)];
+  me.tid.store(int(syscall(SYS_gettid)));
   uint32_t seen = 0;
   for (;;) {
-    for (int i = 0; i < kSpinRounds && generation_.load(std::memory_order_acquire) == seen; ++i)
-      cpu_relax();
-    generation_.wait(seen, std::memory_order_acquire);
+    wait_while_equal(generation_, seen, idle_sleepers_, &me.idle);
     seen = generation_.load(std::memory_order_acquire);
-    if (stop_.load()) return;
-    try {
-      (*job_)(ith);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(g_error_mutex);
-      if (!has_error_.exchange(true)) error_ = std::current_exception();
-    }
-    if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) running_.notify_one();
+    if (stop_) return;
+    run_guarded(ith);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) bump_and_wake(done_, done_sleepers_);
   }
 }
 
 void ThreadPool::run(const std::function<void(int)>& job) {
+  const Member outer = tl_member;
+  tl_member = {this, 0};
   job_ = &job;
-  has_error_.store(false);
   error_ = nullptr;
-  running_.store(n_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  try {
-    job(0);
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(g_error_mutex);
-    if (!has_error_.exchange(true)) error_ = std::current_exception();
+  for (int i = 0; i < n_; ++i) state_[size_t(i)].cursor.next_tag = next_tag_;
+  const uint32_t done = done_.load(std::memory_order_relaxed);
+  pending_.store(uint32_t(n_ - 1), std::memory_order_relaxed);
+  if (n_ > 1) bump_and_wake(generation_, idle_sleepers_);  // publishes the above
+  run_guarded(0);
+  if (n_ > 1) {
+    SpinBudget* budget = mode_ == WaitMode::Spin ? nullptr : &state_[0].barrier;
+    while (done_.load(std::memory_order_acquire) == done)
+      wait_while_equal(done_, done, done_sleepers_, budget);
   }
-  for (;;) {
-    int r = running_.load(std::memory_order_acquire);
-    if (r == 0) break;
-    running_.wait(r, std::memory_order_acquire);
+  // Tags keep increasing from job to job (chunk_counter.h); all threads ran
+  // the same loops unless one failed, so take the furthest.
+  // (Compared as a difference: the numbers wrap.)
+  for (int i = 0; i < n_; ++i) {
+    const uint32_t t = state_[size_t(i)].cursor.next_tag;
+    if (int32_t(t - next_tag_) > 0) next_tag_ = t;
   }
   job_ = nullptr;
-  if (has_error_.load()) std::rethrow_exception(error_);
+  tl_member = outer;
+  if (error_) std::rethrow_exception(error_);
+}
+
+void ThreadPool::barrier(int ith) {
+  if (n_ == 1) return;
+  barrier_.arrive_and_wait(ith, mode_ == WaitMode::Spin ? nullptr : &state_[size_t(ith)].barrier);
 }
 
 void ThreadPool::barrier() {
-  if (n_ == 1) return;
-  const uint32_t phase = phase_.load(std::memory_order_acquire);
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
-    arrived_.store(0, std::memory_order_relaxed);
-    phase_.fetch_add(1, std::memory_order_acq_rel);
-    phase_.notify_all();
-    return;
-  }
-  for (int i = 0; i < kSpinRounds; ++i) {
-    if (phase_.load(std::memory_order_acquire) != phase) return;
-    cpu_relax();
-  }
-  while (phase_.load(std::memory_order_acquire) == phase) phase_.wait(phase, std::memory_order_acquire);
+  if (tl_member.pool != this) throw Error("thread pool: barrier() called outside one of its jobs");
+  barrier(tl_member.ith);
 }
 
 }  // namespace weir::cpu

@@ -1,45 +1,79 @@
 // A persistent pool of worker threads that run one parallel job at a time.
-// The caller's thread is worker 0, so a pool of n threads starts n-1. Idle
-// workers sleep on a futex (std::atomic::wait) and use no CPU; between the
-// steps of a job, workers meet at barrier(), which spins briefly and then
-// sleeps. (The adaptive spin budget and NUMA-aware variant come later, behind
-// this same interface.)
+// The caller's thread is thread 0, so a pool of n threads starts n-1.
+// Between jobs, workers wait for the next one (spin_wait.h: spin for an
+// adaptive budget, then sleep, so idle workers use no CPU); within a job,
+// threads meet at barrier() (barrier.h: per group, then across groups) and
+// share loops through chunk_cursor() (chunk_counter.h).
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "backend/cpu/barrier.h"
+#include "backend/cpu/chunk_counter.h"
+#include "backend/cpu/spin_wait.h"
 
 namespace weir::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  // group_of_thread: see Barrier (e.g. the NUMA node of each thread); empty:
+  // one group. Barrier waits spin without sleeping when WEIR_BARRIER=spin.
+  explicit ThreadPool(int n_threads, std::vector<int> group_of_thread = {});
+  ThreadPool(int n_threads, std::vector<int> group_of_thread, WaitMode mode);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_; }
+  int n_groups() const { return barrier_.n_groups(); }
   // Runs job(ith) on every thread (ith = 0 on the caller) and returns when all
   // are done. Exceptions from job are rethrown on the caller (the first one).
+  // Not reentrant: one job at a time, from one caller thread at a time.
   void run(const std::function<void(int ith)>& job);
-  // All threads of the current job meet here.
+  // All threads of the current job meet here; every thread must call it the
+  // same number of times. barrier() finds ith from the calling thread.
+  void barrier(int ith);
   void barrier();
+  // Thread ith's handle on the shared loop counter, valid during a job.
+  ChunkCursor* chunk_cursor(int ith) { return &state_[size_t(ith)].cursor; }
+
+  // For tests and benchmarks: thread ith's barrier spin budget.
+  const SpinBudget& barrier_budget(int ith) const { return state_[size_t(ith)].barrier; }
+  // The kernel thread ids of the workers (threads 1..n-1).
+  std::vector<int> worker_tids() const;
 
  private:
+  struct alignas(64) PerThread {
+    SpinBudget barrier;  // waits at barriers
+    SpinBudget idle;     // waits for the next job
+    ChunkCursor cursor;
+    std::atomic<int> tid{0};
+  };
   void worker(int ith);
+  void run_guarded(int ith);
+
   int n_;
-  std::vector<std::thread> threads_;
+  WaitMode mode_;
+  Barrier barrier_;
+  std::unique_ptr<PerThread[]> state_;
+  ChunkCounter chunks_;
+  uint32_t next_tag_ = 1;  // first loop tag of the next job
   const std::function<void(int)>* job_ = nullptr;
-  std::atomic<uint32_t> generation_{0};  // bumped to start a job
-  std::atomic<int> running_{0};          // workers still in the job
-  std::atomic<bool> stop_{false};
-  // barrier state
-  std::atomic<int> arrived_{0};
-  std::atomic<uint32_t> phase_{0};
+  bool stop_ = false;
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped to start a job
+  std::atomic<uint32_t> idle_sleepers_{0};
+  alignas(64) std::atomic<uint32_t> pending_{0};  // workers still in the job
+  std::atomic<uint32_t> done_{0};                 // bumped when the last one leaves
+  std::atomic<uint32_t> done_sleepers_{0};
+  std::mutex error_mutex_;
   std::exception_ptr error_;
-  std::atomic<bool> has_error_{false};
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace weir::cpu

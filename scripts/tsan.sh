@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The thread pool under ThreadSanitizer: builds only its test in build-tsan/
+# (-DWEIR_TSAN=ON) and runs it, the barrier stress test with 10^6 phases.
+#   scripts/tsan.sh [PHASES]
+# Exits non-zero on a failed test or any TSAN report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+phases="${1:-1000000}"
+build=build-tsan
+target=weir_thread_pool_tsan
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
+log="$build/tsan-build.log"
+mkdir -p "$build"
+if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEIR_TSAN=ON \
+         -DWEIR_TESTS=OFF "${launcher[@]}" &&
+       cmake --build "$build" --target "$target" -j "$(nproc)"; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "tsan: build of $target failed (log: $log)" >&2
+  exit 2
+fi
+
+run_log="$build/tsan-run.log"
+set +e
+WEIR_POOL_STRESS_PHASES="$phases" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  "$build/$target" >"$run_log" 2>&1
+rc=$?
+set -e
+if [ "$rc" -ne 0 ] || grep -q 'ThreadSanitizer' "$run_log"; then
+  grep -E -A 30 'WARNING: ThreadSanitizer|FAILED|Failure' "$run_log" | head -n 60 >&2 || true
+  echo "tsan: $target FAILED (rc=$rc); log $run_log" >&2
+  exit 1
+fi
+echo "tsan: $target ok: $(grep -E '^\[  PASSED' "$run_log") $(grep -o 'BarrierStress: .*' "$run_log")"

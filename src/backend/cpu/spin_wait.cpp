@@ -1,0 +1,83 @@
+#include "backend/cpu/spin_wait.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cpu/futex.h"
+#include "core/error.h"
+
+namespace weir::cpu {
+namespace {
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+}  // namespace
+
+WaitMode wait_mode_from_env() {
+  static const WaitMode mode = [] {
+    const char* v = std::getenv("WEIR_BARRIER");
+    if (!v || !*v || std::string(v) == "adaptive") return WaitMode::Adaptive;
+    if (std::string(v) == "spin") return WaitMode::Spin;
+    throw Error(std::string("WEIR_BARRIER=") + v + ": expected adaptive or spin");
+  }();
+  return mode;
+}
+
+uint32_t SpinBudget::target_ns() const { return std::clamp(2 * ema_ns_, kMinNs, kMaxNs); }
+
+uint32_t SpinBudget::next_spin_ns() {
+  // While shrunk, every 16th wait spins in full to test whether spinning pays again.
+  full_spin_ = !shrunk() || (++waits_ & 15) == 0;
+  return full_spin_ ? target_ns() : kMinNs;
+}
+
+void SpinBudget::record(uint64_t waited_ns, bool slept) {
+  const uint32_t w = uint32_t(std::min<uint64_t>(waited_ns, 2 * kMaxNs));
+  ema_ns_ = uint32_t(int64_t(ema_ns_) + (int64_t(w) - int64_t(ema_ns_)) / 8);
+  // Only full spins say whether spinning catches the waits; a token spin
+  // that ended in sleep says nothing.
+  if (full_spin_) sleep_rate_ = sleep_rate_ - sleep_rate_ / 8 + (slept ? 32 : 0);
+}
+
+void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t old,
+                      std::atomic<uint32_t>& sleepers, SpinBudget* budget) {
+  if (!budget) {
+    while (word.load(std::memory_order_acquire) == old) cpu_relax();
+    return;
+  }
+  // Check right away: a barrier's last arriver often finds the others there.
+  if (word.load(std::memory_order_acquire) != old) return;
+  const uint64_t t0 = now_ns();
+  const uint64_t spin = budget->next_spin_ns();
+  uint64_t t = t0;
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (word.load(std::memory_order_acquire) != old) {
+        budget->record(now_ns() - t0, false);
+        return;
+      }
+      cpu_relax();
+    }
+    t = now_ns();
+    if (t - t0 >= spin) break;
+  }
+  // Announce the sleep before the last look (seq_cst on both sides, see
+  // bump_and_wake): either the waker sees us counted or we see its bump.
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  while (word.load(std::memory_order_seq_cst) == old) futex_wait(word, old);
+  sleepers.fetch_sub(1, std::memory_order_relaxed);
+  budget->record(now_ns() - t0, true);
+}
+
+void bump_and_wake(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers) {
+  word.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(word);
+}
+
+}  // namespace weir::cpu

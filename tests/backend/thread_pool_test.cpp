@@ -1,0 +1,291 @@
+// ThreadPool: jobs, barriers (flat and grouped), chunked loops, idle CPU use,
+// and a barrier stress test (scripts/tsan.sh runs it under ThreadSanitizer
+// with WEIR_POOL_STRESS_PHASES=1000000).
+#include "backend/cpu/thread_pool.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/ops_common.h"
+
+namespace weir::cpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Thread layouts to test: flat, and fake NUMA groups of uneven sizes.
+std::vector<std::vector<int>> layouts() {
+  return {{}, {0}, {0, 0}, {0, 1}, {0, 0, 0}, {0, 0, 1, 1}, {1, 0, 1, 0, 1}, {0, 1, 2, 0, 1, 2, 2}};
+}
+int n_of(const std::vector<int>& l) { return l.empty() ? 3 : int(l.size()); }
+
+TEST(ThreadPool, RunCallsEveryThreadOnce) {
+  for (const auto& l : layouts()) {
+    for (WaitMode mode : {WaitMode::Adaptive, WaitMode::Spin}) {
+      ThreadPool pool(n_of(l), l, mode);
+      for (int job = 0; job < 50; ++job) {
+        std::vector<std::atomic<int>> hits(size_t(pool.size()));
+        pool.run([&](int ith) { hits[size_t(ith)]++; });
+        for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ExceptionsPropagateAndThePoolStaysUsable) {
+  ThreadPool pool(3);
+  for (int thrower : {0, 1, 2}) {
+    EXPECT_THROW(pool.run([&](int ith) {
+      pool.barrier(ith);
+      if (ith == thrower) throw std::runtime_error("boom");
+    }),
+                 std::runtime_error);
+    std::atomic<int> n{0};
+    pool.run([&](int) { n++; });
+    EXPECT_EQ(n.load(), 3);
+  }
+  EXPECT_THROW(pool.barrier(), Error);  // outside a job
+}
+
+TEST(ThreadPool, BadGroupsAreErrors) {
+  EXPECT_THROW(ThreadPool(3, {0, 1}), Error);     // wrong count
+  EXPECT_THROW(ThreadPool(3, {0, 2, 2}), Error);  // group 1 empty
+  EXPECT_THROW(ThreadPool(2, {0, -1}), Error);
+  EXPECT_EQ(ThreadPool(4, {0, 1, 1, 0}).n_groups(), 2);
+}
+
+// Thread i writes phase p into slot i, meets the others, and checks it sees
+// every slot at p (two buffers, so a fast thread's next write cannot race).
+void check_phases(ThreadPool& pool, int phases, std::mt19937* rng_seed = nullptr) {
+  const int n = pool.size();
+  std::vector<int> slots[2] = {std::vector<int>(size_t(n), -1), std::vector<int>(size_t(n), -1)};
+  std::atomic<int> bad{0};
+  const uint32_t seed = rng_seed ? (*rng_seed)() : 1;
+  pool.run([&](int ith) {
+    std::mt19937 rng(seed + uint32_t(ith));
+    for (int p = 0; p < phases; ++p) {
+      if (rng_seed) {  // random short work, now and then a long one (sleeping waits)
+        const uint32_t r = rng();
+        const int spins = (r & 1023) == 0 ? 10000 : int(r % 300);
+        for (int i = 0; i < spins; ++i) cpu_relax();
+      }
+      slots[p & 1][size_t(ith)] = p;
+      pool.barrier();
+      for (int j = 0; j < n; ++j)
+        if (slots[p & 1][size_t(j)] != p) bad++;
+    }
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ThreadPool, BarrierSeparatesPhases) {
+  for (const auto& l : layouts())
+    for (WaitMode mode : {WaitMode::Adaptive, WaitMode::Spin}) {
+      ThreadPool pool(n_of(l), l, mode);
+      // Pure spinning with more threads than cores waits out time slices.
+      const bool slow = mode == WaitMode::Spin && n_of(l) > int(std::thread::hardware_concurrency());
+      check_phases(pool, slow ? 5 : 500);
+      check_phases(pool, 3);  // a second job on the same barrier
+    }
+}
+
+// Several loops in a row without barriers, over many jobs: every item is run
+// exactly once, chunks are aligned and in range.
+TEST(ThreadPool, ChunksRunEveryItemExactlyOnce) {
+  for (const auto& l : layouts()) {
+    ThreadPool pool(n_of(l), l);
+    std::mt19937 rng(7);
+    for (int job = 0; job < 300; ++job) {
+      const int n_loops = int(rng() % 4);  // some jobs run no loop at all
+      std::vector<int64_t> n_items(static_cast<size_t>(n_loops)), chunk(static_cast<size_t>(n_loops));
+      std::vector<std::vector<std::atomic<int>>> hits;
+      for (int k = 0; k < n_loops; ++k) {
+        n_items[size_t(k)] = int64_t(rng() % 1000);
+        chunk[size_t(k)] = 1 + int64_t(rng() % 70);
+        hits.emplace_back(size_t(n_items[size_t(k)]));
+      }
+      std::atomic<int> misaligned{0};
+      pool.run([&](int ith) {
+        OpContext c{ith, pool.size(), nullptr, false, pool.chunk_cursor(ith)};
+        for (int k = 0; k < n_loops; ++k)
+          for_each_chunk(c, n_items[size_t(k)], chunk[size_t(k)], [&](int64_t b, int64_t e) {
+            if (b % chunk[size_t(k)] != 0 || e > n_items[size_t(k)] || e - b > chunk[size_t(k)] || e <= b)
+              misaligned++;
+            for (int64_t i = b; i < e; ++i) hits[size_t(k)][size_t(i)]++;
+          });
+      });
+      ASSERT_EQ(misaligned.load(), 0);
+      for (int k = 0; k < n_loops; ++k)
+        for (int64_t i = 0; i < n_items[size_t(k)]; ++i)
+          ASSERT_EQ(hits[size_t(k)][size_t(i)].load(), 1) << "job " << job << " loop " << k << " item " << i;
+    }
+  }
+}
+
+// Without the pool's cursor (kernels run thread by thread in tests), each
+// thread takes its static share of the chunks.
+TEST(ThreadPool, ChunksWithoutAPoolSplitStatically) {
+  for (int nth : {1, 2, 3, 7}) {
+    std::vector<int> hits(1001, 0);
+    for (int ith = 0; ith < nth; ++ith)
+      for_each_chunk(OpContext{ith, nth}, 1001, 16, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+      });
+    for (int h : hits) ASSERT_EQ(h, 1);
+  }
+  EXPECT_EQ(chunk_size(OpContext{0, 4}, 1000, 16), 64);  // 1000 / 16 parts, rounded up to 16
+  EXPECT_EQ(chunk_size(OpContext{0, 4}, 10, 1, 4, 8), 8);
+}
+
+// A slow thread leaves its work to the others.
+TEST(ThreadPool, ChunksGoToTheFreeThreads) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> by(3);
+  pool.run([&](int ith) {
+    if (ith == 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    OpContext c{ith, pool.size(), nullptr, false, pool.chunk_cursor(ith)};
+    for_each_chunk(c, 100, 1, [&](int64_t b, int64_t e) {
+      by[size_t(ith)] += int(e - b);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    });
+  });
+  EXPECT_EQ(by[0] + by[1] + by[2], 100);
+  EXPECT_LT(by[2].load(), 10);
+}
+
+// CPU time of a thread in ns: schedstat (ns) where the kernel has it, and
+// stat's utime + stime (clock ticks) as the brief measure.
+struct CpuTimes {
+  int64_t sched_ns = -1;
+  int64_t ticks = 0;
+};
+CpuTimes cpu_times(int tid) {
+  CpuTimes t;
+  const std::string dir = "/proc/self/task/" + std::to_string(tid);
+  std::ifstream ss(dir + "/schedstat");
+  if (ss) ss >> t.sched_ns;
+  std::ifstream st(dir + "/stat");
+  std::string line;
+  std::getline(st, line);
+  // Fields after the ")" that ends the name: state is field 3, utime 14, stime 15.
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string f;
+  for (int i = 3; i <= 15 && rest >> f; ++i) {
+    if (i == 14 || i == 15) t.ticks += std::stoll(f);
+  }
+  return t;
+}
+
+TEST(ThreadPool, IdleWorkersUseNoCpu) {
+  {  // (WEIR_BARRIER=spin changes barriers only: idle waits are the same)
+    ThreadPool pool(4);
+    // Train the spin budgets on busy work: short jobs back to back.
+    const auto end = Clock::now() + std::chrono::milliseconds(100);
+    while (Clock::now() < end) check_phases(pool, 20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::vector<int> tids = pool.worker_tids();
+    std::vector<CpuTimes> before;
+    for (int tid : tids) before.push_back(cpu_times(tid));
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const double window_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+    int64_t ticks = 0, sched_ns = 0;
+    bool have_sched = true;
+    for (size_t i = 0; i < tids.size(); ++i) {
+      const CpuTimes now = cpu_times(tids[i]);
+      ticks += now.ticks - before[i].ticks;
+      sched_ns += now.sched_ns - before[i].sched_ns;
+      have_sched = have_sched && now.sched_ns >= 0;
+    }
+    const double tick_ns = 1e9 / double(sysconf(_SC_CLK_TCK));
+    EXPECT_LT(double(ticks) * tick_ns, 0.01 * window_ns) << ticks << " clock ticks";
+    if (have_sched) {
+      EXPECT_LT(double(sched_ns), 0.01 * window_ns) << sched_ns << " ns on CPU";
+    }
+  }
+}
+
+int stress_phases() {
+  const char* v = std::getenv("WEIR_POOL_STRESS_PHASES");
+  return v ? std::atoi(v) : 100000;
+}
+
+// Many phases of random work per thread, flat and grouped, more threads than
+// this 2-core machine has, so waits both spin and sleep. A lost wake-up
+// hangs; the watchdog turns that into a failure with a message.
+TEST(ThreadPool, BarrierStress) {
+  const int phases = stress_phases();
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    const auto deadline = Clock::now() + std::chrono::minutes(20);
+    while (!done.load()) {
+      if (Clock::now() > deadline) {
+        std::fprintf(stderr, "BarrierStress: no end after 20 minutes (lost wake-up?)\n");
+        std::abort();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::mt19937 rng(42);
+  const auto t0 = Clock::now();
+  for (const std::vector<int>& l : {std::vector<int>{0, 0, 0}, std::vector<int>{0, 0, 1, 1}}) {
+    ThreadPool pool(int(l.size()), l);
+    check_phases(pool, phases / 2, &rng);
+  }
+  done = true;
+  watchdog.join();
+  std::printf("BarrierStress: %d phases in %.2f s\n", phases,
+              std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+// Not a test: ns per barrier phase (no work between barriers), spin vs
+// adaptive, 2 and 4 threads; each of 5 runs lasts ~WEIR_POOL_BENCH_MS (200).
+// Run with --gtest_also_run_disabled_tests.
+TEST(ThreadPoolBench, DISABLED_BarrierNsPerPhase) {
+  const char* v = std::getenv("WEIR_POOL_BENCH_MS");
+  const auto run_for = std::chrono::milliseconds(v ? std::atoi(v) : 200);
+  for (int n : {2, 4})
+    for (WaitMode mode : {WaitMode::Spin, WaitMode::Adaptive}) {
+      ThreadPool pool(n, {}, mode);
+      check_phases(pool, 100);  // warm up
+      std::vector<double> runs;
+      for (int rep = 0; rep < 5; ++rep) {
+        std::atomic<bool> stop{false};
+        int64_t phases = 0;
+        const auto t0 = Clock::now();
+        pool.run([&](int ith) {
+          // Thread 0 may raise stop at phases 0 mod 64, all read it at 32 mod
+          // 64: at least one barrier between every write and read.
+          for (int64_t p = 1;; ++p) {
+            pool.barrier(ith);
+            if ((p & 63) == 32 && stop.load(std::memory_order_relaxed)) {
+              if (ith == 0) phases = p;
+              break;
+            }
+            if (ith == 0 && (p & 63) == 0 && Clock::now() - t0 > run_for) stop = true;
+          }
+        });
+        runs.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(phases));
+      }
+      std::sort(runs.begin(), runs.end());
+      std::printf("barrier %d threads %-8s median %9.0f ns/phase (min %.0f, max %.0f)\n", n,
+                  mode == WaitMode::Spin ? "spin" : "adaptive", runs[2], runs[0], runs[4]);
+      std::fflush(stdout);
+    }
+}
+
+}  // namespace
+}  // namespace weir::cpu
