@@ -4,6 +4,8 @@
 // by madd (int16 pairs to int32) into 8 int32 lanes, then one FMA into the
 // row's 8 float lanes. A weight chunk is unpacked once and used for all NR
 // activation rows of a tile.
+#include <algorithm>
+
 #include "backend/cpu/qdot_k_x86.h"
 
 namespace weir::cpu::qk {
@@ -60,11 +62,13 @@ WEIR_TARGET_AVX2 void tile(int64_t n, const void* w, size_t wstride, int mr, con
   for (int i = 0; i < mr; ++i) {
     const uint8_t* wi = static_cast<const uint8_t*>(w) + i * wstride;
     float out[kTileMax];
-    switch (nr) {
-      case 1: dot_rows<T, 1>(n / 256, wi, ap, out); break;
-      case 2: dot_rows<T, 2>(n / 256, wi, ap, out); break;
-      case 3: dot_rows<T, 3>(n / 256, wi, ap, out); break;
-      default: dot_rows<T, 4>(n / 256, wi, ap, out); break;
+    for (int j0 = 0; j0 < nr; j0 += 4) {
+      switch (std::min(4, nr - j0)) {
+        case 1: dot_rows<T, 1>(n / 256, wi, ap + j0, out + j0); break;
+        case 2: dot_rows<T, 2>(n / 256, wi, ap + j0, out + j0); break;
+        case 3: dot_rows<T, 3>(n / 256, wi, ap + j0, out + j0); break;
+        default: dot_rows<T, 4>(n / 256, wi, ap + j0, out + j0); break;
+      }
     }
     for (int j = 0; j < nr; ++j) y[j * ldy + i] = out[j];
   }

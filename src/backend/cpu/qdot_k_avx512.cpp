@@ -9,6 +9,8 @@
 // The two levels differ in one instruction but need different targets down
 // to the loop that uses it, so the loop is spelled once in a macro and
 // instantiated per target.
+#include <algorithm>
+
 #include "backend/cpu/qdot_k_x86.h"
 
 namespace weir::cpu::qk {
@@ -82,11 +84,13 @@ WEIR_TARGET_AVX512 WEIR_INLINE __m512i pair_products(__m512i q, __m512i a8) {
     for (int i = 0; i < mr; ++i) {                                                                     \
       const uint8_t* wi = static_cast<const uint8_t*>(w) + i * wstride;                                \
       float out[kTileMax];                                                                             \
-      switch (nr) {                                                                                    \
-        case 1: dot_rows_##SUFFIX<T, 1>(n / 256, wi, ap, out); break;                                  \
-        case 2: dot_rows_##SUFFIX<T, 2>(n / 256, wi, ap, out); break;                                  \
-        case 3: dot_rows_##SUFFIX<T, 3>(n / 256, wi, ap, out); break;                                  \
-        default: dot_rows_##SUFFIX<T, 4>(n / 256, wi, ap, out); break;                                 \
+      for (int j0 = 0; j0 < nr; j0 += 4) {                                                             \
+        switch (std::min(4, nr - j0)) {                                                                \
+          case 1: dot_rows_##SUFFIX<T, 1>(n / 256, wi, ap + j0, out + j0); break;                      \
+          case 2: dot_rows_##SUFFIX<T, 2>(n / 256, wi, ap + j0, out + j0); break;                      \
+          case 3: dot_rows_##SUFFIX<T, 3>(n / 256, wi, ap + j0, out + j0); break;                      \
+          default: dot_rows_##SUFFIX<T, 4>(n / 256, wi, ap + j0, out + j0); break;                     \
+        }                                                                                              \
       }                                                                                                \
       for (int j = 0; j < nr; ++j) y[j * ldy + i] = out[j];                                            \
     }                                                                                                  \
