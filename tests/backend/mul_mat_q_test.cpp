@@ -136,21 +136,6 @@ TEST(MulMatQ, DISABLED_ThroughputVsFloatPath) {
 // one layer's matrices take per token. Not an assertion (run with
 // --gtest_also_run_disabled_tests); the machine may be shared, so compare
 // ratios of runs made close together.
-// Cycles per second this thread gets now, from a loop of dependent adds
-// (one cycle each on current x86 cores): best of several runs, so that
-// the GMAC/s below can be read per cycle on a shared machine.
-double effective_hz() {
-  double best = 1e30;
-  const int64_t n = 20'000'000;
-  for (int rep = 0; rep < 5; ++rep) {
-    uint64_t x = 1;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < n; ++i) asm volatile("add $1, %0" : "+r"(x));
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return double(n) / best;
-}
-
 TEST(MulMatQ, DISABLED_ThroughputGemmaPrefill) {
   struct Shape {
     DType t;
@@ -188,9 +173,8 @@ TEST(MulMatQ, DISABLED_ThroughputGemmaPrefill) {
     }
     const double macs = double(s.K) * double(s.N) * double(T);
     layer_s += best * s.per_layer / double(T);
-    std::printf("%s K %lld N %lld T %lld: %.3f ms, %.1f GMAC/s, %.1f MAC/cycle\n", dtype_name(s.t),
-                (long long)s.K, (long long)s.N, (long long)T, best * 1e3, macs / best * 1e-9,
-                macs / best / effective_hz());
+    std::printf("%s K %lld N %lld T %lld: %.3f ms, %.1f GMAC/s\n", dtype_name(s.t), (long long)s.K,
+                (long long)s.N, (long long)T, best * 1e3, macs / best * 1e-9);
   }
   std::printf("one layer's matrices: %.1f us per token (18 layers: %.0f tokens/s, matrices only, 1 thread)\n",
               layer_s * 1e6, 1.0 / (18 * layer_s));
