@@ -100,6 +100,38 @@ QL_INLINE __m256i block_lanes(const WBlock& w, __m256i qa) {
   return dot_u8s8(w.ax, _mm256_sign_epi8(qa, w.q));
 }
 
+// Tiles store the activations as a + 128 (unsigned bytes) for the signed
+// weight types whose products then stay exact: q4_0 and q5_0 (|q| <= 16,
+// so a maddubs pair is at most 2 * 255 * 16), and with VNNI also q8_0
+// (vpdpbusd has no 16-bit intermediate to saturate). A lane is then
+// sum q * (a + 128) - 128 * sum q: the second term depends on the weight
+// block only and is made once for all activations of the tile (with VNNI
+// it is the accumulator vpdpbusd starts from, so a pair costs one
+// instruction), and no sign flip is left per pair.
+template <DType T>
+constexpr bool tile_offset_acts() {
+  return T == DType::Q4_0 || T == DType::Q5_0 || (WEIR_QL_VNNI && T == DType::Q8_0);
+}
+
+// -128 * (each group of 4 weights' sum): where a block's tile lanes start.
+QL_INLINE __m256i offset_start(__m256i q) {
+  return _mm256_sub_epi32(_mm256_setzero_si256(), dot_u8s8(_mm256_set1_epi8(char(0x80)), q));
+}
+
+// A block's lanes against a packed activation (a + 128 for offset types).
+template <DType T>
+QL_INLINE __m256i tile_lanes(const WBlock& w, __m256i start, __m256i qa) {
+  if constexpr (tile_offset_acts<T>()) {
+#if WEIR_QL_VNNI
+    return _mm256_dpbusd_epi32(start, qa, w.q);
+#else
+    return _mm256_add_epi32(start, _mm256_madd_epi16(_mm256_maddubs_epi16(qa, w.q), _mm256_set1_epi16(1)));
+#endif
+  } else {
+    return block_lanes<T>(w, qa);
+  }
+}
+
 // fp16(da * sum of the activation quants): llama.cpp's Q8_1 s.
 QL_INLINE float act_sum(float da, __m256i qa) {
   const __m256i s = dot_u8s8(_mm256_set1_epi8(1), qa);
@@ -173,7 +205,8 @@ QL_FN void pack_acts(int64_t nb, const uint8_t* a, size_t astride, int nr, uint8
       const uint8_t* blk = a + j * astride + b * ab;
       da[j] = half_at(blk);
       const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(o + pack_quants_at<T>() + 32 * j), qa);
+      const __m256i qp = tile_offset_acts<T>() ? _mm256_xor_si256(qa, _mm256_set1_epi8(char(0x80))) : qa;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o + pack_quants_at<T>() + 32 * j), qp);
       if constexpr (ql_has_min(T)) reinterpret_cast<float*>(o + 32)[j] = act_sum(da[j], qa);
     }
   }
@@ -214,14 +247,18 @@ QL_FN void tile_rows(int64_t nb, const uint8_t* w, size_t wstride, const uint8_t
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = pk + b * pack_block_bytes<T>();
     WBlock wk[MR];
+    __m256i start[MR];
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) wk[i] = load_w<T>(w + i * wstride + b * wb);
+    for (int i = 0; i < MR; ++i) {
+      wk[i] = load_w<T>(w + i * wstride + b * wb);
+      if constexpr (tile_offset_acts<T>()) start[i] = offset_start(wk[i].q);
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const __m256i qa = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + pack_quants_at<T>() + 32 * j));
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
-        const __m256 q = _mm256_cvtepi32_ps(block_lanes<T>(wk[i], qa));
+        const __m256 q = _mm256_cvtepi32_ps(tile_lanes<T>(wk[i], start[i], qa));
         acc[i][j] = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + (i * nb + b) * 8 + j), q, acc[i][j]);
         if constexpr (ql_has_min(T)) summs[i][j] += wk[i].m * reinterpret_cast<const float*>(p + 32)[j];
       }
