@@ -451,11 +451,14 @@ TEST(CpuElementwise, RmsNormMatchesNaiveDouble) {
     Tensor yt = make(DType::F32, {K, R}, y.data(), "y");
     yt.src[0] = &x;
     yt.fparams[0] = 1e-6f;
+    std::vector<float> first;  // every kernel family gives the same bits
     for (simd::Isa isa : isas()) {
       simd::set_active_isa(isa);
       for (int nth : kThreadCounts) {
         std::fill(y.begin(), y.end(), NAN);
         run(op_rms_norm, yt, nth);
+        if (first.empty()) first = y;
+        ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << simd::isa_name(isa);
         for (int64_t r = 0; r < R; ++r) {
           double ss = 0;
           for (int64_t i = 0; i < K; ++i) ss += double(xb[size_t(r * ld + i)]) * xb[size_t(r * ld + i)];
@@ -488,11 +491,14 @@ TEST(CpuElementwise, GeluMulFollowsLlamaCppFp16Table) {
   Tensor yt = make(DType::F32, {K, R}, y.data(), "y");
   yt.src[0] = &a.t;
   yt.src[1] = &b.t;
+  std::vector<float> first;  // every kernel family gives the same bits
   for (simd::Isa isa : isas()) {
     simd::set_active_isa(isa);
     for (int nth : kThreadCounts) {
       std::fill(y.begin(), y.end(), NAN);
       run(op_gelu_mul, yt, nth);
+      if (first.empty()) first = y;
+      ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << simd::isa_name(isa);
       for (int64_t i = 0; i < K * R; ++i) {
         const float x = a.v[size_t(i)], g = b.v[size_t(i)];
         double want;
