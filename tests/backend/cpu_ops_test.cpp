@@ -747,6 +747,24 @@ TEST(CpuAttention, PrefillFromZeroLongKeyRuns) {
   }
 }
 
+// Time of one prefill attention of Gemma 3 270M's shape (D 256, 4 query
+// heads on 1 kv head, 512 tokens from position 0, F16 cache), one thread,
+// best of several runs. Not an assertion (--gtest_also_run_disabled_tests).
+TEST(CpuAttention, DISABLED_ThroughputGemmaPrefill) {
+  std::mt19937 rng(15);
+  AttnCase c;
+  c.D = 256, c.Hq = 4, c.Hkv = 1, c.T = 512, c.S = 512, c.Smax = 512, c.kv = DType::F16;
+  build_attn(c, rng, 0, 1 << 30);
+  Scratch scratch;
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    op_attention(c.o, OpContext{0, 1, &scratch});
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::printf("attention D 256, 4 q heads, 512 tokens, f16 cache: %.2f ms per layer\n", best * 1e3);
+}
+
 // ---------------------------------------------------------------------------
 // set_rows / get_rows
 
