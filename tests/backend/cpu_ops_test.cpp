@@ -451,11 +451,14 @@ TEST(CpuElementwise, RmsNormMatchesNaiveDouble) {
     Tensor yt = make(DType::F32, {K, R}, y.data(), "y");
     yt.src[0] = &x;
     yt.fparams[0] = 1e-6f;
+    std::vector<float> first;  // every kernel family gives the same bits
     for (simd::Isa isa : isas()) {
       simd::set_active_isa(isa);
       for (int nth : kThreadCounts) {
         std::fill(y.begin(), y.end(), NAN);
         run(op_rms_norm, yt, nth);
+        if (first.empty()) first = y;
+        ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << simd::isa_name(isa);
         for (int64_t r = 0; r < R; ++r) {
           double ss = 0;
           for (int64_t i = 0; i < K; ++i) ss += double(xb[size_t(r * ld + i)]) * xb[size_t(r * ld + i)];
@@ -488,11 +491,14 @@ TEST(CpuElementwise, GeluMulFollowsLlamaCppFp16Table) {
   Tensor yt = make(DType::F32, {K, R}, y.data(), "y");
   yt.src[0] = &a.t;
   yt.src[1] = &b.t;
+  std::vector<float> first;  // every kernel family gives the same bits
   for (simd::Isa isa : isas()) {
     simd::set_active_isa(isa);
     for (int nth : kThreadCounts) {
       std::fill(y.begin(), y.end(), NAN);
       run(op_gelu_mul, yt, nth);
+      if (first.empty()) first = y;
+      ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << simd::isa_name(isa);
       for (int64_t i = 0; i < K * R; ++i) {
         const float x = a.v[size_t(i)], g = b.v[size_t(i)];
         double want;
@@ -739,6 +745,24 @@ TEST(CpuAttention, PrefillFromZeroLongKeyRuns) {
       if (HasFatalFailure()) return;
     }
   }
+}
+
+// Time of one prefill attention of Gemma 3 270M's shape (D 256, 4 query
+// heads on 1 kv head, 512 tokens from position 0, F16 cache), one thread,
+// best of several runs. Not an assertion (--gtest_also_run_disabled_tests).
+TEST(CpuAttention, DISABLED_ThroughputGemmaPrefill) {
+  std::mt19937 rng(15);
+  AttnCase c;
+  c.D = 256, c.Hq = 4, c.Hkv = 1, c.T = 512, c.S = 512, c.Smax = 512, c.kv = DType::F16;
+  build_attn(c, rng, 0, 1 << 30);
+  Scratch scratch;
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    op_attention(c.o, OpContext{0, 1, &scratch});
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::printf("attention D 256, 4 q heads, 512 tokens, f16 cache: %.2f ms per layer\n", best * 1e3);
 }
 
 // ---------------------------------------------------------------------------

@@ -131,5 +131,54 @@ TEST(MulMatQ, DISABLED_ThroughputVsFloatPath) {
   }
 }
 
+// Single-thread GMAC/s of the integer path on each of Gemma 3 270M's
+// matrix shapes at prefill (T tokens), best of several runs, and the time
+// one layer's matrices take per token. Not an assertion (run with
+// --gtest_also_run_disabled_tests); the machine may be shared, so compare
+// ratios of runs made close together.
+TEST(MulMatQ, DISABLED_ThroughputGemmaPrefill) {
+  struct Shape {
+    DType t;
+    int64_t K, N;
+    double per_layer;  // how many such matrices one layer has (on average)
+  };
+  // ffn_down is Q6_K in half of the layers, Q4_K in the others.
+  const Shape shapes[] = {{DType::Q5_0, 640, 2048, 2.0}, {DType::Q5_0, 640, 1024, 1.0}, {DType::Q5_0, 640, 256, 1.0},
+                          {DType::Q8_0, 640, 256, 1.0},  {DType::Q4_K, 1024, 640, 1.0}, {DType::Q4_K, 2048, 640, 0.5},
+                          {DType::Q6_K, 2048, 640, 0.5}};
+  const int64_t T = 128;
+  std::mt19937 rng(9);
+  double layer_s = 0.0;
+  for (const Shape& s : shapes) {
+    std::vector<uint8_t> wq(row_bytes(s.t, s.K) * size_t(s.N));
+    for (uint8_t& b : wq) b = uint8_t(rng() & 0x3F);  // small scales, any quants
+    Tensor W = make(s.t, s.K, s.N, wq.data());
+    std::vector<float> x(size_t(s.K * T));
+    std::normal_distribution<float> nd;
+    for (float& v : x) v = nd(rng);
+    std::vector<uint8_t> xq(act_row_bytes(s.t, s.K) * size_t(T));
+    for (int64_t t = 0; t < T; ++t)
+      quantize_act(activation_type(s.t), &x[size_t(t * s.K)], &xq[size_t(t) * act_row_bytes(s.t, s.K)], s.K);
+    Tensor Xq = make(activation_type(s.t), s.K, T, xq.data());
+    std::vector<float> y(size_t(s.N * T));
+    Tensor Y = make(DType::F32, s.N, T, y.data());
+    Y.src[0] = &W;
+    Y.src[1] = &Xq;
+    Scratch scratch;
+    double best = 1e30;
+    for (int rep = 0; rep < 9; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      op_mul_mat(Y, OpContext{0, 1, &scratch});
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double macs = double(s.K) * double(s.N) * double(T);
+    layer_s += best * s.per_layer / double(T);
+    std::printf("%s K %lld N %lld T %lld: %.3f ms, %.1f GMAC/s\n", dtype_name(s.t), (long long)s.K,
+                (long long)s.N, (long long)T, best * 1e3, macs / best * 1e-9);
+  }
+  std::printf("one layer's matrices: %.1f us per token (18 layers: %.0f tokens/s, matrices only, 1 thread)\n",
+              layer_s * 1e6, 1.0 / (18 * layer_s));
+}
+
 }  // namespace
 }  // namespace weir::cpu

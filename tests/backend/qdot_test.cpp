@@ -141,7 +141,7 @@ TEST_P(QDotLevel, LegacyTileEqualsReferenceDotsForEveryShape) {
       }
       for (int mr = 1; mr <= kTileMax; ++mr)
         for (int nr = 1; nr <= kTileMax; ++nr) {
-          const size_t ldy = 7;
+          const size_t ldy = kTileMax + 3;
           std::vector<float> y(ldy * kTileMax, -1.0f);
           k.tile(n, w.data(), wstride, mr, a.data(), astride, nr, y.data(), ldy);
           for (int j = 0; j < kTileMax; ++j)

@@ -108,16 +108,39 @@ WEIR_DISPATCH(scale_row, (float* y, const float* x, float s, int64_t k), (y, x, 
 typedef double v8df __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 
+// The eight double lanes of rms_norm_row_impl below with AVX2 intrinsics (GCC
+// 12 moves the generic v8df through the stack and integer registers every
+// iteration); returns how many x were summed.
+WEIR_TARGET_AVX2 int64_t sum_squares_avx2(const float* x, int64_t k, v8df* acc) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 sq = _mm256_mul_ps(v, v);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+  }
+  alignas(32) double l[8];
+  _mm256_store_pd(l, lo);
+  _mm256_store_pd(l + 4, hi);
+  for (int j = 0; j < 8; ++j) (*acc)[j] = l[j];
+  return i;
+}
+
 template <class V>
 WEIR_INLINE void rms_norm_row_impl(float* __restrict y, const float* x, float eps, int64_t k) {
   // Eight double lanes; each product x*x is rounded to float first, as in
   // ggml (sum += (ggml_float)(x[i]*x[i])).
   v8df acc = {};
   int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    v8f v;
-    std::memcpy(&v, x + i, sizeof(v));
-    acc += __builtin_convertvector(v * v, v8df);
+  if constexpr (kLanes<V> == 8) {
+    i = sum_squares_avx2(x, k, &acc);
+  } else {
+    for (; i + 8 <= k; i += 8) {
+      v8f v;
+      std::memcpy(&v, x + i, sizeof(v));
+      acc += __builtin_convertvector(v * v, v8df);
+    }
   }
   double sum = 0.0;
   for (; i < k; ++i) sum += double(x[i] * x[i]);
@@ -166,10 +189,31 @@ WEIR_INLINE uint16_t f32_to_fp16_fast(float f) {
   return uint16_t((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
 
+// The same with the F16C conversions (exact, round to nearest even like
+// f32_to_fp16_fast; NaNs may come out with other payloads) and a 32-bit
+// gather whose upper half (the next entry, or the padding one) is dropped.
+WEIR_TARGET_AVX2 int64_t gelu_mul_f16c(float* __restrict y, const float* a, const float* b, int64_t k,
+                                       const uint16_t* table) {
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 x = _mm256_loadu_ps(a + i);
+    const __m256i idx = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    const __m256i e = _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(table), idx, 2),
+                                       _mm256_set1_epi32(0xFFFF));
+    const __m256 g = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1)));
+    const __m256 v = _mm256_mul_ps(_mm256_blendv_ps(g, x, _mm256_cmp_ps(x, _mm256_set1_ps(10.0f), _CMP_GE_OQ)),
+                                   _mm256_loadu_ps(b + i));
+    _mm256_storeu_ps(y + i, _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-10.0f), _CMP_LE_OQ), v));
+  }
+  return i;
+}
+
 template <class V>
 WEIR_INLINE void gelu_mul_row_impl(float* __restrict y, const float* a, const float* b, int64_t k,
                                    const uint16_t* table) {
-  for (int64_t i = 0; i < k; ++i) {
+  int64_t i0 = 0;
+  if constexpr (kLanes<V> == 8) i0 = gelu_mul_f16c(y, a, b, k, table);
+  for (int64_t i = i0; i < k; ++i) {
     const float x = a[i];
     const float g = fp16_to_f32_fast(table[f32_to_fp16_fast(x)]);
     const float v = (x >= 10.0f ? x : g) * b[i];

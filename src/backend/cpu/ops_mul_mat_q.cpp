@@ -1,12 +1,12 @@
 // mul_mat with quantized activations: y [N, T] = W [K, N] x [K, T], x in
 // Q8_0 / Q8_K rows (quantize_act), W of a type with integer kernels (qdot.h).
 //
-// The work is tiles of up to kTileMax W rows x kTileMax tokens. Tokens go in
-// blocks whose quantized rows fit in L2 (kActBlockBytes); within a block the
-// W rows stream past once, four at a time, and each 4-row group (a few KiB,
-// L1) is used for every token of the block before the next one is read. For
-// decode (T = 1) this is one pass over the weights with four independent
-// accumulation chains per tile.
+// The rows [n0, n1) go in chunks whose weights fit in L2 (kWeightChunkBytes);
+// each chunk meets the tokens kTileMax at a time in one tile call, which
+// repacks those tokens' activations (L1) and runs every row of the chunk
+// past them. Each weight block is thus unpacked once per kTileMax tokens
+// and read from L2 T / kTileMax times. For decode (T = 1) this is one pass
+// over the weights.
 #include <algorithm>
 #include <string>
 
@@ -19,7 +19,7 @@
 namespace weir::cpu {
 namespace {
 
-constexpr size_t kActBlockBytes = 256 * 1024;
+constexpr size_t kWeightChunkBytes = 192 * 1024;
 
 std::string check_mul_mat_q(const Tensor& dst, const QDotKernels& k) {
   const Tensor* w = dst.src[0];
@@ -52,15 +52,12 @@ void mul_mat_q_rows(const Tensor& dst, int64_t n0, int64_t n1, Scratch* /*s*/) {
   const size_t ws = W.nb[1], xs = X.nb[1];
   float* y = static_cast<float*>(dst.data);
   const size_t ldy = dst.nb[1] / sizeof(float);
-  const int64_t tb = std::max<int64_t>(kTileMax, int64_t(kActBlockBytes / xs) / kTileMax * kTileMax);
-  for (int64_t t0 = 0; t0 < T; t0 += tb) {
-    const int64_t t1 = std::min(T, t0 + tb);
-    for (int64_t n = n0; n < n1; n += kTileMax) {
-      const int mr = int(std::min<int64_t>(kTileMax, n1 - n));
-      for (int64_t t = t0; t < t1; t += kTileMax) {
-        const int nr = int(std::min<int64_t>(kTileMax, t1 - t));
-        k.tile(K, wbase + n * ws, ws, mr, xbase + t * xs, xs, nr, y + t * ldy + n, ldy);
-      }
+  const int64_t rows = std::max<int64_t>(1, int64_t(kWeightChunkBytes / ws));
+  for (int64_t r0 = n0; r0 < n1; r0 += rows) {
+    const int mr = int(std::min(rows, n1 - r0));
+    for (int64_t t = 0; t < T; t += kTileMax) {
+      const int nr = int(std::min<int64_t>(kTileMax, T - t));
+      k.tile(K, wbase + r0 * ws, ws, mr, xbase + t * xs, xs, nr, y + t * ldy + r0, ldy);
     }
   }
 }

@@ -24,12 +24,14 @@ namespace weir::cpu {
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 
 // A tile of dot products for matrix-matrix products (prefill, batches):
-// y[j * ldy + i] = dot(w row i, a row j) for i < mr, j < nr, mr and nr in
-// 1..kTileMax; weight rows are wstride bytes apart, activation rows astride.
-// Each weight block is unpacked once per tile and reused for nr activations.
+// y[j * ldy + i] = dot(w row i, a row j) for i < mr (any mr >= 1) and
+// j < nr (1..kTileMax); weight rows are wstride bytes apart, activation rows
+// astride. The kernel runs every weight row past all nr activation rows, so
+// each weight block is unpacked once per nr dots; one call covers a whole
+// row range, with no per-tile call in the caller's loops.
 using DotTileFn = void (*)(int64_t n, const void* w, size_t wstride, int mr, const void* a,
                            size_t astride, int nr, float* y, size_t ldy);
-constexpr int kTileMax = 4;
+constexpr int kTileMax = 8;
 
 struct QDotKernels {
   VecDotFn dot = nullptr;

@@ -75,24 +75,68 @@ WEIR_TARGET_AVX512 WEIR_INLINE __m512i pair_products(__m512i q, __m512i a8) {
     return out;                                                                                        \
   }                                                                                                    \
                                                                                                        \
-  template <class T>                                                                                   \
-  TARGET void tile_##SUFFIX(int64_t n, const void* w, size_t wstride, int mr, const void* a,           \
-                            size_t astride, int nr, float* y, size_t ldy) {                            \
-    const uint8_t* ap[kTileMax];                                                                       \
-    for (int j = 0; j < nr; ++j) ap[j] = static_cast<const uint8_t*>(a) + j * astride;                 \
-    for (int i = 0; i < mr; ++i) {                                                                     \
-      const uint8_t* wi = static_cast<const uint8_t*>(w) + i * wstride;                                \
-      float out[kTileMax];                                                                             \
-      switch (nr) {                                                                                    \
-        case 1: dot_rows_##SUFFIX<T, 1>(n / 256, wi, ap, out); break;                                  \
-        case 2: dot_rows_##SUFFIX<T, 2>(n / 256, wi, ap, out); break;                                  \
-        case 3: dot_rows_##SUFFIX<T, 3>(n / 256, wi, ap, out); break;                                  \
-        default: dot_rows_##SUFFIX<T, 4>(n / 256, wi, ap, out); break;                                 \
-      }                                                                                                \
-      for (int j = 0; j < nr; ++j) y[j * ldy + i] = out[j];                                            \
-    }                                                                                                  \
-  }                                                                                                    \
-                                                                                                       \
+  /* One weight row against NR packed activation rows, like row_tile (AVX2). */                                 \
+  template <class T, int NR>                                                                                   \
+  TARGET WEIR_INLINE void row_tile_##SUFFIX(int64_t nb, const uint8_t* w, const uint8_t* a, size_t astride,    \
+                                            const uint8_t* pk, float* y, size_t ldy) {                         \
+    RowState st[NR];                                                                                           \
+    for (int j = 0; j < NR; ++j) st[j] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};                        \
+    for (int64_t b = 0; b < nb; ++b) {                                                                         \
+      const T x(w + b * T::kBytes);                                                                            \
+      const uint8_t* p = pk + b * kPackBytes;                                                                  \
+      __m512i sumi[NR];                                                                                        \
+      _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) sumi[j] = _mm512_setzero_si512();                   \
+      __m512i corr = _mm512_setzero_si512();                                                                   \
+      _Pragma("GCC unroll 4") for (int c = 0; c < 4; ++c) {                                                    \
+        __m512i q, s;                                                                                          \
+        x.chunk512(c, q, s);                                                                                   \
+        if constexpr (T::kOffset != 0) {                                                                       \
+          q = _mm512_sub_epi8(q, _mm512_set1_epi8(T::kOffset));                                                \
+          corr = ACCUMULATE(corr, _mm512_maddubs_epi16(_mm512_set1_epi8(char(0x80)), q), s);                   \
+        }                                                                                                      \
+        _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) {                                                 \
+          const __m512i a8 = load512(p + 32 + size_t(c * 8 + j) * 64);                                         \
+          const __m512i prod = T::kOffset != 0 ? _mm512_maddubs_epi16(a8, q) : _mm512_maddubs_epi16(q, a8);    \
+          sumi[j] = ACCUMULATE(sumi[j], prod, s);                                                              \
+          asm("" : "+v"(sumi[j]));                                                                             \
+        }                                                                                                      \
+      }                                                                                                        \
+      _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) {                                                   \
+        const float yd = reinterpret_cast<const float*>(p)[j];                                                 \
+        x.mins(a + j * astride + b * kQ8KBytes, yd, st[j]);                                                    \
+        if constexpr (T::kOffset != 0) sumi[j] = _mm512_sub_epi32(sumi[j], corr);                              \
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[j]), _mm512_extracti64x4_epi64(sumi[j], 1));\
+        st[j].acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * x.xd), _mm256_cvtepi32_ps(s8), st[j].acc);             \
+      }                                                                                                        \
+    }                                                                                                          \
+    for (int j = 0; j < NR; ++j) y[j * ldy] = finish<T>(st[j]);                                                \
+  }                                                                                                            \
+                                                                                                               \
+  template <class T, int NR>                                                                                   \
+  TARGET void tile_nr_##SUFFIX(int64_t nb, const uint8_t* w, size_t wstride, int mr, const uint8_t* a,         \
+                               size_t astride, const uint8_t* pk, float* y, size_t ldy) {                      \
+    for (int i = 0; i < mr; ++i) row_tile_##SUFFIX<T, NR>(nb, w + i * wstride, a, astride, pk, y + i, ldy);    \
+  }                                                                                                            \
+                                                                                                               \
+  template <class T>                                                                                           \
+  TARGET void tile_##SUFFIX(int64_t n, const void* w, size_t wstride, int mr, const void* a, size_t astride,   \
+                            int nr, float* y, size_t ldy) {                                                    \
+    const int64_t nb = n / 256;                                                                                \
+    const uint8_t* pk = packed_acts<T>(nb, a, astride, nr);                                                    \
+    const auto* wp = static_cast<const uint8_t*>(w);                                                           \
+    const auto* ap = static_cast<const uint8_t*>(a);                                                           \
+    switch (nr) {                                                                                              \
+      case 1: return tile_nr_##SUFFIX<T, 1>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                     \
+      case 2: return tile_nr_##SUFFIX<T, 2>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                     \
+      case 3: return tile_nr_##SUFFIX<T, 3>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                     \
+      case 4: return tile_nr_##SUFFIX<T, 4>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                     \
+      case 5: return tile_nr_##SUFFIX<T, 5>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                     \
+      case 6: return tile_nr_##SUFFIX<T, 6>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                     \
+      case 7: return tile_nr_##SUFFIX<T, 7>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                     \
+      default: return tile_nr_##SUFFIX<T, 8>(nb, wp, wstride, mr, ap, astride, pk, y, ldy);                    \
+    }                                                                                                          \
+  }                                                                                                            \
+                                                                                                               \
   QDotKernels kernels_##SUFFIX(DType wt) {                                                             \
     switch (wt) {                                                                                      \
       case DType::Q2_K: return {dot_##SUFFIX<Q2K>, tile_##SUFFIX<Q2K>};                                \

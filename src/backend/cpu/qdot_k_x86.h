@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/ops_simd.h"  // WEIR_INLINE, WEIR_TARGET_*, <immintrin.h>
 #include "backend/cpu/qdot_k_impl.h"
@@ -283,6 +284,51 @@ struct Q6K {
     s = quad_scales(sc8, C);
   }
 };
+
+// ---------------------------------------------------------------------------
+// Tiles (DotTileFn): the activation rows of a tile, at most kTileMax, are
+// first repacked super-block by super-block: their float scales d[8], then
+// for each 64-element half C (0..3) and row j the 64 quants, so that both
+// the 32-element (AVX2) and the 64-element (AVX-512) steps load one
+// contiguous vector per row. For the types with an offset (q3_K, q6_K) the
+// quants are stored as a + 128 (unsigned): the products then take the
+// signed weights q - offset as the second maddubs operand, and the
+// weight-only term 128 * sum(q - offset) is subtracted once per super-block
+// and row. The integer lanes are exactly the same as dot_rows()'s.
+constexpr size_t kPackBytes = 32 + 256 * 8;  // per super-block, kTileMax = 8 rows
+
+struct alignas(64) PackChunk {
+  uint8_t b[64];
+};
+
+// Offset of the 32 quants of chunk c (elements 32c..32c+31) of row j.
+constexpr size_t pack_at(int c, int j) { return 32 + size_t((c / 2) * 8 + j) * 64 + size_t(c % 2) * 32; }
+
+template <class T>
+WEIR_TARGET_AVX2 void pack_acts(int64_t nb, const uint8_t* a, size_t astride, int nr, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* o = out + b * kPackBytes;
+    for (int j = 0; j < nr; ++j) {
+      const uint8_t* y = a + j * astride + b * kQ8KBytes;
+      std::memcpy(o + 4 * j, y, 4);
+      for (int c = 0; c < 8; ++c) {
+        __m256i v = load256(y + kQ8KQs + 32 * c);
+        if constexpr (T::kOffset != 0) v = _mm256_xor_si256(v, _mm256_set1_epi8(char(0x80)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + pack_at(c, j)), v);
+      }
+    }
+  }
+}
+
+// The packed activations of a tile call, in a per-thread buffer.
+template <class T>
+WEIR_TARGET_AVX2 const uint8_t* packed_acts(int64_t nb, const void* a, size_t astride, int nr) {
+  thread_local std::vector<PackChunk> buf;
+  const size_t chunks = size_t(nb) * kPackBytes / sizeof(PackChunk) + 1;
+  if (buf.size() < chunks) buf.resize(chunks);
+  pack_acts<T>(nb, static_cast<const uint8_t*>(a), astride, nr, buf[0].b);
+  return buf[0].b;
+}
 
 // The dot of one row's float state, in the type's order.
 template <class T>
