@@ -50,8 +50,6 @@ QL_INLINE __m256i unpack_bits(const uint8_t* qh) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
-constexpr size_t kPrefetchBytes = 2048;
-
 constexpr bool ql_has_min(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
 
 template <DType T>
@@ -250,10 +248,11 @@ QL_FN void tile_rows(int64_t nb, const uint8_t* w, size_t wstride, const uint8_t
     const uint8_t* p = pk + b * pack_block_bytes<T>();
     WBlock wk[MR];
     // Decode streams the weights from memory once: the tile's rows and the
-    // next tiles' are contiguous, so fetch the bytes a fixed distance past
-    // the linear position this block reaches.
+    // next tiles' are contiguous, so fetch the bytes two tiles past the
+    // linear position this block reaches (the hardware prefetcher alone left
+    // one core at ~4.4 GB/s on a 44 MB Q8_0 matrix; with this, ~11).
     {
-      const char* pf = reinterpret_cast<const char*>(w) + kPrefetchBytes + b * (MR * wb);
+      const char* pf = reinterpret_cast<const char*>(w) + 2 * MR * wstride + b * (MR * wb);
       for (size_t o = 0; o < MR * wb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
     }
     __m256i start[MR];
