@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/act_quant.h"
+#include "backend/cpu/barrier_plan.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ops_common.h"
 #include "backend/cpu/qdot.h"
@@ -95,6 +96,9 @@ struct CpuBackend::Plan {
   // position in `nodes`; null where x is used as it is.
   std::vector<Tensor*> rounded;
   std::deque<Tensor> shadows;
+  // Whether threads meet before node i's activation rounding / before node
+  // i itself (barrier_plan.h).
+  std::vector<bool> barrier_round, barrier_node;
 };
 
 class CpuEvent final : public Event {
@@ -228,6 +232,45 @@ size_t CpuBackend::planned_bytes(const Graph& g) const {
   return it == plans_.end() ? 0 : it->second->bytes;
 }
 
+namespace {
+
+cpu::MemRange bytes_of(const Tensor* t) {
+  const Tensor* s = t->storage();
+  const auto b = reinterpret_cast<uintptr_t>(s->data);
+  return {b, b + s->n_bytes()};
+}
+
+}  // namespace
+
+// Stages in run order: each rounded node's rounding, then each node.
+// WEIR_ALL_BARRIERS=1 keeps a barrier before every stage (for comparisons).
+void CpuBackend::plan_node_barriers(Plan& p) const {
+  std::vector<cpu::Stage> stages;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const Tensor* t = p.nodes[i];
+    if (const Tensor* r = p.rounded[i]) {
+      stages.push_back({{bytes_of(t->src[1])}, {bytes_of(r->src[1])}});
+      t = r;
+    }
+    cpu::Stage st;
+    for (const Tensor* s : t->src)
+      if (s) st.reads.push_back(bytes_of(s));
+    st.writes.push_back(bytes_of(t));
+    stages.push_back(std::move(st));
+  }
+  const char* env = std::getenv("WEIR_ALL_BARRIERS");
+  std::vector<bool> b = cpu::plan_barriers(stages);
+  if (env && env[0] == '1') b.assign(b.size(), true);
+  if (!b.empty()) b[0] = false;  // the job's start
+  p.barrier_round.assign(p.nodes.size(), false);
+  p.barrier_node.assign(p.nodes.size(), false);
+  size_t k = 0;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (p.rounded[i]) p.barrier_round[i] = b[k++];
+    p.barrier_node[i] = b[k++];
+  }
+}
+
 void CpuBackend::plan(Graph& g) {
   place_weights(g);  // first: views of weights take their data below
   auto& tensors = g.tensors();
@@ -312,6 +355,7 @@ void CpuBackend::plan(Graph& g) {
   }
   for (size_t i = 0; i < plan->nodes.size(); ++i)
     if (plan->rounded[i]) plan->rounded[i]->data = plan->nodes[i]->data;
+  plan_node_barriers(*plan);
   plans_[&g] = std::move(plan);
 }
 
@@ -320,6 +364,7 @@ void CpuBackend::run_graph(Graph& g) {
   if (it == plans_.end()) throw Error("cpu backend: graph run before plan()");
   const std::vector<Tensor*>& nodes = it->second->nodes;
   const std::vector<Tensor*>& rounded = it->second->rounded;
+  const Plan& p = *it->second;
   static thread_local cpu::Scratch scratch_tl;
   std::exception_ptr error;
   std::mutex error_mutex;
@@ -328,7 +373,8 @@ void CpuBackend::run_graph(Graph& g) {
                        numa_.groups.size() > 1 ? &numa_ : nullptr};
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
-      if (Tensor* r = rounded[i]) {  // round the rows of x, then meet
+      if (Tensor* r = rounded[i]) {  // round the rows of x
+        if (p.barrier_round[i]) pool_.barrier(ith);
         const Tensor& x = *t->src[1];
         const Tensor& xr = *r->src[1];
         cpu::for_each_row_chunk(ctx, x.n_rows(), x.ne[0], [&](int64_t r0, int64_t r1) {
@@ -340,9 +386,11 @@ void CpuBackend::run_graph(Graph& g) {
               cpu::quantize_act(xr.dtype, cpu::flat_row<const float>(x, row), xr.row_ptr<void>(row), x.ne[0]);
           }
         });
-        pool_.barrier(ith);
         t = r;
       }
+      // Every thread reaches every barrier, even after an error; the job's end
+      // joins the threads after the last node.
+      if (p.barrier_node[i]) pool_.barrier(ith);
       try {
         switch (t->op) {
           case Op::GetRows: cpu::op_get_rows(*t, ctx); break;
@@ -362,9 +410,6 @@ void CpuBackend::run_graph(Graph& g) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
       }
-      // Every thread reaches every barrier, even after an error; the job's end
-      // joins the threads after the last node.
-      if (i + 1 < nodes.size()) pool_.barrier(ith);
     }
   });
   ++stats_.graphs_run;

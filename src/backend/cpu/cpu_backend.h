@@ -58,6 +58,8 @@ class CpuBackend final : public Backend {
  private:
   friend class CpuQueue;
   void run_graph(Graph& g);
+  struct Plan;
+  void plan_node_barriers(Plan& p) const;
   void pin_threads();
   // Points g's weights (leaves read by mul_mat) at copies placed per node.
   void place_weights(Graph& g);
@@ -74,7 +76,6 @@ class CpuBackend final : public Backend {
   std::unordered_set<const void*> placed_copies_;
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
-  struct Plan;
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
 };
 

@@ -1,5 +1,7 @@
 #include "backend/cpu/spin_wait.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -29,11 +31,15 @@ WaitMode wait_mode_from_env() {
   return mode;
 }
 
+// Yielding lasts until this long after the wait began.
+constexpr uint64_t kYieldNs = 200'000;
+
 uint32_t SpinBudget::target_ns() const { return std::clamp(2 * ema_ns_, kMinNs, kMaxNs); }
 
 uint32_t SpinBudget::next_spin_ns() {
-  // While shrunk, every 16th wait spins in full to test whether spinning pays again.
-  full_spin_ = !shrunk() || (++waits_ & 15) == 0;
+  if (oversubscribed_) return kMinNs;
+  // While shrunk, every 64th wait spins in full to test whether spinning pays again.
+  full_spin_ = !shrunk() || (++waits_ & 63) == 0;
   return full_spin_ ? target_ns() : kMinNs;
 }
 
@@ -66,6 +72,20 @@ void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t old,
     }
     t = now_ns();
     if (t - t0 >= spin) break;
+  }
+  // Then yield for a while before sleeping: with more threads than cores the
+  // thread everyone waits for is often runnable but preempted, and a yield
+  // hands it this core at once, where a futex sleep would cost a wake-up
+  // round trip per barrier (hundreds per token). With idle cores a yield
+  // returns at once and this is a short spin. Counted as a sleep, so the
+  // pause-spin budget shrinks where waits are this long.
+  while (t - t0 < kYieldNs) {
+    sched_yield();
+    if (word.load(std::memory_order_acquire) != old) {
+      budget->record(now_ns() - t0, true);
+      return;
+    }
+    t = now_ns();
   }
   // Announce the sleep before the last look (seq_cst on both sides, see
   // bump_and_wake): either the waker sees us counted or we see its bump.

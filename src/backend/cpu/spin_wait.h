@@ -38,6 +38,10 @@ class SpinBudget {
   // The wait took waited_ns in all; slept: the spin did not catch it.
   void record(uint64_t waited_ns, bool slept);
 
+  // More threads than CPUs: a pause-spin only delays the preempted thread
+  // being waited for, so spin a token while and go on to yielding.
+  void set_oversubscribed(bool v) { oversubscribed_ = v; }
+
   uint32_t typical_ns() const { return ema_ns_; }
   bool shrunk() const { return sleep_rate_ > 128; }
 
@@ -47,6 +51,7 @@ class SpinBudget {
   uint32_t sleep_rate_ = 0;         // share of full spins that ended in sleep, /256
   uint32_t waits_ = 0;
   bool full_spin_ = true;           // the current wait spins the full target
+  bool oversubscribed_ = false;
 };
 
 // Waits until word != old. budget null: spin until then (WaitMode::Spin).

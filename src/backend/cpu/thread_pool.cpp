@@ -1,5 +1,7 @@
 #include "backend/cpu/thread_pool.h"
 
+#include <sched.h>
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,7 +27,14 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> group_of_thread, WaitMode
       mode_(mode),
       barrier_(n_, std::move(group_of_thread)),
       state_(std::make_unique<PerThread[]>(size_t(n_))) {
-  for (int i = 0; i < n_; ++i) state_[size_t(i)].cursor.counter = &chunks_;
+  // CPUs this process may run on (threads pinned later keep within them).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int n_cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : n_;
+  for (int i = 0; i < n_; ++i) {
+    state_[size_t(i)].cursor.counter = &chunks_;
+    state_[size_t(i)].barrier.set_oversubscribed(n_ > n_cpus);
+  }
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
