@@ -99,6 +99,8 @@ struct CpuBackend::Plan {
   // Whether threads meet before node i's activation rounding / before node
   // i itself (barrier_plan.h).
   std::vector<bool> barrier_round, barrier_node;
+  // Whether node i makes its shadow x (the first of the nodes sharing it).
+  std::vector<bool> round_here;
 };
 
 class CpuEvent final : public Event {
@@ -249,7 +251,7 @@ void CpuBackend::plan_node_barriers(Plan& p) const {
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const Tensor* t = p.nodes[i];
     if (const Tensor* r = p.rounded[i]) {
-      stages.push_back({{bytes_of(t->src[1])}, {bytes_of(r->src[1])}});
+      if (p.round_here[i]) stages.push_back({{bytes_of(t->src[1])}, {bytes_of(r->src[1])}});
       t = r;
     }
     cpu::Stage st;
@@ -266,7 +268,7 @@ void CpuBackend::plan_node_barriers(Plan& p) const {
   p.barrier_node.assign(p.nodes.size(), false);
   size_t k = 0;
   for (size_t i = 0; i < p.nodes.size(); ++i) {
-    if (p.rounded[i]) p.barrier_round[i] = b[k++];
+    if (p.rounded[i] && p.round_here[i]) p.barrier_round[i] = b[k++];
     p.barrier_node[i] = b[k++];
   }
 }
@@ -301,29 +303,53 @@ void CpuBackend::plan(Graph& g) {
   }
   auto plan = std::make_unique<Plan>();
   std::vector<std::pair<Tensor*, size_t>> rounded_x;  // shadow x, arena offset
+  // Products that read the same x with the same activation type (q, k and v;
+  // gate and up) share one shadow, made by the first and freed after the last.
+  auto shadow_type = [&](const Tensor& t) {
+    return bool(cpu::qdot_kernels(t.src[0]->dtype)) ? cpu::activation_type(t.src[0]->dtype) : DType::F32;
+  };
+  auto rounds = [&](const Tensor& t) {
+    return t.op == Op::MulMat && opts_.llama_rounding && cpu::activation_type(t.src[0]->dtype) != DType::F32;
+  };
+  using ShadowKey = std::pair<const Tensor*, DType>;
+  std::map<ShadowKey, int> shadow_last;  // last node id reading each shadow
+  for (Tensor& t : tensors)
+    if (t.op != Op::Leaf && t.op != Op::View && t.op != Op::SetRows && rounds(t))
+      shadow_last[{t.src[1], shadow_type(t)}] = t.id;
+  std::map<ShadowKey, std::pair<Tensor*, size_t>> live_shadows;
   for (Tensor& t : tensors) {
     if (t.op == Op::Leaf || t.op == Op::View) continue;
     plan->nodes.push_back(&t);
     plan->rounded.push_back(nullptr);
+    plan->round_here.push_back(false);
     if (t.op == Op::SetRows) continue;  // writes into its destination
-    if (t.op == Op::MulMat && opts_.llama_rounding && cpu::activation_type(t.src[0]->dtype) != DType::F32) {
-      // x as llama.cpp's quantized dot products see it, lives only while
-      // this node runs: quantized for the integer kernels (qdot.h) where W
-      // has them, else rounded floats for the float kernels.
-      const bool integer = bool(cpu::qdot_kernels(t.src[0]->dtype));
-      Tensor& x = plan->shadows.emplace_back();
-      x.dtype = integer ? cpu::activation_type(t.src[0]->dtype) : DType::F32;
-      x.ne[0] = t.src[1]->ne[0];
-      x.ne[1] = t.src[1]->n_rows();
-      set_contiguous_strides(x);
-      x.name = t.src[1]->name + (integer ? " (quantized)" : " (rounded)");
-      const size_t off = arena.alloc(x.n_bytes());
-      rounded_x.emplace_back(&x, off);
+    if (rounds(t)) {
+      // x as llama.cpp's quantized dot products see it, held from its first
+      // reader to its last: quantized for the integer kernels (qdot.h) where
+      // W has them, else rounded floats for the float kernels.
+      const ShadowKey key{t.src[1], shadow_type(t)};
+      auto live = live_shadows.find(key);
+      if (live == live_shadows.end()) {
+        Tensor& x = plan->shadows.emplace_back();
+        x.dtype = key.second;
+        x.ne[0] = t.src[1]->ne[0];
+        x.ne[1] = t.src[1]->n_rows();
+        set_contiguous_strides(x);
+        x.name = t.src[1]->name + (x.dtype != DType::F32 ? " (quantized)" : " (rounded)");
+        const size_t off = arena.alloc(x.n_bytes());
+        rounded_x.emplace_back(&x, off);
+        live = live_shadows.emplace(key, std::make_pair(&x, off)).first;
+        plan->round_here.back() = true;
+      }
+      Tensor* x = live->second.first;
       Tensor& node = plan->shadows.emplace_back(t);
-      node.src[1] = &x;
+      node.src[1] = x;
       plan->rounded.back() = &node;
       offset[t.id] = arena.alloc(t.n_bytes());  // placed while x is held: no overlap
-      arena.release(off, x.n_bytes());
+      if (shadow_last[key] == t.id) {
+        arena.release(live->second.second, x->n_bytes());
+        live_shadows.erase(live);
+      }
     } else {
       offset[t.id] = arena.alloc(t.n_bytes());
     }
@@ -373,7 +399,9 @@ void CpuBackend::run_graph(Graph& g) {
                        numa_.groups.size() > 1 ? &numa_ : nullptr};
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
-      if (Tensor* r = rounded[i]) {  // round the rows of x
+      if (Tensor* r = rounded[i]; r && !p.round_here[i]) {
+        t = r;  // x made by an earlier node
+      } else if (r) {  // round the rows of x
         if (p.barrier_round[i]) pool_.barrier(ith);
         const Tensor& x = *t->src[1];
         const Tensor& xr = *r->src[1];
