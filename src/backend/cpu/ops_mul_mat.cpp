@@ -54,7 +54,8 @@ void split_rows(int64_t n, int64_t align, int ith, int nth, int64_t* begin, int6
 
 // Runs fn(n0, n1) over this thread's share of the N weight rows, in
 // multiples of kNumaRowAlign (a multiple of every kernel's row tile). One
-// NUMA node: chunks from the shared counter (about per_thread per thread),
+// NUMA node: chunks from the shared counter (about per_thread per thread;
+// decode asks for 16, so a thread preempted mid-chunk holds up little),
 // so a preempted thread takes fewer. Several nodes: the rows placed on this
 // thread's node (numa_plan.h), split evenly among the node's threads.
 template <class F>
@@ -395,7 +396,7 @@ std::string check_mul_mat(const Tensor& dst) {
 void op_mul_mat(const Tensor& dst, const OpContext& c) {
   if (dst.src[0] && dst.src[1] && is_quantized_activation(dst.src[1]->dtype)) {
     const int64_t N = dst.src[0]->ne[1], T = dst.n_rows();
-    for_each_weight_rows(c, N, T < kPanelMinT ? 4 : 2, [&](int64_t n0, int64_t n1) {
+    for_each_weight_rows(c, N, T < kPanelMinT ? 16 : 2, [&](int64_t n0, int64_t n1) {
       mul_mat_q_rows(dst, n0, n1, c.scratch);
     });
     return;
