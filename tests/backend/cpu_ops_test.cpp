@@ -860,3 +860,44 @@ TEST(CpuGetRows, DequantizesRowsOfAnyTable) {
 
 }  // namespace
 }  // namespace weir::cpu
+
+namespace weir::cpu {
+namespace {
+
+// The fused rms_norm + mul writes exactly what the two ops write apart, for
+// a weight of one row (broadcast) and of one row per input row.
+TEST(CpuOps, RmsNormMulFusedEqualsSeparateOps) {
+  std::mt19937 rng(21);
+  for (int64_t wrows : {int64_t(1), int64_t(9)}) {
+    const int64_t K = 67, R = 9;
+    std::vector<float> xb = randn(size_t(K * R), rng, 2.0f), wb = randn(size_t(K * wrows), rng);
+    Tensor x = make(DType::F32, {K, R}, xb.data(), "x");
+    Tensor w = make(DType::F32, {K, wrows}, wb.data(), "w");
+    std::vector<float> n1(size_t(K * R)), y1(n1.size()), n2(n1.size(), NAN), y2(n1.size(), NAN);
+    Tensor norm = make(DType::F32, {K, R}, n1.data(), "norm");
+    norm.op = Op::RmsNorm;
+    norm.src[0] = &x;
+    norm.fparams[0] = 1e-6f;
+    Tensor mul = make(DType::F32, {K, R}, y1.data(), "mul");
+    mul.op = Op::Mul;
+    mul.src[0] = &norm;
+    mul.src[1] = &w;
+    run(op_rms_norm, norm, 1);
+    run(op_mul, mul, 1);
+    ASSERT_TRUE(can_fuse_rms_norm_mul(norm, mul));
+    norm.data = n2.data();
+    mul.data = y2.data();
+    for (int nth : kThreadCounts) {
+      std::vector<Scratch> scratch(static_cast<size_t>(nth));
+      for (int ith = 0; ith < nth; ++ith) op_rms_norm_mul(norm, mul, OpContext{ith, nth, &scratch[size_t(ith)]});
+      EXPECT_EQ(0, std::memcmp(n1.data(), n2.data(), n1.size() * sizeof(float))) << "nth " << nth;
+      EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << "nth " << nth;
+    }
+    Tensor other = mul;
+    other.src[0] = &x;  // mul of something else: not fusable
+    EXPECT_FALSE(can_fuse_rms_norm_mul(norm, other));
+  }
+}
+
+}  // namespace
+}  // namespace weir::cpu

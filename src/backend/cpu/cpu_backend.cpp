@@ -101,6 +101,8 @@ struct CpuBackend::Plan {
   std::vector<bool> barrier_round, barrier_node;
   // Whether node i makes its shadow x (the first of the nodes sharing it).
   std::vector<bool> round_here;
+  // Whether node i (an rms_norm) runs fused with node i+1 (its mul).
+  std::vector<bool> fuse_next;
 };
 
 class CpuEvent final : public Event {
@@ -247,8 +249,20 @@ cpu::MemRange bytes_of(const Tensor* t) {
 // Stages in run order: each rounded node's rounding, then each node.
 // WEIR_ALL_BARRIERS=1 keeps a barrier before every stage (for comparisons).
 void CpuBackend::plan_node_barriers(Plan& p) const {
+  p.fuse_next.assign(p.nodes.size(), false);
+  for (size_t i = 0; i + 1 < p.nodes.size(); ++i)
+    // Not where the planner put the mul's output over the norm's input (freed
+    // once the norm has run): fused, rows of one would overwrite the other.
+    p.fuse_next[i] = !p.rounded[i] && !p.rounded[i + 1] && !(i > 0 && p.fuse_next[i - 1]) &&
+                     cpu::can_fuse_rms_norm_mul(*p.nodes[i], *p.nodes[i + 1]) &&
+                     !bytes_of(p.nodes[i + 1]).overlaps(bytes_of(p.nodes[i]->src[0]));
   std::vector<cpu::Stage> stages;
   for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (i > 0 && p.fuse_next[i - 1]) {  // part of the previous stage
+      stages.back().reads.push_back(bytes_of(p.nodes[i]->src[1]));
+      stages.back().writes.push_back(bytes_of(p.nodes[i]));
+      continue;
+    }
     const Tensor* t = p.nodes[i];
     if (const Tensor* r = p.rounded[i]) {
       if (p.round_here[i]) stages.push_back({{bytes_of(t->src[1])}, {bytes_of(r->src[1])}});
@@ -268,6 +282,7 @@ void CpuBackend::plan_node_barriers(Plan& p) const {
   p.barrier_node.assign(p.nodes.size(), false);
   size_t k = 0;
   for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (i > 0 && p.fuse_next[i - 1]) continue;
     if (p.rounded[i] && p.round_here[i]) p.barrier_round[i] = b[k++];
     p.barrier_node[i] = b[k++];
   }
@@ -420,6 +435,10 @@ void CpuBackend::run_graph(Graph& g) {
       // joins the threads after the last node.
       if (p.barrier_node[i]) pool_.barrier(ith);
       try {
+        if (p.fuse_next[i]) {
+          cpu::op_rms_norm_mul(*t, *nodes[++i], ctx);
+          continue;
+        }
         switch (t->op) {
           case Op::GetRows: cpu::op_get_rows(*t, ctx); break;
           case Op::MulMat: cpu::op_mul_mat(*t, ctx); break;

@@ -51,6 +51,12 @@ void op_silu_mul(const Tensor& dst, const OpContext& c);
 void op_attention(const Tensor& dst, const OpContext& c);
 void op_set_rows(const Tensor& dst, const OpContext& c);
 
+// rms_norm followed by a mul of its output with a weight (one row, or one
+// per row): both nodes' outputs, bit-identical to running them apart, in one
+// pass over the rows with no barrier between them.
+bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul);
+void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpContext& c);
+
 // Plain single-threaded references for the optimized kernels, kept for tests.
 void ref_mul_mat(const Tensor& dst);
 void ref_silu_mul(const Tensor& dst);  // a / (1 + expf(-a)) * b

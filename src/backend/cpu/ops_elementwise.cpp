@@ -250,6 +250,35 @@ void op_rms_norm(const Tensor& dst, const OpContext& c) {
   });
 }
 
+bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul) {
+  const Tensor* w = mul.src[1];
+  return norm.op == Op::RmsNorm && mul.op == Op::Mul && mul.src[0] == &norm && w && w != &norm &&
+         w->dtype == DType::F32 && norm.dtype == DType::F32 && mul.dtype == DType::F32 &&
+         norm.nb[0] == sizeof(float) && mul.nb[0] == sizeof(float) && w->nb[0] == sizeof(float) &&
+         mul.ne[0] == norm.ne[0] && w->ne[0] == norm.ne[0] && mul.n_rows() == norm.n_rows() &&
+         (w->n_rows() == 1 || w->n_rows() == norm.n_rows());
+}
+
+void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpContext& c) {
+  const Tensor* a = norm.src[0];
+  if (std::string e = check_f32(norm, a, nullptr, "rms_norm"); !e.empty()) return fail(c, e);
+  if (a->ne[0] != norm.ne[0] || a->n_rows() != norm.n_rows())
+    return fail(c, "rms_norm: " + norm.name + ": shape of " + shape_str(*a) + " does not match");
+  const Tensor& w = *mul.src[1];
+  const int64_t k = norm.ne[0];
+  // Row by row, so the normalized row is still in L1 when it is scaled.
+  for_each_row_chunk(c, norm.n_rows(), k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* n = dst_row(norm, r);
+      rms_norm_row(n, src_row(*a, r), norm.fparams[0], k);
+      float* y[1] = {dst_row(mul, r)};
+      const float* ap[1] = {n};
+      const float* bp[1] = {w.n_rows() == 1 ? static_cast<const float*>(w.data) : src_row(w, r)};
+      binary_rows(BinOp::Mul, y, ap, bp, 1, k);
+    }
+  });
+}
+
 void op_gelu_mul(const Tensor& dst, const OpContext& c) {
   const Tensor* a = dst.src[0];
   const Tensor* b = dst.src[1];
