@@ -14,20 +14,24 @@ namespace ql_avx512 {
 #define WEIR_QL_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi,bmi2"
 #define WEIR_QL_VNNI 0
 #define WEIR_QL_REGS 32
+#define WEIR_QL_AVX512 1
 #include "backend/cpu/qdot_legacy_simd.h"
 #undef WEIR_QL_TARGET
 #undef WEIR_QL_VNNI
 #undef WEIR_QL_REGS
+#undef WEIR_QL_AVX512
 }  // namespace ql_avx512
 
 namespace ql_avx512_vnni {
 #define WEIR_QL_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c,bmi,bmi2"
 #define WEIR_QL_VNNI 1
 #define WEIR_QL_REGS 32
+#define WEIR_QL_AVX512 1
 #include "backend/cpu/qdot_legacy_simd.h"
 #undef WEIR_QL_TARGET
 #undef WEIR_QL_VNNI
 #undef WEIR_QL_REGS
+#undef WEIR_QL_AVX512
 }  // namespace ql_avx512_vnni
 
 QDotKernels avx512_kernels(DType w) { return ql_avx512::kernels_for(w); }

@@ -4,6 +4,7 @@
 //   WEIR_QL_TARGET  the target attribute string, e.g. "avx2,fma,f16c,bmi2"
 //   WEIR_QL_VNNI    1 to form the integer sums with vpdpbusd, 0 otherwise
 //   WEIR_QL_REGS    vector registers of the target (16 or 32)
+//   WEIR_QL_AVX512  1 where AVX-512 BW/VL (mask registers) may be used
 // and gets kernels<T>() with the dot and tile functions for weight type T.
 //
 // Float order (qdot.h): 8 float lanes; lane l of a block's integer vector is
@@ -283,6 +284,104 @@ QL_FN void tile_rows(int64_t nb, const uint8_t* w, size_t wstride, const uint8_t
     }
 }
 
+// --- Decode: MR weight rows x one activation row. ------------------------
+//
+// Here the weights are made unsigned instead (q4_0: q + 8, the nibble
+// itself; q5_0: q + 16; q8_0 with VNNI: q + 128) and the activations keep
+// their sign, so a lane is sum (q + o) * a - o * (sum of the group's a).
+// The second term depends on the activation block only: made once per call
+// for the whole row range, it is the accumulator the product starts from.
+// A block then costs its unpack, one product, one conversion and one fused
+// multiply-add, against twice that with a per-row offset. The lanes are the
+// same integers, so the floats are dot()'s.
+template <DType T>
+constexpr int decode_offset() {
+  if constexpr (T == DType::Q4_0) return 8;
+  if constexpr (T == DType::Q5_0) return 16;
+  if constexpr (T == DType::Q8_0) return WEIR_QL_VNNI ? 128 : 0;  // maddubs would saturate
+  return 0;
+}
+
+template <DType T>
+QL_INLINE __m256i load_w_unsigned(const uint8_t* p) {
+  if constexpr (T == DType::Q4_0) {
+    return unpack_nibbles(p + 2);
+  } else if constexpr (T == DType::Q5_0) {
+#if WEIR_QL_AVX512  // BW/VL: the high bits are a byte mask
+    uint32_t h;
+    std::memcpy(&h, p + 2, 4);
+    const __m256i lo = unpack_nibbles(p + 6);
+    return _mm256_mask_add_epi8(lo, __mmask32(h), lo, _mm256_set1_epi8(16));
+#else
+    return _mm256_or_si256(unpack_nibbles(p + 6), _mm256_and_si256(unpack_bits(p + 2), _mm256_set1_epi8(16)));
+#endif
+  } else {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
+                            _mm256_set1_epi8(char(0x80)));
+  }
+}
+
+// Per activation block: its scale as a float, then -o * the sums of its
+// groups of 4 as 8 int32 lanes.
+struct alignas(32) DecodeAct {
+  __m256i start;
+  float d;
+};
+
+template <DType T>
+QL_FN void pack_decode_act(int64_t nb, const uint8_t* a, DecodeAct* out) {
+  constexpr size_t ab = sizeof(quant::BlockQ8_0);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + b * ab + 2));
+    out[b].start = _mm256_sub_epi32(_mm256_setzero_si256(), dot_u8s8(_mm256_set1_epi8(char(decode_offset<T>())), qa));
+    out[b].d = half_at(a + b * ab);
+  }
+}
+
+template <DType T, int MR>
+QL_FN void decode_rows(int64_t nb, const uint8_t* w, size_t wstride, const uint8_t* a, const DecodeAct* pa,
+                       float* y) {
+  constexpr size_t wb = ql_block_bytes<T>();
+  constexpr size_t ab = sizeof(quant::BlockQ8_0);
+  __m256 acc[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    {  // as tile_rows: two tiles ahead of the weight stream
+      const char* pf = reinterpret_cast<const char*>(w) + 2 * MR * wstride + b * (MR * wb);
+      for (size_t o = 0; o < MR * wb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+    }
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + b * ab + 2));
+    const __m256 da = _mm256_set1_ps(pa[b].d);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const uint8_t* p = w + i * wstride + b * wb;
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      // d_w broadcast and converted, times d_a: dot()'s float product.
+      const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(short(h))), da);
+#if WEIR_QL_VNNI
+      const __m256i lanes = _mm256_dpbusd_epi32(pa[b].start, load_w_unsigned<T>(p), qa);
+#else
+      const __m256i lanes = _mm256_add_epi32(pa[b].start, dot_u8s8(load_w_unsigned<T>(p), qa));
+#endif
+      acc[i] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lanes), acc[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) y[i] = hsum_lanes(acc[i]);
+}
+
+template <DType T>
+QL_FN void decode(int64_t nb, const uint8_t* w, size_t wstride, int mr, const uint8_t* a, DecodeAct* pa,
+                  float* y) {
+  pack_decode_act<T>(nb, a, pa);
+  constexpr int MR = 4;
+  int i = 0;
+  for (; i + MR <= mr; i += MR) decode_rows<T, MR>(nb, w + i * wstride, wstride, a, pa, y + i);
+  for (; i < mr; ++i) decode_rows<T, 1>(nb, w + i * wstride, wstride, a, pa, y + i);
+}
+
 template <DType T, int NR>
 QL_FN void tile_nr(int64_t nb, const uint8_t* w, size_t wstride, int mr, const uint8_t* pk, float* sc, float* y,
                    size_t ldy) {
@@ -296,6 +395,14 @@ template <DType T>
 void tile(int64_t n, const void* w, size_t wstride, int mr, const void* a, size_t astride, int nr,
           float* y, size_t ldy) {
   const int64_t nb = n / quant::kQK;
+  if constexpr (decode_offset<T>() != 0) {
+    if (nr == 1) {
+      thread_local std::vector<DecodeAct> acts;
+      if (acts.size() < size_t(nb)) acts.resize(size_t(nb));
+      return decode<T>(nb, static_cast<const uint8_t*>(w), wstride, mr, static_cast<const uint8_t*>(a),
+                       acts.data(), y);
+    }
+  }
   // Packed activations, then the scale products of up to 4 rows.
   thread_local std::vector<PackChunk> buf;
   const size_t pack_chunks = size_t(nb) * pack_block_bytes<T>() / sizeof(PackChunk);
