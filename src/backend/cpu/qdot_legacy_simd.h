@@ -73,8 +73,15 @@ QL_INLINE WBlock load_w(const uint8_t* p) {
     w.m = half_at(p + 2);
     w.q = unpack_nibbles(p + 4);
   } else if constexpr (T == DType::Q5_0) {  // q - 16: the nibble with 0xF0 where bit 4 is clear
+#if WEIR_QL_AVX512
+    uint32_t h;
+    std::memcpy(&h, p + 2, 4);
+    const __m256i lo = unpack_nibbles(p + 6);
+    w.q = _mm256_mask_sub_epi8(lo, __mmask32(~h), lo, _mm256_set1_epi8(16));
+#else
     w.q = _mm256_or_si256(unpack_nibbles(p + 6),
                           _mm256_andnot_si256(unpack_bits(p + 2), _mm256_set1_epi8(int8_t(0xF0))));
+#endif
   } else if constexpr (T == DType::Q5_1) {
     w.m = half_at(p + 2);
     w.q = _mm256_or_si256(unpack_nibbles(p + 8), _mm256_and_si256(unpack_bits(p + 4), _mm256_set1_epi8(0x10)));
