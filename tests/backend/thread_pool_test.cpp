@@ -166,6 +166,97 @@ TEST(ThreadPool, ChunksGoToTheFreeThreads) {
   EXPECT_LT(by[2].load(), 10);
 }
 
+// Loops of chunks with sync() between them: every chunk of a loop sees every
+// item the loop before wrote, whoever wrote it. Random work per chunk; more
+// threads than this machine has cores, so waits spin, yield and sleep.
+void check_synced_loops(ThreadPool& pool, int loops, std::mt19937& rng) {
+  const int64_t n = 97;
+  std::vector<int> items[2] = {std::vector<int>(n, -1), std::vector<int>(n, -1)};
+  std::vector<int64_t> chunk(static_cast<size_t>(loops));
+  for (int64_t& c : chunk) c = 1 + int64_t(rng() % 40);
+  const uint32_t seed = rng();
+  std::atomic<int> bad{0};
+  pool.run([&](int ith) {
+    std::mt19937 r(seed + uint32_t(ith));
+    OpContext c{ith, pool.size(), nullptr, false, pool.chunk_cursor(ith)};
+    for (int k = 0; k < loops; ++k) {
+      for_each_chunk(c, n, chunk[size_t(k)], [&](int64_t b, int64_t e) {
+        const uint32_t w = r();
+        const int spins = (w & 1023) == 0 ? 20000 : int(w % 200);
+        for (int i = 0; i < spins; ++i) cpu_relax();
+        for (int64_t i = b; i < e; ++i) {
+          // Loop k reads what loop k-1 wrote into the other buffer.
+          if (k > 0 && items[(k - 1) & 1][size_t(i)] != k - 1) bad++;
+          items[k & 1][size_t(i)] = k;
+        }
+      });
+      pool.sync(ith);
+    }
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ThreadPool, SyncWaitsForEveryChunkOfThePassedLoops) {
+  std::mt19937 rng(3);
+  for (int n : {2, 3, 5})
+    for (WaitMode mode : {WaitMode::Adaptive, WaitMode::Spin}) {
+      ThreadPool pool(n, {}, mode);
+      const bool slow = mode == WaitMode::Spin && n > int(std::thread::hardware_concurrency());
+      for (int job = 0; job < (slow ? 2 : 30); ++job) check_synced_loops(pool, slow ? 5 : 60, rng);
+    }
+  ThreadPool grouped(4, {0, 0, 1, 1});  // NUMA groups: sync() is a barrier
+  for (int job = 0; job < 10; ++job) check_synced_loops(grouped, 40, rng);
+}
+
+// sync() waits for work, not for threads: a thread asleep for the whole job
+// (descheduled, on an oversubscribed machine) holds no one up.
+TEST(ThreadPool, SyncDoesNotWaitForThreadsWithoutChunks) {
+  ThreadPool pool(3);
+  std::atomic<bool> others_done{false};
+  std::atomic<int> items{0};
+  pool.run([&](int ith) {
+    if (ith == 2) {
+      // Wakes when the others have run every loop (or after 10 s: a failure).
+      const auto end = Clock::now() + std::chrono::seconds(10);
+      while (!others_done.load() && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    OpContext c{ith, pool.size(), nullptr, false, pool.chunk_cursor(ith)};
+    for (int k = 0; k < 50; ++k) {
+      for_each_chunk(c, 64, 4, [&](int64_t b, int64_t e) { items += int(e - b); });
+      pool.sync(ith);
+    }
+    if (ith == 0) others_done = true;
+  });
+  EXPECT_TRUE(others_done.load());
+  EXPECT_EQ(items.load(), 50 * 64);
+}
+
+// A chunk that throws still counts as done: the others do not hang at the
+// next sync, and the job rethrows on the caller.
+TEST(ThreadPool, SyncAfterAThrowingChunkDoesNotHang) {
+  ThreadPool pool(3);
+  for (int64_t bad_chunk : {0, 7, 29}) {
+    std::atomic<int> passed{0};
+    EXPECT_THROW(pool.run([&](int ith) {
+      OpContext c{ith, pool.size(), nullptr, false, pool.chunk_cursor(ith)};
+      try {
+        for_each_chunk(c, 30, 1, [&](int64_t b, int64_t) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          if (b == bad_chunk) throw std::runtime_error("boom");
+        });
+      } catch (...) {
+        pool.sync(ith);
+        passed++;
+        throw;
+      }
+      pool.sync(ith);
+      passed++;
+    }),
+                 std::runtime_error);
+    EXPECT_EQ(passed.load(), 3);
+  }
+}
+
 // CPU time of a thread in ns: schedstat (ns) where the kernel has it, and
 // stat's utime + stime (clock ticks) as the brief measure.
 struct CpuTimes {
@@ -244,6 +335,10 @@ TEST(ThreadPool, BarrierStress) {
   for (const std::vector<int>& l : {std::vector<int>{0, 0, 0}, std::vector<int>{0, 0, 1, 1}}) {
     ThreadPool pool(int(l.size()), l);
     check_phases(pool, phases / 2, &rng);
+  }
+  {  // sync() between chunked loops: as many loops as barrier phases / 10
+    ThreadPool pool(3);
+    for (int job = 0; job < phases / 10 / 100; ++job) check_synced_loops(pool, 100, rng);
   }
   done = true;
   watchdog.join();

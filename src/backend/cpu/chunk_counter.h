@@ -7,9 +7,16 @@
 // between loops: a thread starts loop k+1 only after finding loop k's chunks
 // all taken, so a word with an older tag is free to reset, and a word with
 // a newer tag tells a late thread that its loop is used up.
+//
+// Threads also count the chunks they finish (done()), so a thread can wait
+// for the work of the loops before a point instead of for the other threads
+// (ThreadPool::sync): a thread that took no chunk, or is descheduled
+// between loops, holds no one up.
 #pragma once
 #include <atomic>
 #include <cstdint>
+
+#include "backend/cpu/spin_wait.h"
 
 namespace weir::cpu {
 
@@ -39,15 +46,26 @@ class ChunkCounter {
     }
   }
 
+  // n more chunks are finished (their writes happen before this).
+  void done(uint32_t n) { add_and_wake(done_, n, sleepers_); }
+  // Waits until `total` chunks of this job are finished (and their writes
+  // visible). budget: as wait_until_reached's.
+  void wait_done(uint32_t total, SpinBudget* budget) { wait_until_reached(done_, total, sleepers_, budget); }
+  // At the start of a job, before any thread runs it.
+  void reset_done() { done_.store(0, std::memory_order_relaxed); }
+
  private:
   alignas(64) std::atomic<uint64_t> word_{0};
+  alignas(64) std::atomic<uint32_t> done_{0};
+  std::atomic<uint32_t> sleepers_{0};
 };
 
-// One thread's handle for the current job: the pool's counter and the tag
-// of this thread's next loop.
+// One thread's handle for the current job: the pool's counter, the tag of
+// this thread's next loop, and the chunks of all loops it has passed.
 struct ChunkCursor {
   ChunkCounter* counter = nullptr;
   uint32_t next_tag = 0;
+  uint32_t passed = 0;
 };
 
 }  // namespace weir::cpu

@@ -417,7 +417,7 @@ void CpuBackend::run_graph(Graph& g) {
       if (Tensor* r = rounded[i]; r && !p.round_here[i]) {
         t = r;  // x made by an earlier node
       } else if (r) {  // round the rows of x
-        if (p.barrier_round[i]) pool_.barrier(ith);
+        if (p.barrier_round[i]) pool_.sync(ith);
         const Tensor& x = *t->src[1];
         const Tensor& xr = *r->src[1];
         cpu::for_each_row_chunk(ctx, x.n_rows(), x.ne[0], [&](int64_t r0, int64_t r1) {
@@ -431,9 +431,9 @@ void CpuBackend::run_graph(Graph& g) {
         });
         t = r;
       }
-      // Every thread reaches every barrier, even after an error; the job's end
-      // joins the threads after the last node.
-      if (p.barrier_node[i]) pool_.barrier(ith);
+      // Every thread reaches every sync point, even after an error; the
+      // job's end joins the threads after the last node.
+      if (p.barrier_node[i]) pool_.sync(ith);
       try {
         if (p.fuse_next[i]) {
           cpu::op_rms_norm_mul(*t, *nodes[++i], ctx);

@@ -15,8 +15,9 @@
 // heads that share kv head g together, so every key and value row is read
 // once for all of them (register tiles of 4 heads x 4 keys for the scores,
 // 4 heads x 4 vectors of dims for the output); with few tokens (decode),
-// (t, h) pairs so every thread has work. Threads take units round-robin,
-// which balances causal masks.
+// (t, h) pairs so every thread has work. Threads take units in small chunks
+// from the shared counter, which balances causal masks (later tokens see
+// more keys).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -43,7 +44,7 @@ struct AttnArgs {
   int64_t D, Hq, T, Hkv, S;
   int64_t heads_per_unit;  // Hq / Hkv (grouped units) or 1
   float scale;
-  int ith, nth;
+  int64_t u0, u1;  // the work units [u0, u1) to run (see attention_run_impl)
   float* scores;  // S * heads_per_unit floats, key-major
   float* acc;     // heads_per_unit * D floats
   float* conv;    // kKeyBlock * D floats (f16 caches)
@@ -284,8 +285,7 @@ WEIR_INLINE void attention_run_impl(const AttnArgs& a) {
   const int64_t group = a.Hq / a.Hkv;
   const int64_t per = a.heads_per_unit;  // group or 1
   const int64_t units_per_token = a.Hq / per;
-  const int64_t U = a.T * units_per_token;
-  for (int64_t u = a.ith; u < U; u += a.nth) {
+  for (int64_t u = a.u0; u < a.u1; ++u) {
     const int64_t t = u / units_per_token;
     const int64_t h0 = (u % units_per_token) * per;
     attention_unit<V>(a, t, h0, int(per), h0 / group);
@@ -326,8 +326,6 @@ void op_attention(const Tensor& dst, const OpContext& c) {
   a.Hkv = k->ne[1];
   a.S = k->ne[2];
   a.scale = dst.fparams[0];
-  a.ith = c.ith;
-  a.nth = c.nth;
   if (k->ne[0] != a.D || v->ne[0] != a.D || v->ne[1] != a.Hkv || v->ne[2] != a.S || a.Hkv <= 0 ||
       a.Hq % a.Hkv != 0 || mask->ne[0] != a.S || mask->ne[1] != a.T || dst.ne[0] != a.D * a.Hq ||
       dst.ne[1] != a.T || q->ne[3] != 1 || k->ne[3] != 1)
@@ -346,7 +344,12 @@ void op_attention(const Tensor& dst, const OpContext& c) {
   a.scores = buf;
   a.acc = buf + size_t(a.S) * hp;
   a.conv = f16 ? a.acc + hp * size_t(a.D) : nullptr;
-  attention_run(a);
+  const int64_t units = a.T * (a.Hq / a.heads_per_unit);
+  for_each_chunk(c, units, chunk_size(c, units, 1, 16), [&](int64_t u0, int64_t u1) {
+    a.u0 = u0;
+    a.u1 = u1;
+    attention_run(a);
+  });
 }
 
 }  // namespace weir::cpu

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include "backend/cpu/cpu_ops.h"
@@ -39,7 +40,7 @@ inline void thread_range(int64_t n, const OpContext& c, int64_t* r0, int64_t* r1
 // the ith share of the chunks. Every thread of the job calls it, in the same
 // order of loops as the others (kernels do: they branch only on shapes).
 // There is no barrier at the end: a loop that reads what another wrote in
-// the same node needs one in between.
+// the same node needs one in between (ThreadPool::sync).
 template <class F>
 inline void for_each_chunk(const OpContext& c, int64_t n_items, int64_t chunk, F&& fn) {
   if (n_items <= 0) return;
@@ -51,9 +52,23 @@ inline void for_each_chunk(const OpContext& c, int64_t n_items, int64_t chunk, F
   }
   auto run = [&](int64_t k) { fn(k * chunk, std::min(n_items, (k + 1) * chunk)); };
   if (c.chunks && c.nth > 1) {
-    const uint32_t tag = c.chunks->next_tag++;
-    uint32_t k;
-    while (c.chunks->counter->claim(tag, uint32_t(n_chunks), &k)) run(int64_t(k));
+    ChunkCursor& cur = *c.chunks;
+    const uint32_t tag = cur.next_tag++;
+    cur.passed += uint32_t(n_chunks);
+    // Every claimed chunk is counted done, even one that threw: threads
+    // waiting for this loop's work (ThreadPool::sync) must not hang.
+    uint32_t k, mine = 0;
+    std::exception_ptr error;
+    while (cur.counter->claim(tag, uint32_t(n_chunks), &k)) {
+      ++mine;
+      try {
+        run(int64_t(k));
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (mine) cur.counter->done(mine);
+    if (error) std::rethrow_exception(error);
     return;
   }
   for (int64_t k = n_chunks * c.ith / c.nth, k1 = n_chunks * (c.ith + 1) / c.nth; k < k1; ++k) run(k);

@@ -51,20 +51,23 @@ void SpinBudget::record(uint64_t waited_ns, bool slept) {
   if (full_spin_) sleep_rate_ = sleep_rate_ - sleep_rate_ / 8 + (slept ? 32 : 0);
 }
 
-void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t old,
-                      std::atomic<uint32_t>& sleepers, SpinBudget* budget) {
+namespace {
+
+// Spin, yield, then sleep until done(value of word) holds.
+template <class Done>
+void wait_for(const std::atomic<uint32_t>& word, Done done, std::atomic<uint32_t>& sleepers, SpinBudget* budget) {
   if (!budget) {
-    while (word.load(std::memory_order_acquire) == old) cpu_relax();
+    while (!done(word.load(std::memory_order_acquire))) cpu_relax();
     return;
   }
   // Check right away: a barrier's last arriver often finds the others there.
-  if (word.load(std::memory_order_acquire) != old) return;
+  if (done(word.load(std::memory_order_acquire))) return;
   const uint64_t t0 = now_ns();
   const uint64_t spin = budget->next_spin_ns();
   uint64_t t = t0;
   for (;;) {
     for (int i = 0; i < 16; ++i) {
-      if (word.load(std::memory_order_acquire) != old) {
+      if (done(word.load(std::memory_order_acquire))) {
         budget->record(now_ns() - t0, false);
         return;
       }
@@ -81,23 +84,39 @@ void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t old,
   // pause-spin budget shrinks where waits are this long.
   while (t - t0 < kYieldNs) {
     sched_yield();
-    if (word.load(std::memory_order_acquire) != old) {
+    if (done(word.load(std::memory_order_acquire))) {
       budget->record(now_ns() - t0, true);
       return;
     }
     t = now_ns();
   }
   // Announce the sleep before the last look (seq_cst on both sides, see
-  // bump_and_wake): either the waker sees us counted or we see its bump.
+  // bump_and_wake): either the waker sees us counted or we see its change.
   sleepers.fetch_add(1, std::memory_order_seq_cst);
-  while (word.load(std::memory_order_seq_cst) == old) futex_wait(word, old);
+  for (uint32_t v; !done(v = word.load(std::memory_order_seq_cst));) futex_wait(word, v);
   sleepers.fetch_sub(1, std::memory_order_relaxed);
   budget->record(now_ns() - t0, true);
 }
 
-void bump_and_wake(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers) {
-  word.fetch_add(1, std::memory_order_seq_cst);
+}  // namespace
+
+void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t old, std::atomic<uint32_t>& sleepers,
+                      SpinBudget* budget) {
+  wait_for(word, [old](uint32_t v) { return v != old; }, sleepers, budget);
+}
+
+void wait_until_reached(const std::atomic<uint32_t>& word, uint32_t target, std::atomic<uint32_t>& sleepers,
+                        SpinBudget* budget) {
+  wait_for(word, [target](uint32_t v) { return int32_t(v - target) >= 0; }, sleepers, budget);
+}
+
+void add_and_wake(std::atomic<uint32_t>& word, uint32_t n, const std::atomic<uint32_t>& sleepers) {
+  word.fetch_add(n, std::memory_order_seq_cst);
   if (sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(word);
+}
+
+void bump_and_wake(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers) {
+  add_and_wake(word, 1, sleepers);
 }
 
 }  // namespace weir::cpu

@@ -60,7 +60,12 @@ class SpinBudget {
 // system call when there are none.
 void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t old,
                       std::atomic<uint32_t>& sleepers, SpinBudget* budget);
-// Bumps word and wakes its sleepers, if any.
+// The same until word has reached target (compared as a difference, so the
+// count may wrap).
+void wait_until_reached(const std::atomic<uint32_t>& word, uint32_t target, std::atomic<uint32_t>& sleepers,
+                        SpinBudget* budget);
+// Adds n to word and wakes its sleepers, if any; bump_and_wake adds 1.
+void add_and_wake(std::atomic<uint32_t>& word, uint32_t n, const std::atomic<uint32_t>& sleepers);
 void bump_and_wake(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers);
 
 }  // namespace weir::cpu

@@ -81,7 +81,11 @@ void ThreadPool::run(const std::function<void(int)>& job) {
   tl_member = {this, 0};
   job_ = &job;
   error_ = nullptr;
-  for (int i = 0; i < n_; ++i) state_[size_t(i)].cursor.next_tag = next_tag_;
+  for (int i = 0; i < n_; ++i) {
+    state_[size_t(i)].cursor.next_tag = next_tag_;
+    state_[size_t(i)].cursor.passed = 0;
+  }
+  chunks_.reset_done();
   const uint32_t done = done_.load(std::memory_order_relaxed);
   pending_.store(uint32_t(n_ - 1), std::memory_order_relaxed);
   if (n_ > 1) bump_and_wake(generation_, idle_sleepers_);  // publishes the above
@@ -106,6 +110,13 @@ void ThreadPool::run(const std::function<void(int)>& job) {
 void ThreadPool::barrier(int ith) {
   if (n_ == 1) return;
   barrier_.arrive_and_wait(ith, mode_ == WaitMode::Spin ? nullptr : &state_[size_t(ith)].barrier);
+}
+
+void ThreadPool::sync(int ith) {
+  if (n_ == 1) return;
+  if (mode_ == WaitMode::Spin || barrier_.n_groups() > 1) return barrier(ith);
+  PerThread& me = state_[size_t(ith)];
+  chunks_.wait_done(me.cursor.passed, &me.barrier);
 }
 
 void ThreadPool::barrier() {

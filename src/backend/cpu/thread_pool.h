@@ -2,8 +2,9 @@
 // The caller's thread is thread 0, so a pool of n threads starts n-1.
 // Between jobs, workers wait for the next one (spin_wait.h: spin for an
 // adaptive budget, then sleep, so idle workers use no CPU); within a job,
-// threads meet at barrier() (barrier.h: per group, then across groups) and
-// share loops through chunk_cursor() (chunk_counter.h).
+// threads share loops through chunk_cursor() (chunk_counter.h) and wait for
+// each other's chunks at sync(), or meet at barrier() (barrier.h: per group,
+// then across groups).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -40,6 +41,13 @@ class ThreadPool {
   // same number of times. barrier() finds ith from the calling thread.
   void barrier(int ith);
   void barrier();
+  // Waits until every chunk of every loop (for_each_chunk) this thread has
+  // passed in the job is finished, by whichever threads took them: what a
+  // barrier between loops is for, without waiting for threads that hold no
+  // such chunk (on an oversubscribed machine, the descheduled ones). Work
+  // outside chunked loops is not covered. With thread groups (NUMA: kernels
+  // split rows by thread, not by chunk) and with WEIR_BARRIER=spin, a barrier.
+  void sync(int ith);
   // Thread ith's handle on the shared loop counter, valid during a job.
   ChunkCursor* chunk_cursor(int ith) { return &state_[size_t(ith)].cursor; }
 
