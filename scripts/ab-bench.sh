@@ -2,20 +2,23 @@
 # A/B comparison of two weir builds on a noisy machine: runs `weir bench`
 # with the same arguments on each, alternating, ROUNDS times, and prints the
 # median t/s of every (build, test, threads) over the rounds. Environment
-# variables apply to both; per-build ones go in A_ENV / B_ENV ("K=V K2=V2").
+# variables apply to both; per-build ones go in A_ENV / B_ENV ("K=V K2=V2"),
+# per-build bench flags in A_ARGS / B_ARGS (the same binary twice compares
+# two settings).
 #   scripts/ab-bench.sh ROUNDS BIN_A BIN_B -- BENCH_ARGS...
 # e.g. scripts/ab-bench.sh 7 build-base/weir build/weir -- -m M.gguf -p 0 -n 128 -t 2,4 -r 3
 set -euo pipefail
-[ $# -ge 4 ] && [ "$4" = "--" ] || { sed -n '2,7p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] && [ "$4" = "--" ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 rounds=$1 a=$2 b=$3
 shift 4
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for ((i = 0; i < rounds; i++)); do
   for side in A B; do
-    if [ $side = A ]; then bin=$a envs=${A_ENV:-}; else bin=$b envs=${B_ENV:-}; fi
+    if [ $side = A ]; then bin=$a envs=${A_ENV:-} extra=${A_ARGS:-}; else bin=$b envs=${B_ENV:-} extra=${B_ARGS:-}; fi
     # csv columns end with ...,n_threads,...,avg_ts; take them by header name.
-    env $envs "$bin" bench "$@" -o csv 2>/dev/null | python3 -c '
+    # shellcheck disable=SC2086
+    env $envs "$bin" bench "$@" $extra -o csv 2>/dev/null | python3 -c '
 import csv, sys
 side = sys.argv[1]
 for r in csv.DictReader(sys.stdin):
