@@ -17,6 +17,13 @@
 //     token.
 // The CPU backend's queue runs each command inline on submit, which satisfies
 // the contract trivially; it is the reference for every other backend.
+//
+// Memory: tensors that a graph creates (inputs, intermediates) live where
+// the backend's plan() put them; external tensors (weights) may point at
+// host memory, which a device backend copies to its own memory once, at
+// plan(), keyed by the host address; state such as the KV cache is
+// allocated from the backend (alloc) and used in place. Callers fill inputs
+// and read outputs only through the queue's copies (a CPU copy is memcpy).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +37,22 @@ class Graph;
 struct BackendStats {
   uint64_t host_waits = 0;
   uint64_t graphs_run = 0;
+  uint64_t graphs_captured = 0;  // graphs recorded once for replay (CUDA graphs)
+  uint64_t graphs_replayed = 0;  // runs that replayed a recording
+};
+
+// A block of memory a backend allocated: device memory (Backend::alloc) or
+// host memory it copies to and from fastest (Backend::alloc_host: pinned for
+// a GPU). Zero-filled; freed with the object.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ protected:
+  void* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 class Event {
@@ -66,6 +89,11 @@ class Backend {
   // Bytes of memory plan() set aside for a graph's activations and inputs.
   virtual size_t planned_bytes(const Graph& g) const = 0;
   virtual const BackendStats& stats() const = 0;
+  // Memory for state that graphs read and write across runs (the KV cache):
+  // a graph's external tensors may point into it.
+  virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+  // Host memory for the sources and destinations of this backend's copies.
+  virtual std::unique_ptr<Buffer> alloc_host(size_t bytes) = 0;
 };
 
 }  // namespace weir

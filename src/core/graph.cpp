@@ -21,6 +21,7 @@ const char* op_name(Op op) {
     case Op::SiluMul: return "silu_mul";
     case Op::Attention: return "attention";
     case Op::SetRows: return "set_rows";
+    case Op::Sample: return "sample";
     case Op::Count: break;
   }
   return "?";
@@ -189,6 +190,16 @@ Tensor* Graph::set_rows(Tensor* dst, Tensor* src, Tensor* idx) {
   y->src[0] = dst;
   y->src[1] = src;
   y->src[2] = idx;
+  return y;
+}
+
+Tensor* Graph::sample(Tensor* logits, Tensor* params) {
+  if (logits->dtype != DType::F32 || params->dtype != DType::F32 || params->ne[0] != 5 ||
+      params->n_rows() != logits->n_rows())
+    shape_error("sample", logits, params);
+  Tensor* y = make(DType::I32, {logits->n_rows()}, Op::Sample, "sample");
+  y->src[0] = logits;
+  y->src[1] = params;
   return y;
 }
 

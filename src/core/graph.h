@@ -24,6 +24,16 @@
 //   attention(q [D, Hq, T], k [D, Hkv, S], v [D, Hkv, S], mask [S, T], scale)
 //       -> [D*Hq, T]; head h uses kv head h / (Hq/Hkv); mask adds 0 or -inf
 //   set_rows(dst [K, N], src [K, T], idx I32 [T]) -> dst with dst[:, idx[t]] = src[:, t]
+//   sample(logits [V, n], params [5, n])          -> I32 [n]: a token per row, as
+//       engine/sampler.h's chain without the repetition penalty. Row j's
+//       params: temperature, top_k, top_p, min_p, u (a uniform draw in
+//       [0, 1)). temperature <= 0: argmax, lowest id on ties. Otherwise
+//       top-k (<= 0: off; ties at the boundary: lowest ids win), then top-p
+//       (1: off) and min-p (0: off) on the softmax at temperature 1 over what
+//       top-k kept, then a draw from softmax((logit - max) / temperature)
+//       over the rest, in probability order (id order when neither top-k nor
+//       top-p ran): the first token whose cumulative weight exceeds
+//       u * total. NaN logits count as -inf; a row of only -inf/NaN gives -1.
 #pragma once
 #include <deque>
 #include <initializer_list>
@@ -67,6 +77,7 @@ class Graph {
   Tensor* silu_mul(Tensor* a, Tensor* b);
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
+  Tensor* sample(Tensor* logits, Tensor* params);
 
   // Views share data with src: reshape (src contiguous) and a strided window.
   Tensor* reshape(Tensor* src, std::initializer_list<int64_t> ne);

@@ -25,6 +25,7 @@ enum class Op : uint8_t {
   SiluMul,   // silu(a) * b (SwiGLU)
   Attention, // softmax(q k^T * scale + mask) v, per head, GQA
   SetRows,   // dst[idx[i]] = src[i] (writes into a leaf, e.g. the KV cache)
+  Sample,    // a token id per row of logits (greedy, temperature, top-k/p, min-p)
   Count,
 };
 const char* op_name(Op op);

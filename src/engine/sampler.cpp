@@ -23,15 +23,6 @@ inline bool before(const TokenCandidate& a, const TokenCandidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-inline uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -112,25 +103,7 @@ Sampler::Sampler(SamplerParams params, int n_vocab) : params_(params), n_vocab_(
   penalized_.reserve(size_t(params_.repeat_last_n));
 }
 
-void Sampler::seed_rng() {
-  uint64_t x = seed_;
-  for (auto& s : rng_) s = splitmix64(x);
-}
-
-// xoshiro256** (Blackman and Vigna).
-uint64_t Sampler::next_u64() {
-  const uint64_t result = rotl(rng_[1] * 5, 7) * 9;
-  const uint64_t t = rng_[1] << 17;
-  rng_[2] ^= rng_[0];
-  rng_[3] ^= rng_[1];
-  rng_[1] ^= rng_[2];
-  rng_[0] ^= rng_[3];
-  rng_[2] ^= t;
-  rng_[3] = rotl(rng_[3], 45);
-  return result;
-}
-
-double Sampler::next_double() { return double(next_u64() >> 11) * 0x1.0p-53; }
+void Sampler::seed_rng() { rng_.reseed(seed_); }
 
 void Sampler::accept(int32_t token) {
   if (token < 0 || token >= n_vocab_)
@@ -281,7 +254,7 @@ size_t Sampler::filter(const float* logits) {
 int32_t Sampler::sample(const float* logits) {
   const size_t n = filter(logits);
   if (n == 1) return cand_[0].id;
-  const double u = next_double() * weight_sum_;
+  const double u = rng_.next_double() * weight_sum_;
   double cum = 0;
   size_t last = 0;
   for (size_t i = 0; i < n; ++i) {

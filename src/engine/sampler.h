@@ -38,6 +38,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/rng.h"
+
 namespace weir {
 
 struct SamplerParams {
@@ -91,13 +93,11 @@ class Sampler {
   // returns n. sorted_ tells whether cand_[0, n) is in probability order.
   size_t filter(const float* logits);
   void seed_rng();
-  uint64_t next_u64();
-  double next_double();  // uniform in [0, 1), 53 bits
 
   SamplerParams params_;
   int n_vocab_;
   uint64_t seed_;
-  uint64_t rng_[4];
+  Rng rng_;
 
   std::vector<TokenCandidate> cand_;  // n_vocab entries
   std::vector<int32_t> history_;      // ring of the last repeat_last_n tokens

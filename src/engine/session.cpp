@@ -16,34 +16,69 @@ constexpr size_t kMaxCachedGraphs = 8;
 
 }  // namespace
 
+// A cached forward graph, with the host staging memory its inputs are copied
+// from: one block, each input at its own offset.
+struct Session::Step {
+  ForwardGraph fg;
+  Tensor* sample_params = nullptr;  // F32 [5, n_out] when the step samples
+  Tensor* sampled = nullptr;        // I32 [n_out]
+  std::unique_ptr<Buffer> staging;
+  struct Slot {
+    Tensor* t;
+    size_t offset;
+  };
+  std::vector<Slot> slots;  // in the order of the inputs below
+  void* host(const Tensor* t) const {
+    for (const Slot& s : slots)
+      if (s.t == t) return static_cast<char*>(staging->data()) + s.offset;
+    return nullptr;
+  }
+};
+
 Session::Session(const Model& model, Backend& backend, SessionParams p)
-    : model_(model), backend_(backend), p_(p), kv_(model.hparams(), p.n_ctx, p.kv_type),
+    : model_(model), backend_(backend), p_(p), kv_(model.hparams(), p.n_ctx, p.kv_type, backend),
       n_vocab_(model.hparams().n_vocab) {
-  if (!backend.host_visible_memory())
-    throw Error("session: backend " + backend.name() + " is not supported by the session yet");
   if (p_.n_batch <= 0) throw Error("session: batch size must be positive");
+  sampled_ = backend_.alloc_host(sizeof(int32_t));
 }
+
+Session::~Session() = default;
 
 void Session::reset() {
   kv_.clear();
   n_past_ = 0;
-  logits_.clear();
+  n_logits_ = 0;
 }
 
 size_t Session::activation_bytes() const {
   size_t n = 0;
-  for (const auto& [key, fg] : graphs_) n = std::max(n, backend_.planned_bytes(*fg.graph));
+  for (const auto& [key, st] : steps_) n = std::max(n, backend_.planned_bytes(*st->fg.graph));
   return n;
 }
 
-ForwardGraph& Session::graph_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) {
-  const auto key = std::make_tuple(n_tokens, n_kv, n_out);
-  auto it = graphs_.find(key);
-  if (it != graphs_.end()) return it->second;
-  if (graphs_.size() >= kMaxCachedGraphs) graphs_.clear();
-  ForwardGraph fg = model_.build(n_tokens, n_kv, n_out, kv_);
+Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample) {
+  const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample);
+  auto it = steps_.find(key);
+  if (it != steps_.end()) return *it->second;
+  if (steps_.size() >= kMaxCachedGraphs) steps_.clear();
+  auto st = std::make_unique<Step>();
+  st->fg = model_.build(n_tokens, n_kv, n_out, kv_);
+  ForwardGraph& fg = st->fg;
+  if (sample) {
+    Graph& g = *fg.graph;
+    st->sample_params = g.input(DType::F32, {5, n_out}, "sample_params");
+    st->sampled = g.sample(fg.logits, st->sample_params);
+    g.mark_output(st->sampled);
+  }
   backend_.plan(*fg.graph);
-  return graphs_.emplace(key, std::move(fg)).first->second;
+  size_t off = 0;
+  for (Tensor* t : {fg.tokens, fg.pos, fg.kv_cells, fg.out_rows, fg.mask, fg.mask_swa, st->sample_params}) {
+    if (!t) continue;
+    st->slots.push_back({t, off});
+    off += (t->n_bytes() + 63) / 64 * 64;
+  }
+  st->staging = backend_.alloc_host(off);
+  return *steps_.emplace(key, std::move(st)).first->second;
 }
 
 void Session::prepare(int64_t n_tokens) {
@@ -51,14 +86,15 @@ void Session::prepare(int64_t n_tokens) {
   const int64_t T = std::min(n_tokens, p_.n_batch);
   // The same n_kv eval() computes after claiming T cells after the current ones.
   const int64_t n_kv = std::min(p_.n_ctx, (std::max(kv_.extent(), n_past_ + T) + kKvPad - 1) / kKvPad * kKvPad);
-  graph_for(T, n_kv, 1);
+  step_for(T, n_kv, 1, false);
 }
 
-void Session::fill_masks(ForwardGraph& fg, const std::vector<int32_t>& pos) {
+void Session::fill_masks(Step& st, const std::vector<int32_t>& pos) {
+  const ForwardGraph& fg = st.fg;
   const int64_t n_kv = fg.n_kv;
   const int64_t n_swa = model_.hparams().n_swa;
-  float* m = static_cast<float*>(fg.mask->data);
-  float* ms = fg.mask_swa ? static_cast<float*>(fg.mask_swa->data) : nullptr;
+  float* m = static_cast<float*>(st.host(fg.mask));
+  float* ms = fg.mask_swa ? static_cast<float*>(st.host(fg.mask_swa)) : nullptr;
   const float ninf = -INFINITY;
   for (size_t t = 0; t < pos.size(); ++t) {
     const int32_t p = pos[t];
@@ -69,6 +105,30 @@ void Session::fill_masks(ForwardGraph& fg, const std::vector<int32_t>& pos) {
       if (ms) ms[size_t(t) * size_t(n_kv) + size_t(j)] = visible && p - cp < n_swa ? 0.0f : ninf;
     }
   }
+}
+
+Session::Step& Session::run_batch(std::span<const int32_t> tokens, size_t start, size_t T,
+                                  const std::vector<int32_t>& out_rows, bool sample, const float* sample_params) {
+  std::vector<int32_t> pos(T);
+  for (size_t t = 0; t < T; ++t) pos[t] = int32_t(n_past_ + int64_t(t));
+  std::vector<int32_t> cells = kv_.claim(pos, 0);
+  if (cells.empty()) throw Error("session: KV cache full");
+  const int64_t n_kv = std::min(p_.n_ctx, (kv_.extent() + kKvPad - 1) / kKvPad * kKvPad);
+  Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample);
+  ForwardGraph& fg = st.fg;
+  std::memcpy(st.host(fg.tokens), tokens.data() + start, T * sizeof(int32_t));
+  std::memcpy(st.host(fg.pos), pos.data(), T * sizeof(int32_t));
+  std::memcpy(st.host(fg.kv_cells), cells.data(), T * sizeof(int32_t));
+  std::memcpy(st.host(fg.out_rows), out_rows.data(), out_rows.size() * sizeof(int32_t));
+  fill_masks(st, pos);
+  if (sample) std::memcpy(st.host(st.sample_params), sample_params, st.sample_params->n_bytes());
+  // The staging memory is reused only after the host wait that ends this
+  // step, so it outlives the copies (backend contract, rule 3).
+  Queue& q = backend_.queue();
+  for (const Step::Slot& s : st.slots) q.copy_to_device(s.t->data, st.host(s.t), s.t->n_bytes());
+  q.run(*fg.graph);
+  n_past_ += int64_t(T);
+  return st;
 }
 
 void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> want) {
@@ -82,12 +142,14 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
   if (n_past_ + int64_t(tokens.size()) > p_.n_ctx)
     throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
 
-  logits_.assign(wanted.size() * size_t(n_vocab_), 0.0f);
+  const size_t row_bytes = size_t(n_vocab_) * sizeof(float);
+  if (!logits_ || logits_->size() < wanted.size() * row_bytes) logits_ = backend_.alloc_host(std::max<size_t>(1, wanted.size()) * row_bytes);
+  std::memset(logits_->data(), 0, wanted.size() * row_bytes);
+  n_logits_ = wanted.size();
   Queue& q = backend_.queue();
   for (size_t start = 0; start < tokens.size(); start += size_t(p_.n_batch)) {
     const size_t T = std::min(tokens.size() - start, size_t(p_.n_batch));
-    std::vector<int32_t> pos(T), out_rows, out_slots;
-    for (size_t t = 0; t < T; ++t) pos[t] = int32_t(n_past_ + int64_t(t));
+    std::vector<int32_t> out_rows, out_slots;
     for (size_t i = 0; i < wanted.size(); ++i) {
       const size_t w = size_t(wanted[i]);
       if (w >= start && w < start + T) {
@@ -98,27 +160,46 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
     // The last layer needs at least one row; compute one we then ignore.
     const bool any_out = !out_rows.empty();
     if (!any_out) out_rows.push_back(int32_t(T - 1));
-
-    std::vector<int32_t> cells = kv_.claim(pos, 0);
-    if (cells.empty()) throw Error("session: KV cache full");
-    const int64_t n_kv = std::min(p_.n_ctx, (kv_.extent() + kKvPad - 1) / kKvPad * kKvPad);
-    ForwardGraph& fg = graph_for(int64_t(T), n_kv, int64_t(out_rows.size()));
-
-    std::memcpy(fg.tokens->data, tokens.data() + start, T * sizeof(int32_t));
-    std::memcpy(fg.pos->data, pos.data(), T * sizeof(int32_t));
-    std::memcpy(fg.kv_cells->data, cells.data(), T * sizeof(int32_t));
-    std::memcpy(fg.out_rows->data, out_rows.data(), out_rows.size() * sizeof(int32_t));
-    fill_masks(fg, pos);
-    q.run(*fg.graph);
-    q.synchronize();
-    n_past_ += int64_t(T);
+    Step& st = run_batch(tokens, start, T, out_rows, false, nullptr);
     if (any_out) {
-      const float* src = static_cast<const float*>(fg.logits->data);
+      const char* src = static_cast<const char*>(st.fg.logits->data);
       for (size_t i = 0; i < out_slots.size(); ++i)
-        std::memcpy(logits_.data() + size_t(out_slots[i]) * size_t(n_vocab_), src + i * size_t(n_vocab_),
-                    size_t(n_vocab_) * sizeof(float));
+        q.copy_to_host(static_cast<char*>(logits_->data()) + size_t(out_slots[i]) * row_bytes, src + i * row_bytes,
+                       row_bytes);
     }
+    q.synchronize();
   }
+}
+
+int32_t Session::eval_sample(std::span<const int32_t> tokens, const BackendSampling& s) {
+  if (tokens.empty()) throw Error("session: nothing to evaluate");
+  for (int32_t id : tokens)
+    if (id < 0 || id >= n_vocab_) throw Error("session: token id " + std::to_string(id) + " is outside the vocabulary");
+  if (n_past_ + int64_t(tokens.size()) > p_.n_ctx)
+    throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
+  if (!rng_seeded_ || rng_seed_ != s.seed) {
+    rng_.reseed(s.seed);
+    rng_seed_ = s.seed;
+    rng_seeded_ = true;
+  }
+  n_logits_ = 0;
+  Queue& q = backend_.queue();
+  // Every batch but the last only fills the cache.
+  size_t start = 0;
+  for (; tokens.size() - start > size_t(p_.n_batch); start += size_t(p_.n_batch)) {
+    run_batch(tokens, start, size_t(p_.n_batch), {int32_t(p_.n_batch - 1)}, false, nullptr);
+    q.synchronize();
+  }
+  const size_t T = tokens.size() - start;
+  // The draw as a float below 1 (a double just under 1 would round up to it).
+  const float u = std::min(float(rng_.next_double()), 0x1.fffffep-1f);
+  const float params[5] = {s.temperature, float(s.top_k), s.top_p, s.min_p, u};
+  Step& st = run_batch(tokens, start, T, {int32_t(T - 1)}, true, params);
+  q.copy_to_host(sampled_->data(), st.sampled->data, sizeof(int32_t));
+  q.synchronize();
+  int32_t id;
+  std::memcpy(&id, sampled_->data(), sizeof id);
+  return id;
 }
 
 }  // namespace weir

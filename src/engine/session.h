@@ -1,14 +1,22 @@
 // A Session runs a model over one token sequence: it owns the KV cache,
 // feeds batches through cached forward graphs and keeps the logits the
-// caller asked for.
+// caller asked for, or samples the next token on the backend.
+//
+// Every input goes to the backend through its queue's copies from host
+// staging memory the backend chose (pinned for a GPU), and results come
+// back the same way, so one Session serves the CPU and a GPU alike. Each
+// forward step waits on the host once: after the logits (or the sampled
+// token id) are copied back.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/rng.h"
 #include "model/model.h"
 
 namespace weir {
@@ -19,19 +27,34 @@ struct SessionParams {
   DType kv_type = DType::F32;
 };
 
+// Sampling on the backend (the sample op, core/graph.h): no repetition
+// penalty; the random draw comes from the session's generator, seeded here.
+struct BackendSampling {
+  float temperature = 0.8f;  // <= 0: greedy
+  int top_k = 40;            // <= 0: off
+  float top_p = 0.95f;       // 1: off
+  float min_p = 0.05f;       // 0: off
+  uint64_t seed = 1;
+};
+
 class Session {
  public:
   Session(const Model& model, Backend& backend, SessionParams p = {});
+  ~Session();
 
   // Appends tokens to the sequence and runs them. Logits are kept for the
   // token indices in `want` (default: the last token only), in that order.
   void eval(std::span<const int32_t> tokens, std::span<const int32_t> want = {});
+  // Appends tokens, runs them and samples the token after the last one on
+  // the backend; only its id comes back (one host wait per forward step).
+  // Logits are not kept.
+  int32_t eval_sample(std::span<const int32_t> tokens, const BackendSampling& s);
   // Builds and plans the graph of an n_tokens step at the current position
   // without running it: the last part of getting ready to compute a token,
   // which load-time measurements include.
   void prepare(int64_t n_tokens);
-  const float* logits(size_t i = 0) const { return logits_.data() + i * size_t(n_vocab_); }
-  size_t n_logits() const { return logits_.size() / size_t(n_vocab_); }
+  const float* logits(size_t i = 0) const { return logits_host() + i * size_t(n_vocab_); }
+  size_t n_logits() const { return n_logits_; }
   int64_t n_vocab() const { return n_vocab_; }
 
   int64_t n_past() const { return n_past_; }
@@ -45,8 +68,14 @@ class Session {
   size_t activation_bytes() const;
 
  private:
-  ForwardGraph& graph_for(int64_t n_tokens, int64_t n_kv, int64_t n_out);
-  void fill_masks(ForwardGraph& fg, const std::vector<int32_t>& pos);
+  struct Step;
+  Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample);
+  void fill_masks(Step& st, const std::vector<int32_t>& pos);
+  // Claims cache cells for tokens [start, start + T), fills and copies the
+  // step's inputs and runs it; n_past_ advances.
+  Step& run_batch(std::span<const int32_t> tokens, size_t start, size_t T, const std::vector<int32_t>& out_rows,
+                  bool sample, const float* sample_params);
+  const float* logits_host() const { return static_cast<const float*>(logits_->data()); }
 
   const Model& model_;
   Backend& backend_;
@@ -54,8 +83,13 @@ class Session {
   KVCache kv_;
   int64_t n_vocab_;
   int64_t n_past_ = 0;
-  std::vector<float> logits_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, ForwardGraph> graphs_;
+  std::unique_ptr<Buffer> logits_;   // host, n_logits_ rows (alloc_host)
+  size_t n_logits_ = 0;
+  std::unique_ptr<Buffer> sampled_;  // host, the sampled token id
+  Rng rng_;                          // the backend sampler's draws
+  uint64_t rng_seed_ = 0;
+  bool rng_seeded_ = false;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::unique_ptr<Step>> steps_;
 };
 
 }  // namespace weir

@@ -9,17 +9,15 @@
 
 namespace weir {
 
-KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type)
+KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend)
     : n_cells_(n_cells), type_(type), k_row_(row_bytes(type, hp.n_embd_k())),
       v_row_(row_bytes(type, hp.n_embd_v())) {
   if (type != DType::F32 && type != DType::F16) throw Error("kv cache: type must be f32 or f16");
   if (n_cells <= 0) throw Error("kv cache: context size must be positive");
   const size_t per_layer = (k_row_ + v_row_) * size_t(n_cells);
   bytes_ = per_layer * size_t(hp.n_layer);
-  if (posix_memalign(&mem_, 64, bytes_ ? bytes_ : 64) != 0)
-    throw Error("kv cache: cannot allocate " + std::to_string(bytes_) + " bytes");
-  std::memset(mem_, 0, bytes_);
-  char* p = static_cast<char*>(mem_);
+  mem_ = backend.alloc(bytes_);  // zero-filled: unused cells hold no NaN
+  char* p = static_cast<char*>(mem_->data());
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     k_.push_back(p);
     p += k_row_ * size_t(n_cells);
@@ -30,7 +28,7 @@ KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type)
   seq_.assign(size_t(n_cells), -1);
 }
 
-KVCache::~KVCache() { std::free(mem_); }
+KVCache::~KVCache() = default;
 
 std::vector<int32_t> KVCache::claim(const std::vector<int32_t>& pos, int32_t seq) {
   std::vector<int32_t> cells;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/dtype.h"
 #include "model/hparams.h"
 
@@ -14,7 +15,9 @@ namespace weir {
 
 class KVCache {
  public:
-  KVCache(const HParams& hp, int64_t n_cells, DType type = DType::F32);
+  // K and V memory comes from the backend that runs the graphs (device
+  // memory for a GPU); the cell table stays on the host.
+  KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend);
   ~KVCache();
   KVCache(const KVCache&) = delete;
   KVCache& operator=(const KVCache&) = delete;
@@ -43,7 +46,7 @@ class KVCache {
   int64_t n_cells_;
   DType type_;
   size_t k_row_, v_row_, bytes_ = 0;
-  void* mem_ = nullptr;
+  std::unique_ptr<Buffer> mem_;
   std::vector<void*> k_, v_;
   std::vector<int32_t> pos_, seq_;  // pos -1: free
   int64_t head_ = 0;               // search start for free cells

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/arena_planner.h"
 #include "backend/cpu/act_quant.h"
 #include "backend/cpu/barrier_plan.h"
 #include "backend/cpu/cpu_ops.h"
@@ -22,59 +23,6 @@
 namespace weir {
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
-
-// Offsets in one arena, first fit, adjacent free blocks merged.
-class ArenaPlanner {
- public:
-  size_t alloc(size_t n) {
-    n = align_up(n);
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second >= n) {
-        const size_t off = it->first, size = it->second;
-        free_.erase(it);
-        if (size > n) free_[off + n] = size - n;
-        return off;
-      }
-    }
-    // Grow: extend a trailing free block if there is one.
-    if (!free_.empty()) {
-      auto last = std::prev(free_.end());
-      if (last->first + last->second == top_) {
-        const size_t off = last->first;
-        free_.erase(last);
-        top_ = off + n;
-        return off;
-      }
-    }
-    const size_t off = top_;
-    top_ += n;
-    return off;
-  }
-  void release(size_t off, size_t n) {
-    n = align_up(n);
-    auto [it, ok] = free_.emplace(off, n);
-    auto next = std::next(it);
-    if (next != free_.end() && it->first + it->second == next->first) {
-      it->second += next->second;
-      free_.erase(next);
-    }
-    if (it != free_.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free_.erase(it);
-      }
-    }
-  }
-  size_t peak() const { return top_; }
-
- private:
-  std::map<size_t, size_t> free_;
-  size_t top_ = 0;
-};
-
 cpu::NumaPlan numa_plan_for(const CpuOptions& o, int n_threads) {
   const int n = std::max(1, n_threads);
   if (o.numa == cpu::NumaMode::Off) return cpu::make_numa_plan(cpu::NumaTopology{}, cpu::NumaMode::Off, n);
@@ -83,6 +31,17 @@ cpu::NumaPlan numa_plan_for(const CpuOptions& o, int n_threads) {
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
+};
+
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(size_t n) {
+    if (posix_memalign(&data_, kArenaAlign, n ? n : 1) != 0)
+      throw Error("cpu backend: cannot allocate " + std::to_string(n) + " bytes");
+    std::memset(data_, 0, n);
+    size_ = n;
+  }
+  ~HostBuffer() override { std::free(data_); }
 };
 
 }  // namespace
@@ -230,6 +189,9 @@ void CpuBackend::place_weights(Graph& g) {
 }
 
 Queue& CpuBackend::queue() { return *queue_; }
+
+std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
+std::unique_ptr<Buffer> CpuBackend::alloc_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 
 size_t CpuBackend::planned_bytes(const Graph& g) const {
   auto it = plans_.find(&g);
@@ -382,7 +344,7 @@ void CpuBackend::plan(Graph& g) {
   }
   plan->bytes = arena.peak();
   void* mem = nullptr;
-  if (plan->bytes > 0 && posix_memalign(&mem, kAlign, plan->bytes) != 0)
+  if (plan->bytes > 0 && posix_memalign(&mem, kArenaAlign, plan->bytes) != 0)
     throw Error("cpu backend: cannot allocate " + std::to_string(plan->bytes) + " bytes of activations");
   plan->arena.reset(mem);
   char* base = static_cast<char*>(mem);
@@ -451,6 +413,7 @@ void CpuBackend::run_graph(Graph& g) {
           case Op::SiluMul: cpu::op_silu_mul(*t, ctx); break;
           case Op::Attention: cpu::op_attention(*t, ctx); break;
           case Op::SetRows: cpu::op_set_rows(*t, ctx); break;
+          case Op::Sample: cpu::op_sample(*t, ctx); break;
           default: throw Error(std::string("cpu backend: no kernel for op ") + op_name(t->op));
         }
       } catch (...) {

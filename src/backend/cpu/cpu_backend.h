@@ -46,6 +46,8 @@ class CpuBackend final : public Backend {
   Queue& queue() override;
   void plan(Graph& g) override;
   const BackendStats& stats() const override { return stats_; }
+  std::unique_ptr<Buffer> alloc(size_t bytes) override;
+  std::unique_ptr<Buffer> alloc_host(size_t bytes) override;
 
   int n_threads() const { return pool_.size(); }
   // Each thread's node group (numa().group_of_thread) for a hierarchical

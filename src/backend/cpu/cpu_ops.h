@@ -50,6 +50,10 @@ void op_gelu_mul(const Tensor& dst, const OpContext& c);
 void op_silu_mul(const Tensor& dst, const OpContext& c);
 void op_attention(const Tensor& dst, const OpContext& c);
 void op_set_rows(const Tensor& dst, const OpContext& c);
+void op_sample(const Tensor& dst, const OpContext& c);
+// One row of sample (core/graph.h): V logits, params (temperature, top_k,
+// top_p, min_p, u); the token id, or -1 when every logit is -inf or NaN.
+int32_t sample_logits_row(const float* logits, int64_t V, const float* params);
 
 // rms_norm followed by a mul of its output with a weight (one row, or one
 // per row): both nodes' outputs, bit-identical to running them apart, in one

@@ -1,0 +1,19 @@
+// The backend registry of a build without CUDA (CMake found no nvcc, or
+// -DWEIR_CUDA=OFF).
+#include "backend/registry.h"
+#include "core/error.h"
+
+namespace weir {
+
+bool cuda_built() { return false; }
+
+std::vector<GpuInfo> cuda_devices(std::string* why) {
+  if (why) *why = "this weir was built without CUDA (no nvcc found, or -DWEIR_CUDA=OFF)";
+  return {};
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions&) {
+  throw Error("this weir was built without CUDA (no nvcc found, or -DWEIR_CUDA=OFF): cannot use a GPU");
+}
+
+}  // namespace weir

@@ -1,0 +1,41 @@
+// Which backends this build and machine offer, and how to make them. The
+// one place that knows whether weir was built with CUDA: the answer comes
+// from backend/cuda/cuda_registry.cpp or, in a build without CUDA, from
+// backend/no_cuda/registry_stub.cpp.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace weir {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  int sm_count = 0;
+  size_t total_bytes = 0, free_bytes = 0;
+  double peak_gbps = 0;  // memory bandwidth from clock and bus width (datasheet-like)
+};
+
+// Whether this build has the CUDA backend.
+bool cuda_built();
+// The GPUs weir can use now; empty with *why saying why (no CUDA in the
+// build, no driver, no device).
+std::vector<GpuInfo> cuda_devices(std::string* why = nullptr);
+
+struct CudaOptions {
+  int device = 0;
+  // Record each graph's kernels once and replay them (CUDA graphs) from its
+  // second run on. Off: launch kernel by kernel every run.
+  bool graphs = true;
+};
+
+// A CUDA backend on options.device; throws weir::Error saying why not (no
+// such device, no CUDA in this build).
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
+
+}  // namespace weir
