@@ -88,6 +88,9 @@ class Backend {
   virtual void plan(Graph& g) = 0;
   // Bytes of memory plan() set aside for a graph's activations and inputs.
   virtual size_t planned_bytes(const Graph& g) const = 0;
+  // Frees what plan() made for g; call before destroying a planned graph
+  // (another graph may later be built at the same address).
+  virtual void release(const Graph& g) = 0;
   virtual const BackendStats& stats() const = 0;
   // Memory for state that graphs read and write across runs (the KV cache):
   // a graph's external tensors may point into it.

@@ -34,6 +34,11 @@ struct CudaOptions {
   bool graphs = true;
 };
 
+// Device memory bandwidth of GPU `device` in bytes/s, measured by a few
+// large device-to-device copies (bytes read + bytes written over the time),
+// the figure a decode step's bytes are held against; 0 without a GPU.
+double measure_gpu_bandwidth(int device);
+
 // A CUDA backend on options.device; throws weir::Error saying why not (no
 // such device, no CUDA in this build).
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);

@@ -47,9 +47,15 @@ void run_prompt(Session& s, TokenSource& src, int n) {
 }
 
 void run_gen(Session& s, TokenSource& src, int n) {
+  const bool on_backend = !s.backend().host_visible_memory();
+  BackendSampling greedy;
+  greedy.temperature = 0;
   for (int i = 0; i < n; ++i) {
     const std::vector<int32_t> tok = src.take(1, s.n_past() == 0);
-    s.eval(tok);
+    if (on_backend)
+      s.eval_sample(tok, greedy);
+    else
+      s.eval(tok);
   }
 }
 
@@ -70,19 +76,20 @@ std::vector<BenchTest> expand_tests(const BenchPlan& p) {
     for (int nb : p.n_batch)
       for (int nub : p.n_ubatch)
         for (int nt : p.n_threads)
-          for (int nd : p.n_depth) {
-            BenchTest t{m, 0, 0, nd, nb, nub, nt};
-            for (int np : p.n_prompt) {
-              if (np <= 0) continue;
-              t.n_prompt = np, t.n_gen = 0;
-              out.push_back(t);
+          for (int ngl : p.n_gpu_layers)
+            for (int nd : p.n_depth) {
+              BenchTest t{m, 0, 0, nd, nb, nub, nt, ngl};
+              for (int np : p.n_prompt) {
+                if (np <= 0) continue;
+                t.n_prompt = np, t.n_gen = 0;
+                out.push_back(t);
+              }
+              for (int ng : p.n_gen) {
+                if (ng <= 0) continue;
+                t.n_prompt = 0, t.n_gen = ng;
+                out.push_back(t);
+              }
             }
-            for (int ng : p.n_gen) {
-              if (ng <= 0) continue;
-              t.n_prompt = 0, t.n_gen = ng;
-              out.push_back(t);
-            }
-          }
   return out;
 }
 

@@ -19,6 +19,7 @@ struct BenchTest {
   int n_prompt = 0, n_gen = 0, n_depth = 0;
   int n_batch = 2048, n_ubatch = 512;
   int n_threads = 1;
+  int n_gpu_layers = 0;  // 0: CPU; more: the whole model on the GPU
   // "pp512", "tg128", "pp512+tg128", with " @ d<D>" when n_depth > 0.
   std::string name() const;
 };
@@ -27,10 +28,10 @@ struct BenchTest {
 struct BenchPlan {
   std::vector<std::string> models;
   std::vector<int> n_prompt{512}, n_gen{128}, n_depth{0};
-  std::vector<int> n_batch{2048}, n_ubatch{512}, n_threads{1};
+  std::vector<int> n_batch{2048}, n_ubatch{512}, n_threads{1}, n_gpu_layers{0};
 };
 
-// llama-bench's order: model, batch, ubatch, threads, depth outermost to
+// llama-bench's order: model, batch, ubatch, threads, gpu layers, depth outermost to
 // innermost, then the pp tests and the tg tests of that combination. Sizes
 // of 0 make no test.
 std::vector<BenchTest> expand_tests(const BenchPlan& plan);
@@ -59,7 +60,10 @@ struct BenchRunOptions {
 };
 
 // Runs one test on `backend` (whose thread count the caller chose to match
-// t.n_threads).
+// t.n_threads). On a backend without host-visible memory (a GPU), a tg step
+// samples its token on the backend (greedy) and copies back only the id, as
+// `weir run` does there; on the CPU it copies the logits back, as
+// llama-bench does.
 BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest& t, const BenchRunOptions& o);
 
 }  // namespace weir

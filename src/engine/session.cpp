@@ -42,7 +42,12 @@ Session::Session(const Model& model, Backend& backend, SessionParams p)
   sampled_ = backend_.alloc_host(sizeof(int32_t));
 }
 
-Session::~Session() = default;
+Session::~Session() { drop_steps(); }
+
+void Session::drop_steps() {
+  for (auto& [key, st] : steps_) backend_.release(*st->fg.graph);
+  steps_.clear();
+}
 
 void Session::reset() {
   kv_.clear();
@@ -60,7 +65,7 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
   const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample);
   auto it = steps_.find(key);
   if (it != steps_.end()) return *it->second;
-  if (steps_.size() >= kMaxCachedGraphs) steps_.clear();
+  if (steps_.size() >= kMaxCachedGraphs) drop_steps();
   auto st = std::make_unique<Step>();
   st->fg = model_.build(n_tokens, n_kv, n_out, kv_);
   ForwardGraph& fg = st->fg;

@@ -71,6 +71,7 @@ class Session {
   struct Step;
   Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample);
   void fill_masks(Step& st, const std::vector<int32_t>& pos);
+  void drop_steps();  // releases the graphs' plans, then the graphs
   // Claims cache cells for tokens [start, start + T), fills and copies the
   // step's inputs and runs it; n_past_ advances.
   Step& run_batch(std::span<const int32_t> tokens, size_t start, size_t T, const std::vector<int32_t>& out_rows,

@@ -31,8 +31,8 @@ std::vector<Field> fields_of(const BenchRow& r, const BenchEnv& env) {
   const auto num = [](auto v) { return std::to_string(v); };
   std::vector<Field> f = {
       {"cpu_info", env.cpu_info, Field::Str},
-      {"gpu_info", "", Field::Str},
-      {"backends", env.backend, Field::Str},
+      {"gpu_info", r.on_gpu() ? env.gpu_info : "", Field::Str},
+      {"backends", r.backend(), Field::Str},
       {"model_filename", m.path, Field::Str},
       {"model_type", m.description, Field::Str},
       {"model_size", num(m.size_bytes), Field::Num},
@@ -42,7 +42,7 @@ std::vector<Field> fields_of(const BenchRow& r, const BenchEnv& env) {
       {"n_threads", num(t.n_threads), Field::Num},
       {"type_k", env.type_kv, Field::Str},
       {"type_v", env.type_kv, Field::Str},
-      {"n_gpu_layers", num(env.n_gpu_layers), Field::Num},
+      {"n_gpu_layers", num(t.n_gpu_layers), Field::Num},
       {"n_prompt", num(t.n_prompt), Field::Num},
       {"n_gen", num(t.n_gen), Field::Num},
       {"n_depth", num(t.n_depth), Field::Num},
@@ -149,6 +149,7 @@ class MarkdownPrinter final : public BenchPrinter {
  public:
   explicit MarkdownPrinter(BenchEnv env) : env_(std::move(env)) {
     fields_ = {"model", "size", "params", "backend", "threads"};
+    if (env_.show_ngl) fields_.push_back("ngl");
     if (env_.show_n_batch) fields_.push_back("n_batch");
     if (env_.show_n_ubatch) fields_.push_back("n_ubatch");
     fields_.push_back("test");
@@ -161,6 +162,7 @@ class MarkdownPrinter final : public BenchPrinter {
     if (f == "size" || f == "params") return 10;
     if (f == "backend") return -10;
     if (f == "threads" || f == "n_batch") return 7;
+    if (f == "ngl") return 3;
     if (f == "n_ubatch") return 8;
     if (f == "test") return 15;
     return 10;
@@ -188,8 +190,9 @@ class MarkdownPrinter final : public BenchPrinter {
       if (f == "model") v = r.model->description;
       else if (f == "size") v = bench_size_text(r.model->size_bytes);
       else if (f == "params") v = bench_params_text(r.model->n_params);
-      else if (f == "backend") v = env_.backend;
+      else if (f == "backend") v = r.backend();
       else if (f == "threads") v = std::to_string(res.test.n_threads);
+      else if (f == "ngl") v = std::to_string(res.test.n_gpu_layers);
       else if (f == "n_batch") v = std::to_string(res.test.n_batch);
       else if (f == "n_ubatch") v = std::to_string(res.test.n_ubatch);
       else if (f == "test") v = res.test.name();
@@ -218,13 +221,19 @@ class MarkdownPrinter final : public BenchPrinter {
       }
       if (r.bytes_per_token == 0) continue;
       const BenchTest& t = r.result.test;
+      char who[64];
+      if (r.on_gpu())
+        std::snprintf(who, sizeof who, "GPU");
+      else
+        std::snprintf(who, sizeof who, "%2d thread%s", t.n_threads, t.n_threads == 1 ? " " : "s");
       char buf[320];
       std::snprintf(buf, sizeof buf,
-                    "  %-15s %2d thread%s: %.2f MB/token (KV %.2f MB) x %.2f t/s = %.2f GB/s, %.0f%% of %.2f GB/s "
-                    "measured read bandwidth\n",
-                    t.name().c_str(), t.n_threads, t.n_threads == 1 ? " " : "s", double(r.bytes_per_token) / 1e6,
-                    double(r.kv_bytes_per_token) / 1e6, r.result.avg_ts(), r.achieved_bps() / 1e9,
-                    r.mem_read_bps > 0 ? 100.0 * r.achieved_bps() / r.mem_read_bps : 0.0, r.mem_read_bps / 1e9);
+                    "  %-15s %s: %.2f MB/token (KV %.2f MB) x %.2f t/s = %.2f GB/s, %.0f%% of %.2f GB/s "
+                    "measured %s bandwidth\n",
+                    t.name().c_str(), who, double(r.bytes_per_token) / 1e6, double(r.kv_bytes_per_token) / 1e6,
+                    r.result.avg_ts(), r.achieved_bps() / 1e9,
+                    r.mem_read_bps > 0 ? 100.0 * r.achieved_bps() / r.mem_read_bps : 0.0, r.mem_read_bps / 1e9,
+                    r.on_gpu() ? "device" : "read");
       o += buf;
     }
     return o;

@@ -30,18 +30,20 @@ struct BenchRow {
   // the read bandwidth measured with the test's thread count (bytes/s).
   uint64_t bytes_per_token = 0;
   uint64_t kv_bytes_per_token = 0;
-  double mem_read_bps = 0;
+  double mem_read_bps = 0;  // on a GPU: its measured device bandwidth
   double achieved_bps() const { return double(bytes_per_token) * result.avg_ts(); }
+  bool on_gpu() const { return result.test.n_gpu_layers > 0; }
+  std::string backend() const { return on_gpu() ? "CUDA" : "CPU"; }
 };
 
 // Settings every row shares.
 struct BenchEnv {
   std::string cpu_info;
-  std::string backend = "CPU";
+  std::string gpu_info;  // the GPU's name when a test runs on one
   std::string type_kv = "f16";
-  int n_gpu_layers = 0;
   std::string numa = "off";
   bool show_n_batch = false, show_n_ubatch = false;  // md: non-default values
+  bool show_ngl = false;                             // md: some test runs on a GPU
 };
 
 class BenchPrinter {

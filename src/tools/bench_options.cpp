@@ -34,7 +34,8 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt_list("-b,--batch-size", &o->plan.n_batch, "N", "logical batch size (default 2048)")
       .opt_list("-ub,--ubatch-size", &o->plan.n_ubatch, "N", "physical batch size (default 512)")
       .opt_list("-t,--threads", &o->plan.n_threads, "N", "CPU threads (default: all CPUs)")
-      .opt_list("-ngl,--n-gpu-layers", &o->n_gpu_layers, "N", "layers on the GPU (only 0: no GPU backend yet)")
+      .opt_list("-ngl,--n-gpu-layers", &o->plan.n_gpu_layers, "N", "0: CPU (default); 99: the whole model on the GPU")
+      .opt("--device", &o->device, "N", "the GPU of the -ngl tests (default 0)")
       .opt("-r,--repetitions", &o->reps, "N", "repetitions of each test (default 5)")
       .opt("-o,--output", &o->output, "FMT", "md, csv, json or jsonl (default md)")
       .opt("-ctk,--cache-type-k", &ctk, "T", "KV cache type: f16 (default) or f32")
@@ -50,9 +51,8 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   check_all(o->plan.n_batch, 1, "-b");
   check_all(o->plan.n_ubatch, 1, "-ub");
   check_all(o->plan.n_threads, 1, "-t");
-  for (int n : o->n_gpu_layers)
-    if (n > 0)
-      throw UsageError("-ngl " + std::to_string(n) + ": weir has no GPU backend yet; use -ngl 0 (CPU only)");
+  check_all(o->plan.n_gpu_layers, 0, "-ngl");
+  if (o->device < 0) throw UsageError("--device: expected a GPU number >= 0");
   if (o->reps < 1) throw UsageError("-r: at least 1 repetition");
   if (o->output != "md" && o->output != "csv" && o->output != "json" && o->output != "jsonl")
     throw UsageError("-o: expected md, csv, json or jsonl, got '" + o->output + "'");

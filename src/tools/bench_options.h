@@ -16,9 +16,8 @@ struct BenchOptions {
   std::string output = "md";  // md, csv, json, jsonl
   bool warmup = true;
   DType kv_type = DType::F16;  // -ctk / -ctv (weir's cache has one type for both)
-  // Accepted so llama-bench command lines work; any value > 0 is an error
-  // until weir has a GPU backend.
-  std::vector<int> n_gpu_layers{0};
+  // --device: the GPU of the -ngl > 0 tests.
+  int device = 0;
   // off, distribute or isolate: CpuOptions::numa of every test's backend.
   std::string numa = "off";
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }

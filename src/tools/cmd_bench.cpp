@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backend/cpu/membw.h"
+#include "backend/registry.h"
 #include "engine/bench.h"
 #include "engine/session.h"
 #include "model/model_desc.h"
@@ -21,23 +22,28 @@ namespace {
 struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<BenchModelInfo> info;
+  std::unique_ptr<Backend> gpu;  // the GPU backend of its -ngl tests, weights on the device
 };
 
 // Loads a model and times what a user waits for before the first token can
-// be computed: open + mmap + metadata and tokenizer, the backend's threads,
-// the KV cache, and the first decode graph built and planned.
-LoadedModel load_for_bench(const std::string& path, int n_threads, int64_t n_ctx, DType kv_type,
-                           const CpuOptions& cpu_opts) {
+// be computed: open + mmap + metadata and tokenizer, the backend (its
+// threads; on a GPU, the weights copied there), the KV cache, and the first
+// decode graph built and planned. A GPU backend is kept for the model's
+// tests (copying the weights again per test would only repeat the load).
+LoadedModel load_for_bench(const std::string& path, const BenchTest& first, int device, int64_t n_ctx,
+                           DType kv_type, const CpuOptions& cpu_opts) {
   LoadedModel lm;
   const auto t0 = std::chrono::steady_clock::now();
   lm.model = load_model(path);
   {
-    CpuBackend backend(n_threads, cpu_opts);
+    std::unique_ptr<Backend> backend =
+        make_backend(*lm.model, first.n_gpu_layers, device, first.n_threads, cpu_opts);
     SessionParams sp;
     sp.n_ctx = n_ctx;
     sp.kv_type = kv_type;
-    Session s(*lm.model, backend, sp);
+    Session s(*lm.model, *backend, sp);
     s.prepare(1);
+    if (!backend->host_visible_memory()) lm.gpu = std::move(backend);
   }
   lm.info = std::make_unique<BenchModelInfo>();
   lm.info->load_ms = seconds_since(t0) * 1e3;
@@ -67,10 +73,11 @@ int cmd_bench(int argc, char** argv) {
   cpu_opts.numa = parse_numa_flag(o.numa);
   env.show_n_batch = !o.default_batch();
   env.show_n_ubatch = !o.default_ubatch();
-  // -ngl only takes 0 (checked); llama-bench hides the column for CPU backends.
+  const std::vector<BenchTest> tests = expand_tests(o.plan);
+  for (const BenchTest& t : tests) env.show_ngl = env.show_ngl || t.n_gpu_layers > 0;
+  if (env.show_ngl) env.gpu_info = gpu_name(o.device);
   auto printer = make_bench_printer(o.output, env);
 
-  const std::vector<BenchTest> tests = expand_tests(o.plan);
   std::map<std::string, int64_t> max_ctx;  // per model: the largest context a test needs
   for (const BenchTest& t : tests)
     max_ctx[t.model] = std::max(max_ctx[t.model], int64_t(t.n_depth) + t.n_prompt + t.n_gen);
@@ -78,7 +85,7 @@ int cmd_bench(int argc, char** argv) {
   const auto& interrupted = install_interrupt_flag();
   emit(printer->header());
   std::vector<LoadedModel> models;  // kept: rows point at their info
-  std::map<int, double> read_bw;    // threads -> bytes/s
+  std::map<int, double> read_bw;    // threads -> bytes/s (-1: the GPU's)
   std::vector<BenchRow> rows;
   BenchRunOptions ro;
   ro.reps = o.reps;
@@ -87,19 +94,24 @@ int cmd_bench(int argc, char** argv) {
   for (const BenchTest& t : tests) {
     if (interrupted.load()) break;
     if (models.empty() || models.back().info->path != t.model)
-      models.push_back(load_for_bench(t.model, t.n_threads, max_ctx[t.model], o.kv_type, cpu_opts));
-    const LoadedModel& lm = models.back();
+      models.push_back(load_for_bench(t.model, t, o.device, max_ctx[t.model], o.kv_type, cpu_opts));
+    LoadedModel& lm = models.back();
+    const bool gpu = wants_gpu(*lm.model, t.n_gpu_layers);
     BenchRow row;
     if (t.n_gen > 0) {
-      if (!read_bw.count(t.n_threads)) read_bw[t.n_threads] = cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
-      row.mem_read_bps = read_bw[t.n_threads];
+      const int key = gpu ? -1 : t.n_threads;
+      if (!read_bw.count(key))
+        read_bw[key] = gpu ? measure_gpu_bandwidth(o.device) : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
+      row.mem_read_bps = read_bw[key];
       // Token k of the test attends to depth + prompt + k + 1 cells; use the mean.
       const int64_t ctx = int64_t(t.n_depth) + t.n_prompt + (t.n_gen + 1) / 2;
       row.kv_bytes_per_token = decode_kv_bytes(lm.model->hparams(), o.kv_type, ctx);
       row.bytes_per_token = lm.info->weight_bytes_per_token + row.kv_bytes_per_token;
     }
-    CpuBackend backend(t.n_threads, cpu_opts);  // fresh per test: no plans or threads carried over
-    row.result = run_bench_test(*lm.model, backend, t, ro);
+    if (gpu && !lm.gpu) lm.gpu = make_backend(*lm.model, t.n_gpu_layers, o.device, t.n_threads, cpu_opts);
+    std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over
+    if (!gpu) cpu = std::make_unique<CpuBackend>(t.n_threads, cpu_opts);
+    row.result = run_bench_test(*lm.model, gpu ? *lm.gpu : *cpu, t, ro);
     row.model = lm.info.get();
     emit(printer->row(row));
     rows.push_back(std::move(row));

@@ -36,6 +36,7 @@ int cmd_perplexity(int argc, char** argv) {
   int threads = default_threads();
   std::string numa = "off";
   int max_chunks = -1;
+  int ngl = 0, device = 0;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model (required)")
       .opt("-f,--file", &file, "FILE", "text file to score (required)")
@@ -43,7 +44,9 @@ int cmd_perplexity(int argc, char** argv) {
       .opt("-b,--batch-size", &n_batch, "N", "tokens per forward step (default 512)")
       .opt("--chunks", &max_chunks, "N", "score at most N chunks (default: all)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
-      .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)");
+      .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
+      .opt("-ngl,--n-gpu-layers", &ngl, "N", "0: CPU (default); 99: the whole model on the GPU")
+      .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)");
   if (!a.parse(argc, argv)) return 0;
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4) throw UsageError("--ctx-size must be at least 4");
@@ -70,7 +73,8 @@ int cmd_perplexity(int argc, char** argv) {
 
   CpuOptions cpu_opts;
   cpu_opts.numa = numa_mode;
-  CpuBackend backend(threads, cpu_opts);
+  std::unique_ptr<Backend> backend_ptr = make_backend(*model, ngl, device, threads, cpu_opts);
+  Backend& backend = *backend_ptr;
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);

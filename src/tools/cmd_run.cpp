@@ -23,6 +23,7 @@ int cmd_run(int argc, char** argv) {
   std::string numa = "off";
   int64_t n_ctx = 4096, n_batch = 512;
   bool ignore_eos = false, no_bos = false;
+  int ngl = 0, device = 0;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to run (required)")
@@ -38,6 +39,8 @@ int cmd_run(int argc, char** argv) {
       .opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
+      .opt("-ngl,--n-gpu-layers", &ngl, "N", "0: CPU (default); 99: the whole model on the GPU")
+      .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)")
       .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096)")
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "keep generating past end-of-generation tokens")
@@ -61,12 +64,22 @@ int cmd_run(int argc, char** argv) {
   const Tokenizer& tok = model->tokenizer();
   CpuOptions cpu_opts;
   cpu_opts.numa = numa_mode;
-  CpuBackend backend(threads, cpu_opts);
+  std::unique_ptr<Backend> backend_ptr = make_backend(*model, ngl, device, threads, cpu_opts);
+  Backend& backend = *backend_ptr;
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = n_batch;
   Session session(*model, backend, p);
   Sampler sampler(sp, int(model->hparams().n_vocab));
+  // On a GPU the sampler runs there and only token ids come back, unless a
+  // repetition penalty (which needs the CPU sampler's history) is asked for.
+  const bool sample_on_backend = !backend.host_visible_memory() && (sp.repeat_penalty == 1.0f || sp.repeat_last_n == 0);
+  BackendSampling bs;
+  bs.temperature = sp.temperature;
+  bs.top_k = sp.top_k;
+  bs.top_p = sp.top_p;
+  bs.min_p = sp.min_p;
+  bs.seed = sampler.seed();
 
   std::vector<int32_t> ids = tok.encode(prompt, tok.vocab().add_bos && !no_bos, true);
   if (ids.empty()) throw UsageError("the prompt is empty (give -p TEXT or -f FILE)");
@@ -75,7 +88,11 @@ int cmd_run(int argc, char** argv) {
                 std::to_string(n_ctx) + "); raise --ctx-size");
 
   auto t0 = std::chrono::steady_clock::now();
-  session.eval(ids);
+  int32_t next = -1;
+  if (sample_on_backend)
+    next = session.eval_sample(ids, bs);
+  else
+    session.eval(ids);
   const double prompt_s = seconds_since(t0);
   report_numa(backend);
   for (int32_t id : ids) sampler.accept(id);
@@ -85,7 +102,7 @@ int cmd_run(int argc, char** argv) {
   const int64_t budget = n_predict < 0 ? n_ctx - int64_t(ids.size()) : std::min<int64_t>(n_predict, n_ctx - int64_t(ids.size()));
   t0 = std::chrono::steady_clock::now();
   while (n_gen < budget && !interrupted.load()) {
-    const int32_t id = sampler.sample(session.logits());
+    const int32_t id = sample_on_backend ? next : sampler.sample(session.logits());
     sampler.accept(id);
     ++n_gen;
     if (!ignore_eos && tok.vocab().is_eog(id)) break;
@@ -93,8 +110,11 @@ int cmd_run(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     if (n_gen >= budget || interrupted.load()) break;
-    const int32_t next[1] = {id};
-    session.eval(next);
+    const int32_t step[1] = {id};
+    if (sample_on_backend)
+      next = session.eval_sample(step, bs);
+    else
+      session.eval(step);
   }
   const std::string rest = out.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);

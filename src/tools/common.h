@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 
@@ -27,7 +28,18 @@ std::unique_ptr<Model> load_model(const std::string& path, double* seconds = nul
 cpu::NumaMode parse_numa_flag(const std::string& s);
 // After the first graph is planned: the plan and where weights went, on
 // stderr (nothing when NUMA is off).
-void report_numa(const CpuBackend& b);
+void report_numa(const Backend& b);
+
+// -ngl N: 0 runs on the CPU; N >= the model's layer count (99: any model)
+// puts the whole model on the GPU --device D. Values in between would split
+// the model, which weir cannot do yet: a UsageError says so.
+bool wants_gpu(const Model& m, int n_gpu_layers);
+// The backend for these flags: the CPU (threads, cpu options) or a CUDA GPU;
+// errors say why a GPU cannot be used (none, no CUDA in this build, ...).
+std::unique_ptr<Backend> make_backend(const Model& m, int n_gpu_layers, int device, int threads,
+                                      const CpuOptions& cpu);
+// "NVIDIA H100 80GB HBM3" for --device d, or "" when there is none.
+std::string gpu_name(int device);
 
 // Installs a SIGINT handler that sets the returned flag (a second Ctrl-C
 // kills the process as usual).

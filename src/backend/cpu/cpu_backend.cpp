@@ -193,6 +193,8 @@ Queue& CpuBackend::queue() { return *queue_; }
 std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 std::unique_ptr<Buffer> CpuBackend::alloc_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 
+void CpuBackend::release(const Graph& g) { plans_.erase(&g); }
+
 size_t CpuBackend::planned_bytes(const Graph& g) const {
   auto it = plans_.find(&g);
   return it == plans_.end() ? 0 : it->second->bytes;

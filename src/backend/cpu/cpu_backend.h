@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
   const cpu::NumaPlan& numa() const { return numa_; }
   const NumaReport& numa_report() const { return numa_report_; }
   size_t planned_bytes(const Graph& g) const override;
+  void release(const Graph& g) override;
 
  private:
   friend class CpuQueue;

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The CUDA backend on a GPU host that has only the CUDA toolkit and no
+# network: configure, build, run the GPU tests, compare GPU and CPU on
+# random-weight models of real shapes, run compute-sanitizer, and print the
+# benchmark table.
+#
+#   scripts/gpu-check.sh --pack           on a machine with the dependencies
+#                                         (scripts/setup.sh): copies what a bare
+#                                         host lacks into .gpu-carry/ (git-ignored;
+#                                         PCRE2's header and static library,
+#                                         GoogleTest's sources, the Qwen2 vocab)
+#   scripts/gpu-check.sh [STAGE...]       on the GPU host, with .gpu-carry/ beside
+#                                         the sources. Stages, in order, default all:
+#     build     cmake + build into build-gpu/ (WEIR_CUDA_ARCHS, default: this GPU's)
+#     test      the GPU tests (tests/cuda: every op vs the CPU, tiny models)
+#     models    writes the benchmark models with weir synth into $WEIR_GPU_MODELS
+#               (default /tmp/weir-gpu-models; kept if there)
+#     compare   GPU vs CPU logits and greedy tokens on those models
+#     sanitize  compute-sanitizer memcheck on a short generation
+#     bench     weir bench -ngl 99 on the models (median of 5: -r 5)
+# Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
+# below) narrows the models; OUT, when set, receives the logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+carry=.gpu-carry
+
+if [ "${1:-}" = "--pack" ]; then
+  mkdir -p "$carry/include" "$carry/lib"
+  cp /usr/include/pcre2.h "$carry/include/"
+  cp /usr/lib/x86_64-linux-gnu/libpcre2-8.a "$carry/lib/"
+  rm -rf "$carry/googletest"
+  cp -r /usr/src/googletest "$carry/googletest"
+  vocab=../shared/ref/qwen2-vocab-deepseek-r1.gguf
+  [ -f "$vocab" ] && cp "$vocab" "$carry/"
+  du -sh "$carry"
+  exit 0
+fi
+
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(build test models compare sanitize bench)
+has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+log_dir=${OUT:-/tmp/weir-gpu-logs}
+mkdir -p "$log_dir"
+build=build-gpu
+models=${WEIR_GPU_MODELS:-/tmp/weir-gpu-models}
+export PATH=/usr/local/cuda/bin:$PATH
+
+step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+if has build; then
+  step build
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  archs=${WEIR_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)}
+  [ -n "$archs" ] || archs="80;90"
+  gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS="$archs" \
+    -DWEIR_DEPS_DIR="$PWD/$carry" >"$log_dir/configure.log" 2>&1 || { tail -30 "$log_dir/configure.log"; exit 1; }
+  cmake --build "$build" -j "$(nproc)" --target weir weir_cuda_tests >"$log_dir/build.log" 2>&1 ||
+    { grep -E -A5 'error|Error' "$log_dir/build.log" | head -60; exit 1; }
+  echo "built with archs $archs"
+fi
+
+if has test; then
+  step "GPU tests"
+  "$build/tests/weir_cuda_tests" --gtest_brief=1 2>&1 | tee "$log_dir/cuda-tests.log" | tail -40
+fi
+
+# name:preset:arch:type[:vocab]
+all_models=(
+  "gemma3-270m-q4km:gemma3-270m:gemma3:Q4_K_M"
+  "llama-1b-q4_0:llama-3.2-1b:llama:Q4_0"
+  "llama-8b-q4km:llama-3.1-8b:llama:Q4_K_M"
+  "llama-8b-q4_0:llama-3.1-8b:llama:Q4_0"
+  "llama-8b-q8_0:llama-3.1-8b:llama:Q8_0"
+  "llama-8b-f16:llama-3.1-8b:llama:F16"
+  "qwen2.5-7b-q4km:qwen2.5-7b:qwen2:Q4_K_M:$carry/qwen2-vocab-deepseek-r1.gguf"
+)
+want=${WEIR_GPU_BENCH_MODELS:-}
+selected=()
+for m in "${all_models[@]}"; do
+  name=${m%%:*}
+  if [ -z "$want" ] || [[ " $want " == *" $name "* ]]; then selected+=("$m"); fi
+done
+path_of() { echo "$models/$1.gguf"; }
+
+if has models; then
+  step "models (weir synth)"
+  mkdir -p "$models"
+  for m in "${selected[@]}"; do
+    IFS=: read -r name preset arch type vocab <<<"$m"
+    p=$(path_of "$name")
+    [ -f "$p" ] && continue
+    args=(synth --arch "$arch" --preset "$preset" --type "$type" -o "$p")
+    [ -n "${vocab:-}" ] && [ -f "$vocab" ] && args+=(--vocab "$vocab")
+    "$build/weir" "${args[@]}" 2>&1 | tail -1
+  done
+fi
+
+if has compare; then
+  step "GPU vs CPU on the models"
+  list=()
+  for m in "${selected[@]}"; do
+    name=${m%%:*}
+    case $name in *-f16|*-q8_0|*-q4_0) [[ $name == llama-8b* ]] && continue ;; esac  # one 8B is enough
+    list+=("$(path_of "$name")")
+  done
+  WEIR_GPU_COMPARE_MODELS=$(IFS=:; echo "${list[*]}") \
+    "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels' 2>&1 | tee "$log_dir/compare.log" | tail -20
+fi
+
+if has sanitize; then
+  step "compute-sanitizer memcheck"
+  small=$(path_of gemma3-270m-q4km)
+  [ -f "$small" ] || small=$(ls /tmp/weir-tests/gpu-tiny-*.gguf 2>/dev/null | head -1)
+  if command -v compute-sanitizer >/dev/null && [ -n "$small" ]; then
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$build/weir" run -m "$small" -ngl 99 -p "Hello" -n 8 \
+      --temp 0 >"$log_dir/memcheck.log" 2>&1 && echo "memcheck: clean" || { tail -30 "$log_dir/memcheck.log"; echo "memcheck: FAILED"; }
+    tail -3 "$log_dir/memcheck.log"
+  else
+    echo "compute-sanitizer or a model missing: skipped"
+  fi
+fi
+
+if has bench; then
+  step "weir bench -ngl 99"
+  args=()
+  for m in "${selected[@]}"; do args+=(-m "$(path_of "${m%%:*}")"); done
+  "$build/weir" bench "${args[@]}" -ngl 99 -p 512 -n 128 -r 5 2>&1 | tee "$log_dir/bench.log"
+fi

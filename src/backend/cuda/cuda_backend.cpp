@@ -1,0 +1,342 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "backend/arena_planner.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "core/error.h"
+#include "core/graph.h"
+
+namespace weir::cuda {
+namespace {
+
+constexpr size_t kCublasWorkspace = size_t(32) << 20;
+
+// Device memory from alloc(): zero-filled, and known to the backend as its
+// own while it lives, so plan() uses it in place instead of copying it.
+class DeviceBuffer final : public Buffer {
+ public:
+  DeviceBuffer(size_t n, std::map<uintptr_t, size_t>* owned) : owned_(owned) {
+    WEIR_CUDA_CHECK(cudaMalloc(&data_, n ? n : 1));
+    WEIR_CUDA_CHECK(cudaMemset(data_, 0, n ? n : 1));
+    size_ = n;
+    (*owned_)[reinterpret_cast<uintptr_t>(data_)] = n ? n : 1;
+  }
+  ~DeviceBuffer() override {
+    if (owned_) owned_->erase(reinterpret_cast<uintptr_t>(data_));
+    cudaFree(data_);
+  }
+
+ private:
+  std::map<uintptr_t, size_t>* owned_;
+};
+
+// Pinned host memory: the device copies to and from it asynchronously.
+class PinnedBuffer final : public Buffer {
+ public:
+  explicit PinnedBuffer(size_t n) {
+    WEIR_CUDA_CHECK(cudaMallocHost(&data_, n ? n : 1));
+    std::memset(data_, 0, n);
+    size_ = n;
+  }
+  ~PinnedBuffer() override { cudaFreeHost(data_); }
+};
+
+class CudaEvent final : public Event {
+ public:
+  CudaEvent(cudaStream_t s, BackendStats& stats) : stats_(stats) {
+    WEIR_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming));
+    WEIR_CUDA_CHECK(cudaEventRecord(e_, s));
+  }
+  ~CudaEvent() override { cudaEventDestroy(e_); }
+  void wait() override {
+    ++stats_.host_waits;
+    WEIR_CUDA_CHECK(cudaEventSynchronize(e_));
+  }
+  bool is_done() const override { return cudaEventQuery(e_) == cudaSuccess; }
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+  BackendStats& stats_;
+};
+
+}  // namespace
+
+class CudaQueue final : public Queue {
+ public:
+  explicit CudaQueue(CudaBackend& b) : b_(b) {}
+  void run(Graph& g) override { b_.run_graph(g); }
+  void copy_to_device(void* dst, const void* src, size_t n) override {
+    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, b_.stream_));
+  }
+  void copy_to_host(void* dst, const void* src, size_t n) override {
+    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, b_.stream_));
+  }
+  std::unique_ptr<Event> record() override { return std::make_unique<CudaEvent>(b_.stream_, b_.stats_); }
+  void wait_event(Event& e) override {
+    auto* ce = dynamic_cast<CudaEvent*>(&e);
+    if (!ce) throw Error("cuda queue: can only wait on events of a CUDA queue");
+    WEIR_CUDA_CHECK(cudaStreamWaitEvent(b_.stream_, ce->get(), 0));
+  }
+  void synchronize() override {
+    ++b_.stats_.host_waits;
+    WEIR_CUDA_CHECK(cudaStreamSynchronize(b_.stream_));
+  }
+
+ private:
+  CudaBackend& b_;
+};
+
+struct CudaBackend::Plan {
+  void* arena = nullptr;
+  size_t bytes = 0;
+  std::vector<Tensor*> nodes;
+  std::vector<size_t> scratch;  // per node
+  cudaGraphExec_t exec = nullptr;
+  uint64_t exec_generation = 0;
+  int runs = 0;
+  ~Plan() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (arena) cudaFree(arena);
+  }
+};
+
+CudaBackend::CudaBackend(const CudaOptions& o) : opts_(o), device_(o.device) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string("cuda backend: no usable CUDA driver or device (") + cudaGetErrorString(e) + ")");
+  }
+  if (device_ < 0 || device_ >= n)
+    throw Error("cuda backend: --device " + std::to_string(device_) + " does not exist (" + std::to_string(n) +
+                " CUDA device" + (n == 1 ? "" : "s") + ")");
+  WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  WEIR_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
+  name_ = "CUDA";
+  WEIR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  WEIR_CUDA_CHECK(cublasCreate(&cublas_));
+  WEIR_CUDA_CHECK(cublasSetStream(cublas_, stream_));
+  // A workspace of our own, so that cuBLAS allocates nothing while a graph
+  // is being recorded.
+  WEIR_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+  WEIR_CUDA_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
+  queue_ = std::make_unique<CudaQueue>(*this);
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  plans_.clear();
+  for (auto& [host, dev] : weights_) cudaFree(dev);
+  if (scratch_) cudaFree(scratch_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Queue& CudaBackend::queue() { return *queue_; }
+
+std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) { return std::make_unique<DeviceBuffer>(bytes, &owned_); }
+std::unique_ptr<Buffer> CudaBackend::alloc_host(size_t bytes) { return std::make_unique<PinnedBuffer>(bytes); }
+
+bool CudaBackend::owns(const void* p) const {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = owned_.upper_bound(a);
+  if (it == owned_.begin()) return false;
+  --it;
+  return a < it->first + it->second;
+}
+
+void* CudaBackend::upload_weight(const Tensor& t) {
+  auto it = weights_.find(t.data);
+  if (it != weights_.end()) return it->second;
+  const size_t n = t.n_bytes();
+  void* d = nullptr;
+  const cudaError_t e = cudaMalloc(&d, n ? n : 1);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error("cuda backend: out of device memory copying weight '" + t.name + "' (" + std::to_string(n) +
+                " bytes; " + std::to_string(weight_bytes_ >> 20) + " MiB of weights already on the GPU)");
+  }
+  WEIR_CUDA_CHECK(cudaMemcpy(d, t.data, n, cudaMemcpyHostToDevice));
+  owned_[reinterpret_cast<uintptr_t>(d)] = n ? n : 1;
+  weight_bytes_ += n;
+  weights_.emplace(t.data, d);
+  return d;
+}
+
+void CudaBackend::ensure_scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return;
+  WEIR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (scratch_) cudaFree(scratch_);
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  WEIR_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+  scratch_bytes_ = bytes;
+  ++scratch_generation_;  // graphs recorded with the old scratch must be recorded again
+}
+
+namespace {
+
+size_t scratch_for(const Tensor& t) {
+  switch (t.op) {
+    case Op::MulMat: return mul_mat_scratch_bytes(t);
+    case Op::Attention: return attention_scratch_bytes(t);
+    case Op::Sample: return sample_scratch_bytes(t);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+void CudaBackend::plan(Graph& g) {
+  WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  auto& tensors = g.tensors();
+  const int n = int(tensors.size());
+  // Weights (leaves with host data) to device memory; leaves already in our
+  // memory (the KV cache) are used in place.
+  for (Tensor& t : tensors)
+    if (t.op == Op::Leaf && t.data && !owns(t.data)) t.data = upload_weight(t);
+
+  // Activation memory: inputs first (they live for the whole run), then each
+  // node's output, freed after its last reader.
+  std::vector<int> last_use(size_t(n), -1);
+  std::vector<bool> pinned(size_t(n), false);
+  for (Tensor& t : tensors) {
+    if (t.op == Op::Leaf) continue;
+    for (Tensor* s : t.src)
+      if (s) last_use[size_t(s->storage()->id)] = std::max(last_use[size_t(s->storage()->id)], t.id);
+  }
+  for (Tensor* o : g.outputs()) pinned[size_t(o->storage()->id)] = true;
+  ArenaPlanner arena;
+  std::vector<size_t> offset(size_t(n), 0);
+  std::vector<bool> in_arena(size_t(n), false);
+  for (Tensor& t : tensors)
+    if (t.op == Op::Leaf && t.data == nullptr) {
+      offset[size_t(t.id)] = arena.alloc(t.n_bytes());
+      in_arena[size_t(t.id)] = true;
+    }
+  auto plan = std::make_unique<Plan>();
+  size_t scratch = 0;
+  for (Tensor& t : tensors) {
+    if (t.op == Op::Leaf || t.op == Op::View) continue;
+    plan->nodes.push_back(&t);
+    scratch = std::max(scratch, scratch_for(t));
+    if (t.op != Op::SetRows) {  // set_rows writes into its destination
+      offset[size_t(t.id)] = arena.alloc(t.n_bytes());
+      in_arena[size_t(t.id)] = true;
+    }
+    for (Tensor* s : t.src) {
+      if (!s) continue;
+      Tensor* st = s->storage();
+      if (in_arena[size_t(st->id)] && last_use[size_t(st->id)] == t.id && !pinned[size_t(st->id)] &&
+          st->op != Op::Leaf) {
+        arena.release(offset[size_t(st->id)], st->n_bytes());
+        in_arena[size_t(st->id)] = false;
+      }
+    }
+  }
+  plan->bytes = arena.peak();
+  if (plan->bytes) {
+    const cudaError_t e = cudaMalloc(&plan->arena, plan->bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda backend: cannot allocate " + std::to_string(plan->bytes >> 20) +
+                  " MiB of device memory for a graph's activations");
+    }
+    WEIR_CUDA_CHECK(cudaMemset(plan->arena, 0, plan->bytes));
+  }
+  char* base = static_cast<char*>(plan->arena);
+  for (Tensor& t : tensors) {
+    if (t.op == Op::View || t.op == Op::SetRows)
+      t.data = static_cast<char*>(t.view_src->data) + t.view_offset;
+    else if (t.op != Op::Leaf || t.data == nullptr)
+      t.data = base + offset[size_t(t.id)];
+  }
+  for (Tensor* t : plan->nodes) plan->scratch.push_back(scratch_for(*t));
+  ensure_scratch(std::max<size_t>(scratch, 256));
+  plans_[&g] = std::move(plan);
+}
+
+void CudaBackend::release(const Graph& g) {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) return;
+  cudaStreamSynchronize(stream_);  // its arena may still be in use
+  plans_.erase(it);
+}
+
+size_t CudaBackend::planned_bytes(const Graph& g) const {
+  auto it = plans_.find(&g);
+  return it == plans_.end() ? 0 : it->second->bytes;
+}
+
+void CudaBackend::launch_nodes(Plan& p) {
+  OpCtx c;
+  c.stream = stream_;
+  c.cublas = cublas_;
+  c.scratch = scratch_;
+  c.scratch_bytes = scratch_bytes_;
+  c.sm_count = prop_.multiProcessorCount;
+  for (Tensor* t : p.nodes) {
+    switch (t->op) {
+      case Op::GetRows: op_get_rows(*t, c); break;
+      case Op::SetRows: op_set_rows(*t, c); break;
+      case Op::MulMat: op_mul_mat(*t, c); break;
+      case Op::RmsNorm: op_rms_norm(*t, c); break;
+      case Op::Add:
+      case Op::Mul: op_binary(*t, c); break;
+      case Op::Scale: op_scale(*t, c); break;
+      case Op::GeluMul:
+      case Op::SiluMul: op_glu(*t, c); break;
+      case Op::Rope: op_rope(*t, c); break;
+      case Op::Attention: op_attention(*t, c); break;
+      case Op::Sample: op_sample(*t, c); break;
+      default: throw Error(std::string("cuda backend: no kernel for op ") + op_name(t->op));
+    }
+  }
+}
+
+void CudaBackend::run_graph(Graph& g) {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) throw Error("cuda backend: graph run before plan()");
+  Plan& p = *it->second;
+  WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  // The first run launches kernel by kernel (errors surface one at a time);
+  // later runs replay a recording of the same launches.
+  if (opts_.graphs && p.runs > 0) {
+    if (!p.exec || p.exec_generation != scratch_generation_) {
+      if (p.exec) cudaGraphExecDestroy(p.exec);
+      p.exec = nullptr;
+      cudaGraph_t graph = nullptr;
+      WEIR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        launch_nodes(p);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      WEIR_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      const cudaError_t e = cudaGraphInstantiate(&p.exec, graph, 0);
+      cudaGraphDestroy(graph);
+      WEIR_CUDA_CHECK(e);
+      p.exec_generation = scratch_generation_;
+      ++stats_.graphs_captured;
+    }
+    WEIR_CUDA_CHECK(cudaGraphLaunch(p.exec, stream_));
+    ++stats_.graphs_replayed;
+  } else {
+    launch_nodes(p);
+  }
+  ++p.runs;
+  ++stats_.graphs_run;
+}
+
+}  // namespace weir::cuda

@@ -1,0 +1,71 @@
+// The CUDA backend: one GPU, one stream (its queue). Weights are copied to
+// device memory at plan() (once per host address, shared by every graph);
+// each graph's inputs and intermediates live in a device arena planned once;
+// kernels are the launchers of cuda_ops.h. From a graph's second run on,
+// its kernels are recorded into a CUDA graph once and replayed, so a decode
+// step costs one launch (plus the input copies) on the host.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/registry.h"
+#include "core/tensor.h"
+
+namespace weir::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaOptions& o);
+  ~CudaBackend() override;
+
+  std::string name() const override { return name_; }
+  bool host_visible_memory() const override { return false; }
+  Queue& queue() override;
+  void plan(Graph& g) override;
+  size_t planned_bytes(const Graph& g) const override;
+  void release(const Graph& g) override;
+  const BackendStats& stats() const override { return stats_; }
+  std::unique_ptr<Buffer> alloc(size_t bytes) override;
+  std::unique_ptr<Buffer> alloc_host(size_t bytes) override;
+
+  int device() const { return device_; }
+  const cudaDeviceProp& props() const { return prop_; }
+  // Device bytes held by weights copied at plan().
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  friend class CudaQueue;
+  struct Plan;
+  void run_graph(Graph& g);
+  void launch_nodes(Plan& p);
+  // Device memory that is ours: buffers from alloc(), arenas, weight copies.
+  bool owns(const void* p) const;
+  void* upload_weight(const Tensor& t);
+  void ensure_scratch(size_t bytes);
+
+  CudaOptions opts_;
+  int device_ = 0;
+  cudaDeviceProp prop_{};
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  std::unique_ptr<Queue> queue_;
+  BackendStats stats_;
+  std::map<uintptr_t, size_t> owned_;                   // device allocations: base -> size
+  std::unordered_map<const void*, void*> weights_;      // host address -> device copy
+  size_t weight_bytes_ = 0;
+  void* scratch_ = nullptr;  // per-node temporary memory, shared by all graphs
+  size_t scratch_bytes_ = 0;
+  uint64_t scratch_generation_ = 0;  // bumped when scratch moves: recordings go stale
+  std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace weir::cuda

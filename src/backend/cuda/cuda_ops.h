@@ -1,0 +1,42 @@
+// The CUDA backend's kernels, one launcher per op (the op set and its
+// semantics: core/graph.h; the CPU kernels in backend/cpu are the reference
+// and the tests compare against them). A launcher checks the operands,
+// enqueues its kernels on c.stream and returns; it never synchronizes and
+// never allocates (temporary memory is c.scratch, sized by the op's
+// *_scratch_bytes at plan time), so the backend can record it into a CUDA
+// graph. Tensor data pointers are device pointers; shapes and strides are
+// the graph's.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace weir::cuda {
+
+struct OpCtx {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  void* scratch = nullptr;  // device memory for this node alone, 256-byte aligned
+  size_t scratch_bytes = 0;
+  int sm_count = 1;
+};
+
+void op_get_rows(const Tensor& dst, const OpCtx& c);
+void op_set_rows(const Tensor& dst, const OpCtx& c);
+void op_mul_mat(const Tensor& dst, const OpCtx& c);
+size_t mul_mat_scratch_bytes(const Tensor& dst);
+void op_rms_norm(const Tensor& dst, const OpCtx& c);
+void op_binary(const Tensor& dst, const OpCtx& c);  // add, mul
+void op_scale(const Tensor& dst, const OpCtx& c);
+void op_glu(const Tensor& dst, const OpCtx& c);     // gelu_mul, silu_mul
+void op_rope(const Tensor& dst, const OpCtx& c);
+void op_attention(const Tensor& dst, const OpCtx& c);
+size_t attention_scratch_bytes(const Tensor& dst);
+void op_sample(const Tensor& dst, const OpCtx& c);
+size_t sample_scratch_bytes(const Tensor& dst);
+
+}  // namespace weir::cuda

@@ -1,0 +1,233 @@
+// Device-side dequantization of GGUF block formats, 8 elements at a time:
+// Q<T>::dq8(block, g, y) writes elements 8g .. 8g+7 of the block at `block`.
+// The float operations are the CPU reference's (core/quant/dequantize_*.cpp):
+// products of fp16 scales and small integers are exact in float32, so the
+// only rounding is the final subtraction or addition and the values match
+// the CPU bit for bit. Plain types (F32, F16, BF16) are read as blocks of 8.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace weir::cuda {
+
+__device__ __forceinline__ float h2f(const uint8_t* p) {
+  return __half2float(*reinterpret_cast<const __half*>(p));
+}
+// Little-endian 32-bit word at a 2-byte-aligned address.
+__device__ __forceinline__ uint32_t u32_at(const uint8_t* p) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+  return uint32_t(h[0]) | uint32_t(h[1]) << 16;
+}
+
+template <DType T>
+struct Q;
+
+template <>
+struct Q<DType::F32> {
+  static constexpr int QK = 8, BYTES = 32;
+  __device__ static void dq8(const uint8_t* b, int, float* y) {
+    const float4* p = reinterpret_cast<const float4*>(b);
+    const float4 a = p[0], c = p[1];
+    y[0] = a.x, y[1] = a.y, y[2] = a.z, y[3] = a.w, y[4] = c.x, y[5] = c.y, y[6] = c.z, y[7] = c.w;
+  }
+};
+template <>
+struct Q<DType::F16> {
+  static constexpr int QK = 8, BYTES = 16;
+  __device__ static void dq8(const uint8_t* b, int, float* y) {
+    const uint4 v = *reinterpret_cast<const uint4*>(b);
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(h[i]);
+      y[2 * i] = f.x, y[2 * i + 1] = f.y;
+    }
+  }
+};
+template <>
+struct Q<DType::BF16> {
+  static constexpr int QK = 8, BYTES = 16;
+  __device__ static void dq8(const uint8_t* b, int, float* y) {
+    const uint4 v = *reinterpret_cast<const uint4*>(b);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      y[2 * i] = __uint_as_float(w[i] << 16);
+      y[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+  }
+};
+
+// Legacy blocks of 32: low nibbles hold elements 0..15, high nibbles 16..31.
+template <>
+struct Q<DType::Q4_0> {
+  static constexpr int QK = 32, BYTES = 18;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const float d = h2f(b);
+    const uint8_t* qs = b + 2 + 8 * (g & 1);
+    const int sh = g >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = d * float(int((qs[i] >> sh) & 15) - 8);
+  }
+};
+template <>
+struct Q<DType::Q4_1> {
+  static constexpr int QK = 32, BYTES = 20;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const float d = h2f(b), m = h2f(b + 2);
+    const uint8_t* qs = b + 4 + 8 * (g & 1);
+    const int sh = g >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = d * float((qs[i] >> sh) & 15) + m;
+  }
+};
+template <>
+struct Q<DType::Q5_0> {
+  static constexpr int QK = 32, BYTES = 22;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const float d = h2f(b);
+    const uint32_t qh = u32_at(b + 2) >> (8 * g);
+    const uint8_t* qs = b + 6 + 8 * (g & 1);
+    const int sh = g >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = d * float(int(((qs[i] >> sh) & 15) | ((qh >> i) & 1) << 4) - 16);
+  }
+};
+template <>
+struct Q<DType::Q5_1> {
+  static constexpr int QK = 32, BYTES = 24;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const float d = h2f(b), m = h2f(b + 2);
+    const uint32_t qh = u32_at(b + 4) >> (8 * g);
+    const uint8_t* qs = b + 8 + 8 * (g & 1);
+    const int sh = g >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = d * float(((qs[i] >> sh) & 15) | ((qh >> i) & 1) << 4) + m;
+  }
+};
+template <>
+struct Q<DType::Q8_0> {
+  static constexpr int QK = 32, BYTES = 34;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const float d = h2f(b);
+    const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2 + 8 * g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = d * float(qs[i]);
+  }
+};
+
+// K-quants: super-blocks of 256; see core/quant/block_formats.h.
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* s, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+template <>
+struct Q<DType::Q2_K> {  // scales[16], qs[64], d, dmin
+  static constexpr int QK = 256, BYTES = 84;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const int i0 = 8 * g, h = i0 / 128, s = (i0 / 32) % 4, l0 = i0 % 32;
+    const float d = h2f(b + 80), dmin = h2f(b + 82);
+    const int sc = b[i0 / 16];
+    const float dl = d * float(sc & 15), ml = dmin * float(sc >> 4);
+    const uint8_t* qs = b + 16 + 32 * h + l0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = dl * float((qs[i] >> (2 * s)) & 3) - ml;
+  }
+};
+template <>
+struct Q<DType::Q3_K> {  // hmask[32], qs[64], scales[12], d
+  static constexpr int QK = 256, BYTES = 110;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const int i0 = 8 * g, h = i0 / 128, s = (i0 / 32) % 4, l0 = i0 % 32, j = i0 / 16;
+    const float d = h2f(b + 108);
+    const uint8_t* sc = b + 96;
+    const int lo = (sc[j % 8] >> (4 * (j / 8))) & 15, hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+    const float dl = d * float((lo | hi << 4) - 32);
+    const uint8_t* hm = b + l0;
+    const uint8_t* qs = b + 32 + 32 * h + l0;
+    const int hb = i0 / 32;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int q = int((qs[i] >> (2 * s)) & 3) - (((hm[i] >> hb) & 1) ? 0 : 4);
+      y[i] = dl * float(q);
+    }
+  }
+};
+template <>
+struct Q<DType::Q4_K> {  // d, dmin, scales[12], qs[128]
+  static constexpr int QK = 256, BYTES = 144;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const int i0 = 8 * g, j = i0 / 32, l0 = i0 % 32;
+    int sc, mn;
+    scale_min_k4(j, b + 4, &sc, &mn);
+    const float dl = h2f(b) * float(sc), ml = h2f(b + 2) * float(mn);
+    const uint8_t* qs = b + 16 + 32 * (j / 2) + l0;
+    const int sh = 4 * (j % 2);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = dl * float((qs[i] >> sh) & 15) - ml;
+  }
+};
+template <>
+struct Q<DType::Q5_K> {  // d, dmin, scales[12], qh[32], qs[128]
+  static constexpr int QK = 256, BYTES = 176;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const int i0 = 8 * g, j = i0 / 32, l0 = i0 % 32;
+    int sc, mn;
+    scale_min_k4(j, b + 4, &sc, &mn);
+    const float dl = h2f(b) * float(sc), ml = h2f(b + 2) * float(mn);
+    const uint8_t* qh = b + 16 + l0;
+    const uint8_t* qs = b + 48 + 32 * (j / 2) + l0;
+    const int sh = 4 * (j % 2);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = dl * float(((qs[i] >> sh) & 15) | ((qh[i] >> j) & 1) << 4) - ml;
+  }
+};
+template <>
+struct Q<DType::Q6_K> {  // ql[128], qh[64], scales[16] (int8), d
+  static constexpr int QK = 256, BYTES = 210;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const int i0 = 8 * g, h = i0 / 128, s = (i0 / 32) % 4, l0 = i0 % 32;
+    const float dl = h2f(b + 208) * float(reinterpret_cast<const int8_t*>(b + 192)[i0 / 16]);
+    const uint8_t* ql = b + 64 * h + 32 * (s % 2) + l0;
+    const uint8_t* qh = b + 128 + 32 * h + l0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int q = int(((ql[i] >> (4 * (s / 2))) & 15) | ((qh[i] >> (2 * s)) & 3) << 4) - 32;
+      y[i] = dl * float(q);
+    }
+  }
+};
+
+// Calls f.template operator()<T>() for the dtype t; false when t has no
+// device dequantizer.
+template <class F>
+bool dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: f.template operator()<DType::F32>(); return true;
+    case DType::F16: f.template operator()<DType::F16>(); return true;
+    case DType::BF16: f.template operator()<DType::BF16>(); return true;
+    case DType::Q4_0: f.template operator()<DType::Q4_0>(); return true;
+    case DType::Q4_1: f.template operator()<DType::Q4_1>(); return true;
+    case DType::Q5_0: f.template operator()<DType::Q5_0>(); return true;
+    case DType::Q5_1: f.template operator()<DType::Q5_1>(); return true;
+    case DType::Q8_0: f.template operator()<DType::Q8_0>(); return true;
+    case DType::Q2_K: f.template operator()<DType::Q2_K>(); return true;
+    case DType::Q3_K: f.template operator()<DType::Q3_K>(); return true;
+    case DType::Q4_K: f.template operator()<DType::Q4_K>(); return true;
+    case DType::Q5_K: f.template operator()<DType::Q5_K>(); return true;
+    case DType::Q6_K: f.template operator()<DType::Q6_K>(); return true;
+    default: return false;
+  }
+}
+
+}  // namespace weir::cuda

@@ -1,0 +1,17 @@
+// Internal to ops_mul_mat*.cu: the decode products on 8-bit activations.
+#pragma once
+#include <cstddef>
+
+#include "backend/cuda/cuda_ops.h"
+
+namespace weir::cuda {
+
+// Whether W's type has integer (dp4a) decode kernels.
+bool has_q8_mat_vec(DType w);
+// Scratch bytes for x quantized to 8 bits: T rows of K/32 blocks.
+size_t q8_act_bytes(int64_t K, int64_t T);
+// y = W x for T <= 8 tokens: x quantized to 8 bits per 32 elements (into
+// c.scratch), then integer dot products with W's quants (dp4a).
+void q8_mat_vec(const Tensor& dst, const OpCtx& c);
+
+}  // namespace weir::cuda

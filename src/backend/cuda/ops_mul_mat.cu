@@ -1,0 +1,202 @@
+// mul_mat: y [N, T] = W [K, N] x [K, T], W of any dtype with a device
+// dequantizer (dequant.cuh), x and y F32.
+//
+//  - Few tokens (T <= kMaxVecTokens, decode and small batches): kernels
+//    that stream W once, one warp per weight row. For Q4_0, Q5_0, Q8_0,
+//    Q4_K, Q5_K and Q6_K, x is quantized to 8 bits and met with integer dot
+//    products (ops_mul_mat_q8.cu, as llama.cpp computes them); other types
+//    dequantize 8 elements at a time in registers and multiply with x in
+//    float.
+//  - More tokens (prefill): tensor cores through cuBLAS: W is dequantized to
+//    fp16 (F16 and BF16 weights are used as they are) in slices of rows that
+//    fit the scratch, x is converted once, and cublasGemmEx computes
+//    y = W x in fp32 accumulators. F32 weights take cublasSgemm on x as is.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/mul_mat_q8.h"
+
+namespace weir::cuda {
+namespace {
+
+constexpr int kMaxVecTokens = 8;
+constexpr int kWarpsPerBlock = 4;
+// Largest fp16 copy of W made at once for cuBLAS (bytes).
+constexpr size_t kSliceBytes = size_t(64) << 20;
+
+template <DType T, int NT>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(const uint8_t* W, size_t w_stride, int64_t K,
+                                                                      int64_t N, Rows x, float* y, int64_t ldy) {
+  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (row >= N) return;
+  const int lane = threadIdx.x & 31;
+  const uint8_t* w = W + size_t(row) * w_stride;
+  constexpr int G = Q<T>::QK / 8;  // groups of 8 per block
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  const float* xr[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
+  for (int64_t g = lane; g < K / 8; g += 32) {
+    float v[8];
+    Q<T>::dq8(w + (g / G) * Q<T>::BYTES, int(g % G), v);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
+      const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
+      acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const float s = warp_sum(acc[t]);
+    if (lane == 0) y[t * ldy + row] = s;
+  }
+}
+
+template <DType T>
+void mat_vec(const Tensor& dst, const OpCtx& c, int64_t T_) {
+  const Tensor& W = *dst.src[0];
+  const int64_t K = W.ne[0], N = W.ne[1];
+  const unsigned grid = blocks_for(N, kWarpsPerBlock);
+  const auto* w = static_cast<const uint8_t*>(W.data);
+  float* y = static_cast<float*>(dst.data);
+  const int64_t ldy = int64_t(dst.nb[1] / 4);
+  const Rows x = rows_of(*dst.src[1]);
+  switch (T_) {
+#define WEIR_MV(n) \
+  case n: mat_vec_kernel<T, n><<<grid, 32 * kWarpsPerBlock, 0, c.stream>>>(w, W.nb[1], K, N, x, y, ldy); break;
+    WEIR_MV(1) WEIR_MV(2) WEIR_MV(3) WEIR_MV(4) WEIR_MV(5) WEIR_MV(6) WEIR_MV(7) WEIR_MV(8)
+#undef WEIR_MV
+    default: break;
+  }
+  WEIR_CUDA_CHECK_LAUNCH();
+}
+
+// Rows [0, n) of W (starting at w) to fp16, row-major [n][K].
+template <DType T>
+__global__ void dequant_f16_kernel(const uint8_t* w, size_t w_stride, int64_t K, int64_t n, __half* out) {
+  constexpr int G = Q<T>::QK / 8;
+  const int64_t groups = K / 8;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * groups; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / groups, g = i % groups;
+    float v[8];
+    Q<T>::dq8(w + size_t(r) * w_stride + (g / G) * Q<T>::BYTES, int(g % G), v);
+    __align__(16) __half h[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) h[k] = __float2half_rn(v[k]);
+    *reinterpret_cast<uint4*>(out + r * K + 8 * g) = *reinterpret_cast<const uint4*>(h);
+  }
+}
+
+// x rows to fp16 or bf16 [T][K]; fp16 saturates at its largest finite value.
+template <class H>
+__global__ void convert_x_kernel(Rows x, int64_t K, int64_t T, H* out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * K; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / K, k = i % K;
+    const float v = reinterpret_cast<const float*>(x.row(t))[k];
+    if constexpr (sizeof(H) == 2 && std::is_same_v<H, __half>)
+      out[i] = __float2half_rn(fminf(fmaxf(v, -65504.0f), 65504.0f));
+    else
+      out[i] = __float2bfloat16_rn(v);
+  }
+}
+
+size_t slice_rows(const Tensor& dst) {
+  const int64_t K = dst.src[0]->ne[0], N = dst.src[0]->ne[1];
+  return size_t(std::max<int64_t>(1, std::min<int64_t>(N, int64_t(kSliceBytes / (size_t(K) * 2)))));
+}
+
+bool uses_vec(const Tensor& dst) { return dst.n_rows() <= kMaxVecTokens; }
+
+void check(const Tensor& dst) {
+  const Tensor* W = dst.src[0];
+  const Tensor* x = dst.src[1];
+  if (!W || !x) bad_operands("mul_mat", dst, "missing operands");
+  if (x->dtype != DType::F32 || x->nb[0] != 4 || dst.dtype != DType::F32 || dst.nb[0] != 4 || !dst.is_contiguous())
+    bad_operands("mul_mat", dst, "x and y must be F32 with contiguous rows");
+  if (W->ne[0] != x->ne[0] || dst.ne[0] != W->ne[1] || dst.n_rows() != x->n_rows() || W->ne[2] * W->ne[3] != 1)
+    bad_operands("mul_mat", dst, "shapes " + shape_of(*W) + " and " + shape_of(*x) + " do not match");
+  if (W->ne[0] % 8 || W->ne[0] % traits(W->dtype).block_size)
+    bad_operands("mul_mat", dst, "K is not a multiple of the block size");
+  // 16-byte loads of x rows.
+  if (reinterpret_cast<uintptr_t>(x->data) % 16 || x->nb[1] % 16 || x->nb[2] % 16 || x->nb[3] % 16)
+    bad_operands("mul_mat", dst, "x rows must be 16-byte aligned");
+}
+
+}  // namespace
+
+size_t mul_mat_scratch_bytes(const Tensor& dst) {
+  if (!dst.src[0]) return 0;
+  if (uses_vec(dst)) return has_q8_mat_vec(dst.src[0]->dtype) ? q8_act_bytes(dst.src[0]->ne[0], dst.n_rows()) : 0;
+  const DType wt = dst.src[0]->dtype;
+  const size_t K = size_t(dst.src[0]->ne[0]), T = size_t(dst.n_rows());
+  if (wt == DType::F32) return 0;
+  const size_t xb = (T * K * 2 + 255) / 256 * 256;
+  if (wt == DType::F16 || wt == DType::BF16) return xb;
+  return xb + slice_rows(dst) * K * 2;
+}
+
+void op_mul_mat(const Tensor& dst, const OpCtx& c) {
+  check(dst);
+  const Tensor& W = *dst.src[0];
+  const Tensor& x = *dst.src[1];
+  const int64_t K = W.ne[0], N = W.ne[1], T = dst.n_rows();
+  if (T == 0 || N == 0) return;
+  if (uses_vec(dst)) {
+    if (has_q8_mat_vec(W.dtype)) return q8_mat_vec(dst, c);
+    if (!dispatch_dtype(W.dtype, [&]<DType WT>() { mat_vec<WT>(dst, c, T); }))
+      bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
+    return;
+  }
+  if (mul_mat_scratch_bytes(dst) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
+  const float one = 1.0f, zero = 0.0f;
+  float* y = static_cast<float*>(dst.data);
+  const int ldy = int(dst.nb[1] / 4);
+  const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
+  if (W.dtype == DType::F32) {  // y (N x T, column-major) = W^T (N x K) x (K x T)
+    if (!x.is_contiguous()) bad_operands("mul_mat", dst, "F32 weights need contiguous x");
+    WEIR_CUDA_CHECK(cublasSgemm(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one,
+                                static_cast<const float*>(W.data), int(W.nb[1] / 4), static_cast<const float*>(x.data),
+                                int(x.nb[1] / 4), &zero, y, ldy));
+    return;
+  }
+  const bool bf16 = W.dtype == DType::BF16;
+  void* xh = c.scratch;
+  if (bf16)
+    convert_x_kernel<__nv_bfloat16><<<grid, 256, 0, c.stream>>>(rows_of(x), K, T, static_cast<__nv_bfloat16*>(xh));
+  else
+    convert_x_kernel<__half><<<grid, 256, 0, c.stream>>>(rows_of(x), K, T, static_cast<__half*>(xh));
+  WEIR_CUDA_CHECK_LAUNCH();
+  const cudaDataType_t ht = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  if (W.dtype == DType::F16 || bf16) {
+    WEIR_CUDA_CHECK(cublasGemmEx(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one, W.data, ht,
+                                 int(W.nb[1] / 2), xh, ht, int(K), &zero, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  auto* wh = reinterpret_cast<__half*>(static_cast<char*>(c.scratch) + (size_t(T * K * 2) + 255) / 256 * 256);
+  const int64_t slice = int64_t(slice_rows(dst));
+  for (int64_t n0 = 0; n0 < N; n0 += slice) {
+    const int64_t n = std::min(slice, N - n0);
+    const auto* w = static_cast<const uint8_t*>(W.data) + size_t(n0) * W.nb[1];
+    const unsigned g = unsigned(std::min<int64_t>(blocks_for(n * K / 8, 256), int64_t(c.sm_count) * 16));
+    const bool ok = dispatch_dtype(W.dtype, [&]<DType WT>() {
+      dequant_f16_kernel<WT><<<g, 256, 0, c.stream>>>(w, W.nb[1], K, n, wh);
+    });
+    if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
+    WEIR_CUDA_CHECK_LAUNCH();
+    WEIR_CUDA_CHECK(cublasGemmEx(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(T), int(K), &one, wh, CUDA_R_16F,
+                                 int(K), xh, CUDA_R_16F, int(K), &zero, y + n0, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+}  // namespace weir::cuda

@@ -1,0 +1,167 @@
+// Whole models on the GPU against the CPU backend (as users run it, with
+// llama.cpp's activation rounding): the prompt's last logits agree (same
+// top-1 unless the CPU's top two are within 0.1, KL < 0.03 nats over the
+// CPU's 50 most likely tokens), greedy decoding on the GPU (its sample op,
+// one host wait per token) follows the CPU's tokens for 32 steps except
+// after a near-tie, and the prompt runs in batches through the tensor-core
+// path. Models: a tiny random one per architecture (written here), the real
+// Gemma 3 270M when present, and any listed in WEIR_GPU_COMPARE_MODELS
+// (colon-separated paths; scripts/gpu-check.sh writes big ones with
+// weir synth).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
+#include "core/gguf.h"
+#include "cuda_test_util.h"
+#include "engine/session.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "test_env.h"
+
+namespace weir {
+namespace {
+
+struct Margin {
+  int32_t top1;
+  float margin;  // top-1 logit minus top-2
+};
+Margin top_two(const float* l, int64_t n) {
+  int32_t a = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (l[i] > l[a]) a = int32_t(i);
+  float second = -INFINITY;
+  for (int64_t i = 0; i < n; ++i)
+    if (i != a) second = std::max(second, l[i]);
+  return {a, l[a] - second};
+}
+
+std::vector<double> softmax(const float* l, int64_t n) {
+  const float mx = *std::max_element(l, l + n);
+  std::vector<double> p(static_cast<size_t>(n));
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += p[size_t(i)] = std::exp(double(l[i] - mx));
+  for (double& v : p) v /= s;
+  return p;
+}
+
+// KL(cpu || gpu) over the CPU's 50 most likely tokens.
+double kl_top50(const float* cpu, const float* gpu, int64_t n) {
+  const auto p = softmax(cpu, n), q = softmax(gpu, n);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = i;
+  const size_t k = std::min<size_t>(50, size_t(n));
+  std::partial_sort(idx.begin(), idx.begin() + std::ptrdiff_t(k), idx.end(),
+                    [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+  double kl = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const double pi = p[size_t(idx[i])], qi = std::max(q[size_t(idx[i])], 1e-30);
+    kl += pi * std::log(pi / qi);
+  }
+  return kl;
+}
+
+void compare_model(const std::string& path, int n_prompt, int n_steps = 32) {
+  SCOPED_TRACE(path);
+  auto model = Model::load(path);
+  const int64_t V = model->hparams().n_vocab;
+  CpuBackend cpu(int(std::max(2u, std::thread::hardware_concurrency())));
+  auto gpu = make_cuda_backend(CudaOptions{});
+  SessionParams sp;
+  sp.n_ctx = n_prompt + n_steps + 8;
+  sp.n_batch = 64;  // several batches through the prefill path
+  sp.kv_type = DType::F16;
+  Session sc(*model, cpu, sp), sg(*model, *gpu, sp);
+
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  for (int32_t& t : prompt) t = tok(rng);
+  sc.eval(prompt);
+  sg.eval(prompt);
+  {
+    const Margin mc = top_two(sc.logits(), V), mg = top_two(sg.logits(), V);
+    if (mc.top1 != mg.top1) {
+      EXPECT_LT(mc.margin, 0.1f) << "prompt top-1 differs: cpu " << mc.top1 << " gpu " << mg.top1;
+    }
+    EXPECT_LT(kl_top50(sc.logits(), sg.logits(), V), 0.03);
+  }
+  // Greedy: the GPU samples (one wait per token); the CPU takes the argmax.
+  BackendSampling greedy;
+  greedy.temperature = 0;
+  sg.reset();
+  sc.reset();
+  sc.eval(prompt);
+  const uint64_t waits0 = gpu->stats().host_waits;
+  int32_t g_next = sg.eval_sample(prompt, greedy);
+  const uint64_t waits_prompt = gpu->stats().host_waits - waits0;
+  EXPECT_EQ(waits_prompt, uint64_t((n_prompt + sp.n_batch - 1) / sp.n_batch));
+  int agreed = 0;
+  for (int s = 0; s < n_steps; ++s) {
+    const Margin mc = top_two(sc.logits(), V);
+    if (mc.top1 != g_next) {
+      EXPECT_LT(mc.margin, 0.1f) << "step " << s << ": cpu " << mc.top1 << " gpu " << g_next;
+      break;  // the sequences part here
+    }
+    ++agreed;
+    const int32_t step[1] = {g_next};
+    const uint64_t w = gpu->stats().host_waits;
+    g_next = sg.eval_sample(step, greedy);
+    EXPECT_EQ(gpu->stats().host_waits - w, 1u) << "host waits for one generated token";
+    sc.eval(step);
+  }
+  std::printf("%s: %d of %d greedy tokens agree; graphs captured %llu, replayed %llu\n", path.c_str(), agreed,
+              n_steps, (unsigned long long)gpu->stats().graphs_captured,
+              (unsigned long long)gpu->stats().graphs_replayed);
+  EXPECT_GT(gpu->stats().graphs_replayed, 0u);
+}
+
+std::string tiny(const std::string& arch, FileType ft) {
+  const std::string dir = test::test_tmp();
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/gpu-tiny-" + arch + "-" + file_type_name(ft) + ".gguf";
+  if (!std::filesystem::exists(path)) {
+    SynthOptions o;
+    o.file_type = ft;
+    o.seed = 3;
+    o.sync = false;
+    write_synth_model(find_synth_preset(arch, "tiny"), o, path);
+  }
+  return path;
+}
+
+TEST(CudaModel, TinyModelsOfEveryArchitecture) {
+  WEIR_REQUIRE_GPU();
+  compare_model(tiny("llama", FileType::Q4_K_M), 40);
+  compare_model(tiny("qwen2", FileType::Q8_0), 40);
+  compare_model(tiny("qwen3", FileType::Q4_0), 40);
+  compare_model(tiny("gemma3", FileType::Q4_K_M), 150);  // past its 128-token window
+  compare_model(tiny("llama", FileType::MOSTLY_F16), 20);
+}
+
+TEST(CudaModel, RealGemma3) {
+  WEIR_REQUIRE_GPU();
+  WEIR_REQUIRE_MODEL(path);
+  compare_model(path, 100);
+}
+
+TEST(CudaModel, ListedModels) {
+  WEIR_REQUIRE_GPU();
+  const char* list = std::getenv("WEIR_GPU_COMPARE_MODELS");
+  if (!list || !*list) GTEST_SKIP() << "WEIR_GPU_COMPARE_MODELS is not set";
+  std::stringstream ss(list);
+  for (std::string p; std::getline(ss, p, ':');)
+    if (!p.empty()) compare_model(p, 24);
+}
+
+}  // namespace
+}  // namespace weir
