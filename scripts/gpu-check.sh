@@ -46,6 +46,12 @@ models=${WEIR_GPU_MODELS:-/tmp/weir-gpu-models}
 export PATH=/usr/local/cuda/bin:$PATH
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+failed=()  # stages that failed; the others still run, the exit status says
+run_logged() {  # NAME LOG CMD...: runs CMD, its output to LOG and the end of it to the terminal
+  local name=$1 log=$2
+  shift 2
+  if "$@" >"$log" 2>&1; then tail -"${TAIL:-25}" "$log"; else tail -"${TAIL:-60}" "$log"; failed+=("$name"); fi
+}
 
 if has build; then
   step build
@@ -63,7 +69,7 @@ fi
 
 if has test; then
   step "GPU tests"
-  "$build/tests/weir_cuda_tests" --gtest_brief=1 2>&1 | tee "$log_dir/cuda-tests.log" | tail -40
+  TAIL=40 run_logged test "$log_dir/cuda-tests.log" "$build/tests/weir_cuda_tests" --gtest_brief=1
 fi
 
 # name:preset:arch:type[:vocab]
@@ -105,8 +111,10 @@ if has compare; then
     case $name in *-f16|*-q8_0|*-q4_0) [[ $name == llama-8b* ]] && continue ;; esac  # one 8B is enough
     list+=("$(path_of "$name")")
   done
-  WEIR_GPU_COMPARE_MODELS=$(IFS=:; echo "${list[*]}") \
-    "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels' 2>&1 | tee "$log_dir/compare.log" | tail -20
+  WEIR_GPU_COMPARE_MODELS=$(IFS=:; echo "${list[*]}")
+  export WEIR_GPU_COMPARE_MODELS
+  run_logged compare "$log_dir/compare.log" "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels'
+
 fi
 
 if has sanitize; then
@@ -114,9 +122,8 @@ if has sanitize; then
   small=$(path_of gemma3-270m-q4km)
   [ -f "$small" ] || small=$(ls /tmp/weir-tests/gpu-tiny-*.gguf 2>/dev/null | head -1)
   if command -v compute-sanitizer >/dev/null && [ -n "$small" ]; then
-    compute-sanitizer --tool memcheck --error-exitcode 9 "$build/weir" run -m "$small" -ngl 99 -p "Hello" -n 8 \
-      --temp 0 >"$log_dir/memcheck.log" 2>&1 && echo "memcheck: clean" || { tail -30 "$log_dir/memcheck.log"; echo "memcheck: FAILED"; }
-    tail -3 "$log_dir/memcheck.log"
+    TAIL=6 run_logged sanitize "$log_dir/memcheck.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$build/weir" run -m "$small" -ngl 99 -p "Hello" -n 8 --temp 0
   else
     echo "compute-sanitizer or a model missing: skipped"
   fi
@@ -126,5 +133,11 @@ if has bench; then
   step "weir bench -ngl 99"
   args=()
   for m in "${selected[@]}"; do args+=(-m "$(path_of "${m%%:*}")"); done
-  "$build/weir" bench "${args[@]}" -ngl 99 -p 512 -n 128 -r 5 2>&1 | tee "$log_dir/bench.log"
+  TAIL=40 run_logged bench "$log_dir/bench.log" "$build/weir" bench "${args[@]}" -ngl 99 -p 512 -n 128 -r 5
 fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "gpu-check: FAILED: ${failed[*]} (logs in $log_dir)"
+  exit 1
+fi
+echo "gpu-check: ok"

@@ -28,6 +28,7 @@ struct Session::Step {
     size_t offset;
   };
   std::vector<Slot> slots;  // in the order of the inputs below
+  uint64_t last_used = 0;
   void* host(const Tensor* t) const {
     for (const Slot& s : slots)
       if (s.t == t) return static_cast<char*>(staging->data()) + s.offset;
@@ -64,9 +65,20 @@ size_t Session::activation_bytes() const {
 Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample) {
   const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample);
   auto it = steps_.find(key);
-  if (it != steps_.end()) return *it->second;
-  if (steps_.size() >= kMaxCachedGraphs) drop_steps();
+  if (it != steps_.end()) {
+    it->second->last_used = ++use_clock_;
+    return *it->second;
+  }
+  if (steps_.size() >= kMaxCachedGraphs) {
+    // Evict the least recently used graph only: the others (and, on a GPU,
+    // the weights they hold on the device) stay.
+    auto lru = std::min_element(steps_.begin(), steps_.end(),
+                                [](const auto& a, const auto& b) { return a.second->last_used < b.second->last_used; });
+    backend_.release(*lru->second->fg.graph);
+    steps_.erase(lru);
+  }
   auto st = std::make_unique<Step>();
+  st->last_used = ++use_clock_;
   st->fg = model_.build(n_tokens, n_kv, n_out, kv_);
   ForwardGraph& fg = st->fg;
   if (sample) {

@@ -91,6 +91,7 @@ class Session {
   uint64_t rng_seed_ = 0;
   bool rng_seeded_ = false;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::unique_ptr<Step>> steps_;
+  uint64_t use_clock_ = 0;  // for evicting the least recently used step
 };
 
 }  // namespace weir

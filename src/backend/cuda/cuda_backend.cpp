@@ -98,6 +98,7 @@ struct CudaBackend::Plan {
   size_t bytes = 0;
   std::vector<Tensor*> nodes;
   std::vector<size_t> scratch;  // per node
+  std::vector<const void*> weights;  // host addresses of the weights it holds
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_generation = 0;
   int runs = 0;
@@ -134,7 +135,7 @@ CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
   plans_.clear();
-  for (auto& [host, dev] : weights_) cudaFree(dev);
+  for (auto& [host, w] : weights_) cudaFree(w.dev);
   if (scratch_) cudaFree(scratch_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
@@ -155,9 +156,13 @@ bool CudaBackend::owns(const void* p) const {
 }
 
 void* CudaBackend::upload_weight(const Tensor& t) {
-  auto it = weights_.find(t.data);
-  if (it != weights_.end()) return it->second;
   const size_t n = t.n_bytes();
+  auto it = weights_.find(t.data);
+  if (it != weights_.end()) {
+    if (it->second.bytes < n)
+      throw Error("cuda backend: weight '" + t.name + "' is larger than the tensor already copied from its address");
+    return it->second.dev;
+  }
   void* d = nullptr;
   const cudaError_t e = cudaMalloc(&d, n ? n : 1);
   if (e != cudaSuccess) {
@@ -168,8 +173,23 @@ void* CudaBackend::upload_weight(const Tensor& t) {
   WEIR_CUDA_CHECK(cudaMemcpy(d, t.data, n, cudaMemcpyHostToDevice));
   owned_[reinterpret_cast<uintptr_t>(d)] = n ? n : 1;
   weight_bytes_ += n;
-  weights_.emplace(t.data, d);
+  weights_.emplace(t.data, Weight{d, n, 0});
   return d;
+}
+
+void CudaBackend::drop_plan(const Graph* g) {
+  auto it = plans_.find(g);
+  if (it == plans_.end()) return;
+  cudaStreamSynchronize(stream_);  // its arena and weights may still be in use
+  for (const void* host : it->second->weights) {
+    auto w = weights_.find(host);
+    if (w == weights_.end() || --w->second.users > 0) continue;
+    owned_.erase(reinterpret_cast<uintptr_t>(w->second.dev));
+    weight_bytes_ -= w->second.bytes;
+    cudaFree(w->second.dev);
+    weights_.erase(w);
+  }
+  plans_.erase(it);
 }
 
 void CudaBackend::ensure_scratch(size_t bytes) {
@@ -198,12 +218,21 @@ size_t scratch_for(const Tensor& t) {
 
 void CudaBackend::plan(Graph& g) {
   WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  drop_plan(&g);  // planned again: the old plan goes
   auto& tensors = g.tensors();
   const int n = int(tensors.size());
   // Weights (leaves with host data) to device memory; leaves already in our
   // memory (the KV cache) are used in place.
+  std::vector<const void*> held;
   for (Tensor& t : tensors)
-    if (t.op == Op::Leaf && t.data && !owns(t.data)) t.data = upload_weight(t);
+    if (t.op == Op::Leaf && t.data && !owns(t.data)) {
+      const void* host = t.data;
+      t.data = upload_weight(t);
+      if (std::find(held.begin(), held.end(), host) == held.end()) {
+        held.push_back(host);
+        ++weights_[host].users;
+      }
+    }
 
   // Activation memory: inputs first (they live for the whole run), then each
   // node's output, freed after its last reader.
@@ -224,6 +253,7 @@ void CudaBackend::plan(Graph& g) {
       in_arena[size_t(t.id)] = true;
     }
   auto plan = std::make_unique<Plan>();
+  plan->weights = std::move(held);
   size_t scratch = 0;
   for (Tensor& t : tensors) {
     if (t.op == Op::Leaf || t.op == Op::View) continue;
@@ -265,12 +295,7 @@ void CudaBackend::plan(Graph& g) {
   plans_[&g] = std::move(plan);
 }
 
-void CudaBackend::release(const Graph& g) {
-  auto it = plans_.find(&g);
-  if (it == plans_.end()) return;
-  cudaStreamSynchronize(stream_);  // its arena may still be in use
-  plans_.erase(it);
-}
+void CudaBackend::release(const Graph& g) { drop_plan(&g); }
 
 size_t CudaBackend::planned_bytes(const Graph& g) const {
   auto it = plans_.find(&g);

@@ -1,5 +1,7 @@
 // The CUDA backend: one GPU, one stream (its queue). Weights are copied to
-// device memory at plan() (once per host address, shared by every graph);
+// device memory at plan(), once per host address while planned graphs use
+// them (shared by those graphs; freed when the last one is released, since
+// the host memory may then be reused for something else);
 // each graph's inputs and intermediates live in a device arena planned once;
 // kernels are the launchers of cuda_ops.h. From a graph's second run on,
 // its kernels are recorded into a CUDA graph once and replayed, so a decode
@@ -48,6 +50,7 @@ class CudaBackend final : public Backend {
   // Device memory that is ours: buffers from alloc(), arenas, weight copies.
   bool owns(const void* p) const;
   void* upload_weight(const Tensor& t);
+  void drop_plan(const Graph* g);  // frees its arena and its hold on weights
   void ensure_scratch(size_t bytes);
 
   CudaOptions opts_;
@@ -60,7 +63,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
   std::map<uintptr_t, size_t> owned_;                   // device allocations: base -> size
-  std::unordered_map<const void*, void*> weights_;      // host address -> device copy
+  struct Weight {
+    void* dev;
+    size_t bytes;
+    int users;  // planned graphs that read it
+  };
+  std::unordered_map<const void*, Weight> weights_;  // host address -> device copy
   size_t weight_bytes_ = 0;
   void* scratch_ = nullptr;  // per-node temporary memory, shared by all graphs
   size_t scratch_bytes_ = 0;
