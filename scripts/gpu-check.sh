@@ -18,6 +18,8 @@
 #     compare   GPU vs CPU logits and greedy tokens on those models
 #     sanitize  compute-sanitizer memcheck on a short generation
 #     bench     weir bench -ngl 99 on the models (median of 5: -r 5)
+#     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
+#               on each model (not run by default)
 # Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
 # below) narrows the models; OUT, when set, receives the logs.
 set -euo pipefail
@@ -134,6 +136,21 @@ if has bench; then
   args=()
   for m in "${selected[@]}"; do args+=(-m "$(path_of "${m%%:*}")"); done
   TAIL=40 run_logged bench "$log_dir/bench.log" "$build/weir" bench "${args[@]}" -ngl 99 -p 512 -n 128 -r 5
+fi
+
+if has profile; then
+  step "kernel profiles (WEIR_CUDA_PROFILE=1)"
+  for m in "${selected[@]}"; do
+    p=$(path_of "${m%%:*}")
+    for t in "-p 0 -n 64" "-p 512 -n 0"; do
+      # shellcheck disable=SC2086
+      WEIR_CUDA_PROFILE=1 "$build/weir" bench -m "$p" -ngl 99 $t -r 1 --no-warmup >/dev/null 2>"$log_dir/profile.tmp" ||
+        failed+=(profile)
+      echo "--- $(basename "$p") $t"
+      head -"${PROFILE_LINES:-14}" "$log_dir/profile.tmp"
+      cat "$log_dir/profile.tmp" >>"$log_dir/profile.log"
+    done
+  done
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

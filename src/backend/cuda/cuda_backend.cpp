@@ -1,6 +1,8 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -102,7 +104,9 @@ struct CudaBackend::Plan {
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_generation = 0;
   int runs = 0;
+  std::vector<cudaEvent_t> events;  // profiling: before node 0, after each node
   ~Plan() {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
     if (exec) cudaGraphExecDestroy(exec);
     if (arena) cudaFree(arena);
   }
@@ -129,10 +133,13 @@ CudaBackend::CudaBackend(const CudaOptions& o) : opts_(o), device_(o.device) {
   WEIR_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
   WEIR_CUDA_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
   queue_ = std::make_unique<CudaQueue>(*this);
+  const char* prof = std::getenv("WEIR_CUDA_PROFILE");
+  profile_ = prof && *prof && std::string(prof) != "0";
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
+  if (profile_) print_profile();
   if (stream_) cudaStreamSynchronize(stream_);
   plans_.clear();
   for (auto& [host, w] : weights_) cudaFree(w.dev);
@@ -291,6 +298,10 @@ void CudaBackend::plan(Graph& g) {
       t.data = base + offset[size_t(t.id)];
   }
   for (Tensor* t : plan->nodes) plan->scratch.push_back(scratch_for(*t));
+  if (profile_) {
+    plan->events.resize(plan->nodes.size() + 1);
+    for (cudaEvent_t& e : plan->events) WEIR_CUDA_CHECK(cudaEventCreate(&e));
+  }
   ensure_scratch(std::max<size_t>(scratch, 256));
   plans_[&g] = std::move(plan);
 }
@@ -309,7 +320,9 @@ void CudaBackend::launch_nodes(Plan& p) {
   c.scratch = scratch_;
   c.scratch_bytes = scratch_bytes_;
   c.sm_count = prop_.multiProcessorCount;
-  for (Tensor* t : p.nodes) {
+  if (!p.events.empty()) WEIR_CUDA_CHECK(cudaEventRecord(p.events[0], stream_));
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    Tensor* t = p.nodes[i];
     switch (t->op) {
       case Op::GetRows: op_get_rows(*t, c); break;
       case Op::SetRows: op_set_rows(*t, c); break;
@@ -325,7 +338,53 @@ void CudaBackend::launch_nodes(Plan& p) {
       case Op::Sample: op_sample(*t, c); break;
       default: throw Error(std::string("cuda backend: no kernel for op ") + op_name(t->op));
     }
+    if (!p.events.empty()) WEIR_CUDA_CHECK(cudaEventRecord(p.events[i + 1], stream_));
   }
+}
+
+namespace {
+
+// What a profile line groups: the op, and for products and attention the
+// shapes that set their cost.
+std::string profile_key(const Tensor& t) {
+  std::string k = op_name(t.op);
+  if (t.op == Op::MulMat) {
+    const Tensor& w = *t.src[0];
+    k += " " + std::string(dtype_name(w.dtype)) + " " + std::to_string(w.ne[1]) + "x" + std::to_string(w.ne[0]) +
+         " T" + std::to_string(t.n_rows());
+  } else if (t.op == Op::Attention) {
+    k += " D" + std::to_string(t.src[0]->ne[0]) + " Hq" + std::to_string(t.src[0]->ne[1]) + " T" +
+         std::to_string(t.src[0]->ne[2]) + " S" + std::to_string(t.src[1]->ne[2]);
+  } else {
+    k += " T" + std::to_string(t.n_rows());
+  }
+  return k;
+}
+
+}  // namespace
+
+void CudaBackend::record_profile(Plan& p) {
+  WEIR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    float ms = 0;
+    WEIR_CUDA_CHECK(cudaEventElapsedTime(&ms, p.events[i], p.events[i + 1]));
+    ProfileStat& s = profile_stats_[profile_key(*p.nodes[i])];
+    ++s.calls;
+    s.ms += ms;
+    if (p.nodes[i]->op == Op::MulMat) s.bytes += double(p.nodes[i]->src[0]->n_bytes());
+  }
+}
+
+void CudaBackend::print_profile() const {
+  std::vector<std::pair<std::string, ProfileStat>> v(profile_stats_.begin(), profile_stats_.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  double total = 0;
+  for (const auto& [k, s] : v) total += s.ms;
+  std::fprintf(stderr, "weir CUDA profile (%s): %.3f ms of kernels\n%-52s %8s %10s %9s %6s %9s\n", prop_.name, total,
+               "node", "calls", "total ms", "us/call", "share", "GB/s");
+  for (const auto& [k, s] : v)
+    std::fprintf(stderr, "%-52s %8llu %10.3f %9.2f %5.1f%% %9.1f\n", k.c_str(), (unsigned long long)s.calls, s.ms,
+                 1e3 * s.ms / double(s.calls), 100.0 * s.ms / total, s.bytes > 0 ? s.bytes / (s.ms * 1e-3) / 1e9 : 0.0);
 }
 
 void CudaBackend::run_graph(Graph& g) {
@@ -362,6 +421,7 @@ void CudaBackend::run_graph(Graph& g) {
   }
   ++p.runs;
   ++stats_.graphs_run;
+  if (!p.events.empty()) record_profile(p);
 }
 
 }  // namespace weir::cuda

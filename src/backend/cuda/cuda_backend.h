@@ -52,6 +52,8 @@ class CudaBackend final : public Backend {
   void* upload_weight(const Tensor& t);
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
   void ensure_scratch(size_t bytes);
+  void record_profile(Plan& p);
+  void print_profile() const;
 
   CudaOptions opts_;
   int device_ = 0;
@@ -74,6 +76,15 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   uint64_t scratch_generation_ = 0;  // bumped when scratch moves: recordings go stale
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
+  // WEIR_CUDA_PROFILE=1: kernel time per kind of node, from events recorded
+  // between the nodes (inside the CUDA graphs too); printed at destruction.
+  bool profile_ = false;
+  struct ProfileStat {
+    uint64_t calls = 0;
+    double ms = 0;
+    double bytes = 0;  // weights read (mul_mat)
+  };
+  std::map<std::string, ProfileStat> profile_stats_;
 };
 
 }  // namespace weir::cuda
