@@ -46,13 +46,13 @@ class CudaBackend final : public Backend {
   friend class CudaQueue;
   struct Plan;
   void run_graph(Graph& g);
-  void launch_nodes(Plan& p);
+  void launch_nodes(Plan& p, size_t begin, size_t end);
   // Device memory that is ours: buffers from alloc(), arenas, weight copies.
   bool owns(const void* p) const;
   void* upload_weight(const Tensor& t);
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
   void ensure_scratch(size_t bytes);
-  void record_profile(Plan& p);
+  void profile_plan(Plan& p);
   void print_profile() const;
 
   CudaOptions opts_;
@@ -76,8 +76,8 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   uint64_t scratch_generation_ = 0;  // bumped when scratch moves: recordings go stale
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
-  // WEIR_CUDA_PROFILE=1: kernel time per kind of node, from events recorded
-  // between the nodes (inside the CUDA graphs too); printed at destruction.
+  // WEIR_CUDA_PROFILE=1: at each graph's first replay, the kernel time of
+  // every node (profile_plan), summed per kind of node; printed at destruction.
   bool profile_ = false;
   struct ProfileStat {
     uint64_t calls = 0;
