@@ -100,6 +100,8 @@ struct CudaBackend::Plan {
   size_t bytes = 0;
   std::vector<Tensor*> nodes;
   std::vector<size_t> scratch;  // per node
+  std::vector<bool> fuse_next;    // node i (rms_norm) runs fused with node i + 1 (its mul)
+  std::vector<bool> x_quantized;  // mul_mat node i reuses the 8-bit x of the product before it
   std::vector<const void*> weights;  // host addresses of the weights it holds
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_generation = 0;
@@ -297,6 +299,7 @@ void CudaBackend::plan(Graph& g) {
       t.data = base + offset[size_t(t.id)];
   }
   for (Tensor* t : plan->nodes) plan->scratch.push_back(scratch_for(*t));
+  plan_fusion(*plan, g);
 
   ensure_scratch(std::max<size_t>(scratch, 256));
   plans_[&g] = std::move(plan);
@@ -304,11 +307,39 @@ void CudaBackend::plan(Graph& g) {
 
 void CudaBackend::release(const Graph& g) { drop_plan(&g); }
 
+// Kernels that can run as one: an rms_norm whose only reader is the mul
+// right after it (by a row of weights); products on the same x, one after
+// the other with no other user of scratch between them, quantize x once.
+void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
+  const size_t n = p.nodes.size();
+  std::vector<int> readers(g.tensors().size(), 0);  // views count as readers
+  for (const Tensor& t : g.tensors())
+    for (const Tensor* s : t.src)
+      if (s) ++readers[size_t(s->id)];
+  for (const Tensor* o : g.outputs()) ++readers[size_t(o->id)];
+  p.fuse_next.assign(n, false);
+  for (size_t i = 0; i + 1 < n; ++i)
+    p.fuse_next[i] = (i == 0 || !p.fuse_next[i - 1]) && readers[size_t(p.nodes[i]->id)] == 1 &&
+                     can_fuse_rms_norm_mul(*p.nodes[i], *p.nodes[i + 1]);
+  p.x_quantized.assign(n, false);
+  const Tensor* last_x = nullptr;  // x of the last product that quantized it, while scratch holds it
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& t = *p.nodes[i];
+    if (t.op == Op::MulMat && mul_mat_quantizes_x(t)) {
+      p.x_quantized[i] = last_x == t.src[1];
+      last_x = t.src[1];
+    } else if (p.scratch[i] > 0) {
+      last_x = nullptr;  // scratch overwritten
+    }
+  }
+}
+
 size_t CudaBackend::planned_bytes(const Graph& g) const {
   auto it = plans_.find(&g);
   return it == plans_.end() ? 0 : it->second->bytes;
 }
 
+// Launches nodes [begin, end); a fused pair starting before end runs whole.
 void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
   OpCtx c;
   c.stream = stream_;
@@ -318,6 +349,12 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
   c.sm_count = prop_.multiProcessorCount;
   for (size_t i = begin; i < std::min(end, p.nodes.size()); ++i) {
     Tensor* t = p.nodes[i];
+    if (p.fuse_next[i]) {
+      op_rms_norm_mul(*t, *p.nodes[i + 1], c);
+      ++i;
+      continue;
+    }
+    c.x_quantized = p.x_quantized[i];
     switch (t->op) {
       case Op::GetRows: op_get_rows(*t, c); break;
       case Op::SetRows: op_set_rows(*t, c); break;
@@ -386,7 +423,7 @@ void CudaBackend::profile_plan(Plan& p) {
   const int reps = 10;
   const double whole = time_graph(p.exec, stream_, reps);
   double sum = 0;
-  for (size_t i = 0; i < p.nodes.size(); ++i) {
+  for (size_t i = 0; i < p.nodes.size(); i += p.fuse_next[i] ? 2 : 1) {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     WEIR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -397,7 +434,9 @@ void CudaBackend::profile_plan(Plan& p) {
     const double ms = time_graph(exec, stream_, reps);
     cudaGraphExecDestroy(exec);
     sum += ms;
-    ProfileStat& st = profile_stats_[profile_key(*p.nodes[i])];
+    ProfileStat& st = profile_stats_[(p.fuse_next[i] ? "rms_norm+mul T" + std::to_string(p.nodes[i]->n_rows())
+                                                    : profile_key(*p.nodes[i])) +
+                                     (p.x_quantized[i] ? " (x shared)" : "")];
     ++st.calls;
     st.ms += ms;
     if (p.nodes[i]->op == Op::MulMat) st.bytes += double(p.nodes[i]->src[0]->n_bytes());

@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
   void ensure_scratch(size_t bytes);
   void profile_plan(Plan& p);
+  void plan_fusion(Plan& p, const Graph& g) const;
   void print_profile() const;
 
   CudaOptions opts_;

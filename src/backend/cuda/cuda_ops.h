@@ -23,13 +23,23 @@ struct OpCtx {
   void* scratch = nullptr;  // device memory for this node alone, 256-byte aligned
   size_t scratch_bytes = 0;
   int sm_count = 1;
+  // mul_mat: x is already in scratch as 8-bit blocks, made by the product
+  // just before on the same x (q, k and v; gate and up).
+  bool x_quantized = false;
 };
 
 void op_get_rows(const Tensor& dst, const OpCtx& c);
 void op_set_rows(const Tensor& dst, const OpCtx& c);
 void op_mul_mat(const Tensor& dst, const OpCtx& c);
 size_t mul_mat_scratch_bytes(const Tensor& dst);
+// Whether mul_mat quantizes x to 8 bits in scratch (decode products of
+// integer-kernel types): consecutive such products on the same x share it.
+bool mul_mat_quantizes_x(const Tensor& dst);
 void op_rms_norm(const Tensor& dst, const OpCtx& c);
+// rms_norm followed by a mul of its output by a row vector, in one kernel
+// (mul's result; the norm's own output is not written).
+bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul);
+void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c);
 void op_binary(const Tensor& dst, const OpCtx& c);  // add, mul
 void op_scale(const Tensor& dst, const OpCtx& c);
 void op_glu(const Tensor& dst, const OpCtx& c);     // gelu_mul, silu_mul

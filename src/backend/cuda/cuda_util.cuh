@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -41,5 +43,54 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 inline unsigned blocks_for(int64_t n, int per_block) { return unsigned((n + per_block - 1) / per_block); }
+
+// Programmatic dependent launch (Hopper): kernels are launched allowed to
+// start before the kernel ahead of them on the stream has finished, so a
+// launch's latency overlaps the tail of the one before. Every kernel of
+// this backend calls pdl_wait() first: it lets the next kernel launch, then
+// waits until the previous grid has completed and its writes are visible.
+// WEIR_CUDA_PDL=0 turns it off (for comparisons).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("WEIR_CUDA_PDL");
+    if (e && std::string(e) == "0") return false;
+    int dev = 0, cc = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return cc >= 9;
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic
+// dependent launch where it is on; launch errors throw.
+template <class... Params, class... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (pdl_enabled()) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  if (e != cudaSuccess) throw Error(std::string("CUDA: kernel launch failed: ") + cudaGetErrorString(e));
+}
 
 }  // namespace weir::cuda

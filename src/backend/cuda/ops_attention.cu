@@ -44,6 +44,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
 
@@ -187,6 +188,7 @@ __device__ __forceinline__ int row_of(int c) {
 // attn_vec: grid (row blocks of R, Hkv, splits), 128 threads.
 template <int L, int R, typename KV>
 __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
+  pdl_wait();
   constexpr int NKG = kThreads / L;  // key groups
   constexpr int KPT = (sizeof(KV) == 2 ? 8 : 4) / (R == 8 ? 2 : 1);  // keys per thread per tile
   constexpr int TK = NKG * KPT;      // keys per tile
@@ -417,6 +419,7 @@ struct MmaCfg {
 // shared memory MmaCfg<D>::smem_bytes.
 template <int D>
 __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
+  pdl_wait();
   constexpr int BN = MmaCfg<D>::BN, LD = MmaCfg<D>::LD;
   constexpr int NT = BN / 8, DT = D / 8, CH = D / 8;  // key n-tiles, dim n-tiles, 16-byte chunks per row
   extern __shared__ __align__(16) unsigned char smem[];
@@ -625,6 +628,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
 // chunk c: (first, last + 1) unmasked key of the chunk, (S, 0) when none.
 __global__ void __launch_bounds__(256) attn_ranges(const float* mask, int64_t m_nb1, int S, bool m16,
                                                    int2* out) {
+  pdl_wait();
   __shared__ int red[2][8];
   const int t = blockIdx.x, chunk = blockIdx.y, tid = threadIdx.x;
   const int kb = chunk * kRangeChunk, ke = min(S, kb + kRangeChunk);
@@ -664,6 +668,7 @@ __global__ void __launch_bounds__(256) attn_ranges(const float* mask, int64_t m_
 // merges the splits' partials of dims d0 .. d0+31 of output row (t, h): the
 // warps take every 4th split, a lane a dim.
 __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
+  pdl_wait();
   constexpr int NW = kThreads / 32;
   __shared__ float wsh[kMaxSplits];
   __shared__ float red_m[NW], red_l[NW], red_a[NW][32];
@@ -832,9 +837,9 @@ bool mma_eligible(const Shape& s) { return s.f16 && mma_dims(s.D) && s.T * (s.Hq
 template <int L, int R>
 void launch_vec_r(const Params& p, bool f16, dim3 grid, cudaStream_t st) {
   if (f16)
-    attn_vec<L, R, __half><<<grid, kThreads, 0, st>>>(p);
+    launch_kernel(attn_vec<L, R, __half>, grid, kThreads, 0, st, p);
   else
-    attn_vec<L, R, float><<<grid, kThreads, 0, st>>>(p);
+    launch_kernel(attn_vec<L, R, float>, grid, kThreads, 0, st, p);
 }
 template <int L>
 void launch_vec_l(const Params& p, int R, bool f16, dim3 grid, cudaStream_t st) {
@@ -857,7 +862,7 @@ void launch_mma(const Params& p, dim3 grid, cudaStream_t st) {
     WEIR_CUDA_CHECK(cudaFuncSetAttribute(attn_mma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     raised.fetch_or(bit, std::memory_order_relaxed);
   }
-  attn_mma<D><<<grid, kThreads, bytes, st>>>(p);
+  launch_kernel(attn_mma<D>, grid, kThreads, bytes, st, p);
 }
 
 }  // namespace
@@ -928,7 +933,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
 
   if (pl.mma) {
     const bool m16 = aligned16(mask->data) && mask->nb[1] % 16 == 0;
-    attn_ranges<<<dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.stream>>>(
+    launch_kernel(attn_ranges, dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.stream, 
         p.mask, p.m_nb1, p.S, m16, const_cast<int2*>(p.ranges));
     WEIR_CUDA_CHECK_LAUNCH();
     const dim3 grid(unsigned(cdiv(p.rows, kBM)), unsigned(s.Hkv), unsigned(pl.splits));
@@ -947,7 +952,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   }
   WEIR_CUDA_CHECK_LAUNCH();
   if (pl.splits > 1) {
-    attn_combine<<<dim3(unsigned(s.T * s.Hq), unsigned(cdiv(s.D, 32))), kThreads, 0, c.stream>>>(p);
+    launch_kernel(attn_combine, dim3(unsigned(s.T * s.Hq), unsigned(cdiv(s.D, 32))), kThreads, 0, c.stream, p);
     WEIR_CUDA_CHECK_LAUNCH();
   }
 }

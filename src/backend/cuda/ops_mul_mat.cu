@@ -30,13 +30,20 @@ constexpr int kWarpsPerBlock = 4;
 // Largest fp16 copy of W made at once for cuBLAS (bytes).
 constexpr size_t kSliceBytes = size_t(64) << 20;
 
-template <DType T, int NT>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(const uint8_t* W, size_t w_stride, int64_t K,
-                                                                      int64_t N, Rows x, float* y, int64_t ldy) {
-  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row >= N) return;
-  const int lane = threadIdx.x & 31;
-  const uint8_t* w = W + size_t(row) * w_stride;
+// WPR warps per weight row (more for short matrices: warps in flight cover
+// the memory latency); each lane takes groups of 8 elements, kUnroll groups
+// at a time with all their loads issued first.
+template <DType T, int NT, int WPR>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, Rows x,
+                   float* __restrict__ y, int64_t ldy) {
+  pdl_wait();
+  constexpr int kRowsPerBlock = kWarpsPerBlock / WPR, kThreadsPerRow = 32 * WPR, kUnroll = 4;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp / WPR;
+  const int sub = (warp % WPR) * 32 + lane;
+  const bool live = row < N;
+  const uint8_t* w = W + size_t(live ? row : 0) * w_stride;
   constexpr int G = Q<T>::QK / 8;  // groups of 8 per block
   float acc[NT];
 #pragma unroll
@@ -44,45 +51,91 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(const uint
   const float* xr[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
-  for (int64_t g = lane; g < K / 8; g += 32) {
-    float v[8];
-    Q<T>::dq8(w + (g / G) * Q<T>::BYTES, int(g % G), v);
+  const int64_t groups = K / 8;
+  if (live) {
+    for (int64_t g0 = sub; g0 < groups; g0 += kThreadsPerRow * kUnroll) {
+      float v[kUnroll][8];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
-      const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
-      acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
+        if (g < groups) Q<T>::dq8(w + (g / G) * Q<T>::BYTES, int(g % G), v[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
+        if (g >= groups) break;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
+          const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
+          acc[t] += v[k][0] * a.x + v[k][1] * a.y + v[k][2] * a.z + v[k][3] * a.w + v[k][4] * b.x + v[k][5] * b.y +
+                    v[k][6] * b.z + v[k][7] * b.w;
+        }
+      }
     }
   }
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const float s = warp_sum(acc[t]);
-    if (lane == 0) y[t * ldy + row] = s;
+  for (int t = 0; t < NT; ++t) acc[t] = warp_sum(acc[t]);
+  if constexpr (WPR > 1) {
+    __shared__ float part[kWarpsPerBlock][NT];
+    if (lane == 0)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) part[warp][t] = acc[t];
+    __syncthreads();
+    if (warp % WPR != 0 || lane != 0 || !live) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < WPR; ++j) s += part[warp + j][t];
+      y[t * ldy + row] = s;
+    }
+  } else {
+    if (lane == 0 && live)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) y[t * ldy + row] = acc[t];
   }
 }
 
-template <DType T>
-void mat_vec(const Tensor& dst, const OpCtx& c, int64_t T_) {
+template <DType T, int NT>
+void mat_vec_nt(const Tensor& dst, const OpCtx& c) {
   const Tensor& W = *dst.src[0];
   const int64_t K = W.ne[0], N = W.ne[1];
-  const unsigned grid = blocks_for(N, kWarpsPerBlock);
   const auto* w = static_cast<const uint8_t*>(W.data);
   float* y = static_cast<float*>(dst.data);
   const int64_t ldy = int64_t(dst.nb[1] / 4);
   const Rows x = rows_of(*dst.src[1]);
-  switch (T_) {
-#define WEIR_MV(n) \
-  case n: mat_vec_kernel<T, n><<<grid, 32 * kWarpsPerBlock, 0, c.stream>>>(w, W.nb[1], K, N, x, y, ldy); break;
-    WEIR_MV(1) WEIR_MV(2) WEIR_MV(3) WEIR_MV(4) WEIR_MV(5) WEIR_MV(6) WEIR_MV(7) WEIR_MV(8)
-#undef WEIR_MV
-    default: break;
-  }
+  // Warps per row: enough warps to fill the GPU, at least 256 groups a row-warp.
+  int wpr = 1;
+  while (wpr < kWarpsPerBlock && N * wpr < int64_t(c.sm_count) * 48 && K / 8 >= int64_t(256) * wpr) wpr *= 2;
+  const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr);
+  if (wpr == 1)
+    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
+  else if (wpr == 2)
+    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
+  else
+    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
   WEIR_CUDA_CHECK_LAUNCH();
+}
+
+template <DType T>
+void mat_vec(const Tensor& dst, const OpCtx& c, int64_t T_) {
+  switch (T_) {
+    case 1: return mat_vec_nt<T, 1>(dst, c);
+    case 2: return mat_vec_nt<T, 2>(dst, c);
+    case 3: return mat_vec_nt<T, 3>(dst, c);
+    case 4: return mat_vec_nt<T, 4>(dst, c);
+    case 5: return mat_vec_nt<T, 5>(dst, c);
+    case 6: return mat_vec_nt<T, 6>(dst, c);
+    case 7: return mat_vec_nt<T, 7>(dst, c);
+    default: return mat_vec_nt<T, 8>(dst, c);
+  }
 }
 
 // Rows [0, n) of W (starting at w) to fp16, row-major [n][K].
 template <DType T>
 __global__ void dequant_f16_kernel(const uint8_t* w, size_t w_stride, int64_t K, int64_t n, __half* out) {
+  pdl_wait();
   constexpr int G = Q<T>::QK / 8;
   const int64_t groups = K / 8;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * groups; i += int64_t(gridDim.x) * blockDim.x) {
@@ -99,6 +152,7 @@ __global__ void dequant_f16_kernel(const uint8_t* w, size_t w_stride, int64_t K,
 // x rows to fp16 or bf16 [T][K]; fp16 saturates at its largest finite value.
 template <class H>
 __global__ void convert_x_kernel(Rows x, int64_t K, int64_t T, H* out) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * K; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / K, k = i % K;
     const float v = reinterpret_cast<const float*>(x.row(t))[k];
@@ -132,6 +186,10 @@ void check(const Tensor& dst) {
 }
 
 }  // namespace
+
+bool mul_mat_quantizes_x(const Tensor& dst) {
+  return dst.src[0] && dst.src[1] && uses_vec(dst) && has_q8_mat_vec(dst.src[0]->dtype);
+}
 
 size_t mul_mat_scratch_bytes(const Tensor& dst) {
   if (!dst.src[0]) return 0;
@@ -171,9 +229,9 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
   const bool bf16 = W.dtype == DType::BF16;
   void* xh = c.scratch;
   if (bf16)
-    convert_x_kernel<__nv_bfloat16><<<grid, 256, 0, c.stream>>>(rows_of(x), K, T, static_cast<__nv_bfloat16*>(xh));
+    launch_kernel(convert_x_kernel<__nv_bfloat16>, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__nv_bfloat16*>(xh));
   else
-    convert_x_kernel<__half><<<grid, 256, 0, c.stream>>>(rows_of(x), K, T, static_cast<__half*>(xh));
+    launch_kernel(convert_x_kernel<__half>, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(xh));
   WEIR_CUDA_CHECK_LAUNCH();
   const cudaDataType_t ht = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   if (W.dtype == DType::F16 || bf16) {
@@ -189,7 +247,7 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
     const auto* w = static_cast<const uint8_t*>(W.data) + size_t(n0) * W.nb[1];
     const unsigned g = unsigned(std::min<int64_t>(blocks_for(n * K / 8, 256), int64_t(c.sm_count) * 16));
     const bool ok = dispatch_dtype(W.dtype, [&]<DType WT>() {
-      dequant_f16_kernel<WT><<<g, 256, 0, c.stream>>>(w, W.nb[1], K, n, wh);
+      launch_kernel(dequant_f16_kernel<WT>, g, 256, 0, c.stream, w, W.nb[1], K, n, wh);
     });
     if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
     WEIR_CUDA_CHECK_LAUNCH();

@@ -31,6 +31,7 @@ static_assert(sizeof(XBlock) == 36);
 
 // One warp per 32-element block of x: lane l quantizes element l.
 __global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, XBlock* out) {
+  pdl_wait();
   const int64_t nb = K / 32;
   const int64_t b = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (b >= nb * T) return;
@@ -153,50 +154,104 @@ struct DotQ6K {
   }
 };
 
-template <class D, int NT>
+// WPR warps per weight row (more for short matrices, so that enough warps
+// are in flight to cover the memory latency); each thread walks its units
+// kUnroll at a time, the loads of all of them issued before their products.
+template <class D, int NT, int WPR>
 __global__ void __launch_bounds__(32 * kWarps)
-    q8_mat_vec_kernel(const uint8_t* W, size_t w_stride, int64_t K, int64_t N, const XBlock* xq, float* y,
-                      int64_t ldy) {
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (row >= N) return;
-  const int lane = threadIdx.x & 31;
-  const uint8_t* w = W + size_t(row) * w_stride;
+    q8_mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N,
+                      const XBlock* __restrict__ xq, float* __restrict__ y, int64_t ldy) {
+  pdl_wait();
+  constexpr int kRowsPerBlock = kWarps / WPR, kThreadsPerRow = 32 * WPR, kUnroll = 4;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp / WPR;
+  const int sub = (warp % WPR) * 32 + lane;
+  const bool live = row < N;
+  const uint8_t* w = W + size_t(live ? row : 0) * w_stride;
   const int64_t nxb = K / 32;               // x blocks per token row
   const int64_t units = (K / D::QK) * D::UNITS;
   constexpr int XPB = D::QK / 32;           // x blocks per weight block
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-  for (int64_t i = lane; i < units; i += 32) {
-    const int64_t blk = i / D::UNITS;
-    const int u = int(i % D::UNITS);
-    const uint8_t* b = w + blk * D::BYTES;
+  if (live) {
+    for (int64_t i0 = sub; i0 < units; i0 += kThreadsPerRow * kUnroll) {
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] += D::dot(b, u, xq + t * nxb + blk * XPB);
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t i = i0 + int64_t(k) * kThreadsPerRow;
+        if (i < units) {
+          const int64_t blk = i / D::UNITS;
+          const int u = int(i % D::UNITS);
+          const uint8_t* b = w + blk * D::BYTES;
+#pragma unroll
+          for (int t = 0; t < NT; ++t) acc[t] += D::dot(b, u, xq + t * nxb + blk * XPB);
+        }
+      }
+    }
   }
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const float s = warp_sum(acc[t]);
-    if (lane == 0) y[t * ldy + row] = s;
+  for (int t = 0; t < NT; ++t) acc[t] = warp_sum(acc[t]);
+  if constexpr (WPR > 1) {
+    __shared__ float part[kWarps][NT];
+    if (lane == 0)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) part[warp][t] = acc[t];
+    __syncthreads();
+    if (warp % WPR != 0 || lane != 0 || !live) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < WPR; ++j) s += part[warp + j][t];
+      y[t * ldy + row] = s;
+    }
+  } else {
+    if (lane == 0 && live)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) y[t * ldy + row] = acc[t];
   }
+}
+
+// Warps per row: enough warps in all to fill the GPU several times over,
+// but at least 64 units of work per thread-row step... (1, 2 or 4).
+int warps_per_row(int64_t N, int64_t units, int sm_count) {
+  const int64_t want = int64_t(sm_count) * 48;  // warps in flight
+  int wpr = 1;
+  while (wpr < kWarps && N * wpr < want && units >= int64_t(64) * wpr) wpr *= 2;
+  return wpr;
+}
+
+template <class D, int NT>
+void launch_nt(const Tensor& dst, const OpCtx& c, const XBlock* xq) {
+  const Tensor& W = *dst.src[0];
+  const int64_t K = W.ne[0], N = W.ne[1];
+  const auto* w = static_cast<const uint8_t*>(W.data);
+  float* y = static_cast<float*>(dst.data);
+  const int64_t ldy = int64_t(dst.nb[1] / 4);
+  const int wpr = warps_per_row(N, (K / D::QK) * D::UNITS, c.sm_count);
+  const unsigned grid = blocks_for(N, kWarps / wpr);
+  if (wpr == 1)
+    launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
+  else if (wpr == 2)
+    launch_kernel(q8_mat_vec_kernel<D, NT, 2>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
+  else
+    launch_kernel(q8_mat_vec_kernel<D, NT, 4>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
+  WEIR_CUDA_CHECK_LAUNCH();
 }
 
 template <class D>
 void launch(const Tensor& dst, const OpCtx& c, const XBlock* xq) {
-  const Tensor& W = *dst.src[0];
-  const int64_t K = W.ne[0], N = W.ne[1], T = dst.n_rows();
-  const unsigned grid = blocks_for(N, kWarps);
-  const auto* w = static_cast<const uint8_t*>(W.data);
-  float* y = static_cast<float*>(dst.data);
-  const int64_t ldy = int64_t(dst.nb[1] / 4);
-  switch (T) {
-#define WEIR_Q8MV(n) \
-  case n: q8_mat_vec_kernel<D, n><<<grid, 32 * kWarps, 0, c.stream>>>(w, W.nb[1], K, N, xq, y, ldy); break;
-    WEIR_Q8MV(1) WEIR_Q8MV(2) WEIR_Q8MV(3) WEIR_Q8MV(4) WEIR_Q8MV(5) WEIR_Q8MV(6) WEIR_Q8MV(7) WEIR_Q8MV(8)
-#undef WEIR_Q8MV
+  switch (dst.n_rows()) {
+    case 1: return launch_nt<D, 1>(dst, c, xq);
+    case 2: return launch_nt<D, 2>(dst, c, xq);
+    case 3: return launch_nt<D, 3>(dst, c, xq);
+    case 4: return launch_nt<D, 4>(dst, c, xq);
+    case 5: return launch_nt<D, 5>(dst, c, xq);
+    case 6: return launch_nt<D, 6>(dst, c, xq);
+    case 7: return launch_nt<D, 7>(dst, c, xq);
+    case 8: return launch_nt<D, 8>(dst, c, xq);
     default: bad_operands("mul_mat", dst, "q8 decode kernels take at most 8 tokens");
   }
-  WEIR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -220,9 +275,11 @@ void q8_mat_vec(const Tensor& dst, const OpCtx& c) {
   const int64_t K = W.ne[0], T = dst.n_rows();
   if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
   auto* xq = static_cast<XBlock*>(c.scratch);
-  const int64_t n_xb = (K / 32) * T;
-  quantize_x_kernel<<<blocks_for(n_xb, 8), 256, 0, c.stream>>>(rows_of(*dst.src[1]), K, T, xq);
-  WEIR_CUDA_CHECK_LAUNCH();
+  if (!c.x_quantized) {
+    const int64_t n_xb = (K / 32) * T;
+    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, xq);
+    WEIR_CUDA_CHECK_LAUNCH();
+  }
   switch (W.dtype) {
     case DType::Q4_0: return launch<DotQ4_0>(dst, c, xq);
     case DType::Q5_0: return launch<DotQ5_0>(dst, c, xq);

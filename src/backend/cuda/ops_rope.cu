@@ -12,6 +12,7 @@ namespace {
 
 __global__ void rope_kernel(Rows x, Rows y, const int32_t* pos, const float* ff, int64_t D, int64_t H, int64_t T,
                             int64_t rows, int n_rot, int step, int other, float theta_scale, float freq_scale) {
+  pdl_wait();
   const int half = n_rot / 2;
   const int64_t n_pairs = rows * half;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_pairs; i += int64_t(gridDim.x) * blockDim.x) {
@@ -34,6 +35,7 @@ __global__ void rope_kernel(Rows x, Rows y, const int32_t* pos, const float* ff,
 
 // Dims past n_rot are copied.
 __global__ void copy_tail_kernel(Rows x, Rows y, int64_t D, int64_t rows, int n_rot) {
+  pdl_wait();
   const int64_t tail = D - n_rot;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * tail; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / tail, k = n_rot + i % tail;
@@ -64,12 +66,12 @@ void op_rope(const Tensor& dst, const OpCtx& c) {
   const int other = mode == RopeMode::Neox ? n_rot / 2 : 1;
   const int64_t n = rows * (n_rot / 2);
   const unsigned grid = unsigned(std::min<int64_t>(blocks_for(n, 256), int64_t(c.sm_count) * 8));
-  rope_kernel<<<grid, 256, 0, c.stream>>>(rows_of(*x), rows_of(dst), static_cast<const int32_t*>(pos->data),
+  launch_kernel(rope_kernel, grid, 256, 0, c.stream, rows_of(*x), rows_of(dst), static_cast<const int32_t*>(pos->data),
                                           ff ? static_cast<const float*>(ff->data) : nullptr, D, H, T, rows, n_rot,
                                           step, other, theta_scale, dst.fparams[1]);
   WEIR_CUDA_CHECK_LAUNCH();
   if (n_rot < D) {
-    copy_tail_kernel<<<grid, 256, 0, c.stream>>>(rows_of(*x), rows_of(dst), D, rows, n_rot);
+    launch_kernel(copy_tail_kernel, grid, 256, 0, c.stream, rows_of(*x), rows_of(dst), D, rows, n_rot);
     WEIR_CUDA_CHECK_LAUNCH();
   }
 }

@@ -14,6 +14,7 @@ namespace {
 template <DType T>
 __global__ void get_rows_kernel(const uint8_t* table, size_t table_stride, int64_t n_table, const int32_t* ids,
                                 int64_t K, float* y, Rows out) {
+  pdl_wait();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   float* yr = const_cast<float*>(reinterpret_cast<const float*>(out.row(t)));
@@ -33,6 +34,7 @@ __global__ void get_rows_kernel(const uint8_t* table, size_t table_stride, int64
 
 template <class Dst>
 __global__ void set_rows_kernel(char* dst, size_t dst_stride, int64_t n_dst, Rows src, const int32_t* idx, int64_t K) {
+  pdl_wait();
   const int64_t t = blockIdx.x;
   const int32_t r = idx[t];
   if (r < 0 || r >= n_dst) return;
@@ -59,7 +61,7 @@ void op_get_rows(const Tensor& dst, const OpCtx& c) {
   if (T == 0) return;
   const int threads = int(std::min<int64_t>(256, std::max<int64_t>(32, K / 8)));
   const bool ok = dispatch_dtype(table->dtype, [&]<DType TT>() {
-    get_rows_kernel<TT><<<unsigned(T), threads, 0, c.stream>>>(static_cast<const uint8_t*>(table->data),
+    launch_kernel(get_rows_kernel<TT>, unsigned(T), threads, 0, c.stream, static_cast<const uint8_t*>(table->data),
                                                                table->nb[1], table->ne[1],
                                                                static_cast<const int32_t*>(ids->data), K,
                                                                static_cast<float*>(dst.data), rows_of(dst));
@@ -80,10 +82,10 @@ void op_set_rows(const Tensor& dst, const OpCtx& c) {
   const int threads = int(std::min<int64_t>(256, std::max<int64_t>(32, K)));
   char* d = static_cast<char*>(dst.data);  // the table itself (set_rows' result views it)
   if (table->dtype == DType::F16)
-    set_rows_kernel<__half><<<unsigned(T), threads, 0, c.stream>>>(d, dst.nb[1], dst.ne[1], rows_of(*src),
+    launch_kernel(set_rows_kernel<__half>, unsigned(T), threads, 0, c.stream, d, dst.nb[1], dst.ne[1], rows_of(*src),
                                                                     static_cast<const int32_t*>(idx->data), K);
   else
-    set_rows_kernel<float><<<unsigned(T), threads, 0, c.stream>>>(d, dst.nb[1], dst.ne[1], rows_of(*src),
+    launch_kernel(set_rows_kernel<float>, unsigned(T), threads, 0, c.stream, d, dst.nb[1], dst.ne[1], rows_of(*src),
                                                                    static_cast<const int32_t*>(idx->data), K);
   WEIR_CUDA_CHECK_LAUNCH();
 }

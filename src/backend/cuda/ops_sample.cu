@@ -53,6 +53,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
 
@@ -342,6 +343,7 @@ __device__ __forceinline__ int pow2_at_least(int m) {
 
 // ---- kernel 1: one chunk of a row ----
 __global__ void __launch_bounds__(kChunkThreads) chunk_kernel(RowAddr logits, RowAddr params, int64_t V, Work w) {
+  pdl_wait();
   __shared__ __align__(16) uint32_t keys[kChunk];
   __shared__ SelectSmem sel;
   __shared__ u64 red[32];
@@ -394,6 +396,7 @@ __global__ void __launch_bounds__(kChunkThreads) chunk_kernel(RowAddr logits, Ro
 
 // ---- kernel 2: weight sums of a chunk (temp and cap rows) ----
 __global__ void __launch_bounds__(kSumThreads) sum_kernel(RowAddr logits, RowAddr params, int64_t V, Work w) {
+  pdl_wait();
   __shared__ u64 redu[32];
   __shared__ double redd[32];
   // Backwards: the chunks kernel 1 read last are the likeliest still in L2.
@@ -651,6 +654,7 @@ __device__ __forceinline__ int64_t draw_large(const float* x, int64_t V, const R
 
 __global__ void __launch_bounds__(kRowThreads, 1) row_kernel(RowAddr logits, RowAddr params, int64_t V, Work w,
                                                           int32_t* dst) {
+  pdl_wait();
   __shared__ RowSmem s;
   const int64_t r = blockIdx.x;
   const RowParams p = row_params(params.row(r), V);
@@ -720,7 +724,7 @@ Plan plan_of(const Tensor& dst) {
   return pl;
 }
 
-RowAddr rows_of(const Tensor& t) {
+RowAddr row_addr_of(const Tensor& t) {
   return RowAddr{static_cast<const char*>(t.data), t.ne[1], t.ne[2], t.nb[1], t.nb[2], t.nb[3]};
 }
 
@@ -745,13 +749,13 @@ void op_sample(const Tensor& dst, const OpCtx& c) {
   char* sc = static_cast<char*>(c.scratch);
   const Work w{reinterpret_cast<u64*>(sc), reinterpret_cast<double*>(sc + pl.off_sums),
                reinterpret_cast<u64*>(sc + pl.off_cand), pl.nchunks, pl.cap};
-  const RowAddr lr = rows_of(lg), prr = rows_of(pr);
+  const RowAddr lr = row_addr_of(lg), prr = row_addr_of(pr);
   const dim3 grid(unsigned(pl.nchunks), unsigned(pl.n));
-  chunk_kernel<<<grid, kChunkThreads, 0, c.stream>>>(lr, prr, pl.V, w);
+  launch_kernel(chunk_kernel, grid, kChunkThreads, 0, c.stream, lr, prr, pl.V, w);
   WEIR_CUDA_CHECK_LAUNCH();
-  sum_kernel<<<grid, kSumThreads, 0, c.stream>>>(lr, prr, pl.V, w);
+  launch_kernel(sum_kernel, grid, kSumThreads, 0, c.stream, lr, prr, pl.V, w);
   WEIR_CUDA_CHECK_LAUNCH();
-  row_kernel<<<unsigned(pl.n), kRowThreads, 0, c.stream>>>(lr, prr, pl.V, w, static_cast<int32_t*>(dst.data));
+  launch_kernel(row_kernel, unsigned(pl.n), kRowThreads, 0, c.stream, lr, prr, pl.V, w, static_cast<int32_t*>(dst.data));
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
