@@ -172,14 +172,17 @@ void* CudaBackend::upload_weight(const Tensor& t) {
     return it->second.dev;
   }
   void* d = nullptr;
-  const cudaError_t e = cudaMalloc(&d, n ? n : 1);
+  // 16 bytes of slack: kernels read 2-byte-aligned blocks as aligned words,
+  // up to one word past a row's last block.
+  const cudaError_t e = cudaMalloc(&d, n + 16);
   if (e != cudaSuccess) {
     cudaGetLastError();
     throw Error("cuda backend: out of device memory copying weight '" + t.name + "' (" + std::to_string(n) +
                 " bytes; " + std::to_string(weight_bytes_ >> 20) + " MiB of weights already on the GPU)");
   }
   WEIR_CUDA_CHECK(cudaMemcpy(d, t.data, n, cudaMemcpyHostToDevice));
-  owned_[reinterpret_cast<uintptr_t>(d)] = n ? n : 1;
+  WEIR_CUDA_CHECK(cudaMemset(static_cast<char*>(d) + n, 0, 16));
+  owned_[reinterpret_cast<uintptr_t>(d)] = n + 16;
   weight_bytes_ += n;
   weights_.emplace(t.data, Weight{d, n, 0});
   return d;

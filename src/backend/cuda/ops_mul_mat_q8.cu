@@ -1,16 +1,23 @@
 // Decode products on 8-bit activations: x is quantized per 32 elements
-// (scale d and d * sum of the quants, as llama.cpp's Q8_1), and each weight
-// type's quants meet it in 4-way int8 dot products (dp4a), 16 elements per
-// lane step: two 32-bit words of weight quants against two words of x for
-// each of the one or two 32-element x blocks they touch. One warp per weight
-// row, its lanes walking the row's blocks; the row's integer sums are scaled
-// per x block in float and summed by the warp.
+// (scale d and d * sum of the quants, as llama.cpp's Q8_1) into two arrays,
+// the int8 quants ([T][K], so 16 of them are one aligned 16-byte load) and
+// the (d, d * sum) pairs ([T][K/32]); each weight type's quants meet them in
+// 4-way int8 dot products (dp4a).
 //
-// Weight quants are read as 32-bit words (two 16-bit halves where a block
-// size leaves them 2-byte aligned); offsets that the format stores apart
-// (q4_0's -8, q5_0's -16, the K-quants' mins) are applied through the x
-// block's sum: a unit covering n of a block's 32 elements takes n/32 of it,
-// so the terms add up over the block's units.
+// A thread takes a chunk of a weight row at a time: 32 weights of a legacy
+// block (q4_0, q5_0, q8_0) or 16 quant bytes of a K-quant super-block (32
+// or 64 weights), read with as few wide loads as the format's alignment
+// allows: K-quant blocks of 144 and 176 bytes are 16-byte aligned; the
+// others (18, 22, 34, 210 bytes) only 2-byte aligned, read as aligned 32-bit
+// words joined by funnel shifts. Offsets the format keeps apart (q4_0's -8,
+// q5_0's -16, the K-quants' mins) go through the x block's sum; where a chunk
+// covers half of an x block and both halves share the block's factors
+// (q4_K, q5_K), each half takes half the sum.
+//
+// WPR warps per weight row (more for short matrices, so enough warps are in
+// flight to cover the memory latency); threads walk their chunks kUnroll at
+// a time with all the loads issued first; the row's sums are combined by
+// warp shuffles and, across warps, in shared memory.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -23,14 +30,19 @@ namespace {
 
 constexpr int kWarps = 4;
 
-struct XBlock {  // 32 activations
-  __half2 ds;    // d, d * sum(qs)
-  int32_t qs[8];
+// x quantized: quants [T][K] int8, then (d, d * sum) [T][K/32].
+struct XQ {
+  const int8_t* q;
+  const __half2* ds;
+  int64_t K;
+  __device__ __forceinline__ const int4* q16(int t, int64_t k) const {  // 16 quants from element k
+    return reinterpret_cast<const int4*>(q + t * K + k);
+  }
+  __device__ __forceinline__ float2 ds_of(int t, int64_t blk32) const { return __half22float2(ds[t * (K / 32) + blk32]); }
 };
-static_assert(sizeof(XBlock) == 36);
 
 // One warp per 32-element block of x: lane l quantizes element l.
-__global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, XBlock* out) {
+__global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, int8_t* q, __half2* ds) {
   pdl_wait();
   const int64_t nb = K / 32;
   const int64_t b = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
@@ -42,149 +54,204 @@ __global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, XBlock* out) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax / 127.0f;
-  const int q = amax == 0.0f ? 0 : __float2int_rn(v / d);
-  int sum = q;
+  const int qv = amax == 0.0f ? 0 : __float2int_rn(v / d);
+  int sum = qv;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  XBlock* blk = out + b;
-  reinterpret_cast<int8_t*>(blk->qs)[lane] = int8_t(q);
-  if (lane == 0) blk->ds = __floats2half2_rn(d, d * float(sum));
+  q[t * K + kb * 32 + lane] = int8_t(qv);
+  if (lane == 0) ds[t * nb + kb] = __floats2half2_rn(d, d * float(sum));
 }
 
-__device__ __forceinline__ uint32_t ld32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
-__device__ __forceinline__ uint32_t ld32_2(const uint8_t* p) {
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
-  return uint32_t(h[0]) | uint32_t(h[1]) << 16;
+__device__ __forceinline__ int dp4a(uint32_t a, int b, int c) { return __dp4a(int(a), b, c); }
+// dp4a of 4 weight words with 16 x quants.
+__device__ __forceinline__ int dot16(const uint32_t* w, const int4& x, int acc) {
+  acc = dp4a(w[0], x.x, acc);
+  acc = dp4a(w[1], x.y, acc);
+  acc = dp4a(w[2], x.z, acc);
+  return dp4a(w[3], x.w, acc);
 }
-__device__ __forceinline__ int dp4a(uint32_t a, int32_t b, int c) { return __dp4a(int(a), b, c); }
+// N 32-bit words from a 2-byte-aligned address: aligned loads, joined.
+template <int N>
+__device__ __forceinline__ void words_at(const uint8_t* p, uint32_t* out) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
+  const uint32_t sh = uint32_t(a & 3) * 8;
+  uint32_t v[N + 1];
+#pragma unroll
+  for (int i = 0; i <= N; ++i) v[i] = w[i];  // one word past: in the row (a scale or the next block)
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(v[i], v[i + 1], sh);
+}
+__device__ __forceinline__ float h2f_at(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
 // Bits 0..3 of t to bit 4 of bytes 0..3.
 __device__ __forceinline__ uint32_t spread4(uint32_t t) { return ((t * 0x00204081u) & 0x01010101u) << 4; }
 
-// A unit = 16 weights of a block; dot(w block, unit, x blocks of this
-// weight block) -> float contribution. XB: x blocks of 32 per weight block.
+// scale_min_k4 (dequant.cuh) on the 12 scale bytes held as three words, so
+// that a run-time j selects registers instead of indexing a local array.
+__device__ __forceinline__ void scale_min_words(int j, uint32_t s0, uint32_t s1, uint32_t s2, int* sc, int* mn) {
+  const auto byte = [&](int k) { return int(((k < 4 ? s0 : k < 8 ? s1 : s2) >> (8 * (k & 3))) & 0xFF); };
+  if (j < 4) {
+    *sc = byte(j) & 63;
+    *mn = byte(j + 4) & 63;
+  } else {
+    *sc = (byte(j + 4) & 15) | ((byte(j - 4) >> 6) << 4);
+    *mn = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
+  }
+}
+
+// A type's chunks: CHUNKS per block of QK weights; dot(block, chunk, x, t0)
+// adds the chunk's products with tokens 0..NT-1 into acc.
 struct DotQ4_0 {
-  static constexpr int QK = 32, BYTES = 18, UNITS = 2;
-  __device__ static float dot(const uint8_t* b, int u, const XBlock* x) {
-    const uint32_t w0 = ld32_2(b + 2 + 8 * u), w1 = ld32_2(b + 6 + 8 * u);
-    int s = dp4a(w0 & 0x0F0F0F0Fu, x->qs[2 * u], 0);
-    s = dp4a(w1 & 0x0F0F0F0Fu, x->qs[2 * u + 1], s);
-    s = dp4a((w0 >> 4) & 0x0F0F0F0Fu, x->qs[2 * u + 4], s);
-    s = dp4a((w1 >> 4) & 0x0F0F0F0Fu, x->qs[2 * u + 5], s);
-    const float2 ds = __half22float2(x->ds);
-    return h2f(b) * (ds.x * float(s) - 8.0f * 0.5f * ds.y);
+  static constexpr int QK = 32, BYTES = 18, CHUNKS = 1;
+  template <int NT>
+  __device__ static void dot(const uint8_t* b, int, const XQ& x, int64_t e0, float* acc) {
+    uint32_t q[4];
+    words_at<4>(b + 2, q);
+    const float d = h2f_at(b);
+    uint32_t lo[4], hi[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int s = dot16(hi, *x.q16(t, e0 + 16), dot16(lo, *x.q16(t, e0), 0));
+      const float2 ds = x.ds_of(t, e0 / 32);
+      acc[t] += d * (ds.x * float(s) - 8.0f * ds.y);
+    }
   }
 };
 struct DotQ5_0 {
-  static constexpr int QK = 32, BYTES = 22, UNITS = 2;
-  __device__ static float dot(const uint8_t* b, int u, const XBlock* x) {
-    const uint32_t qh = ld32_2(b + 2);
-    int s = 0;
+  static constexpr int QK = 32, BYTES = 22, CHUNKS = 1;
+  template <int NT>
+  __device__ static void dot(const uint8_t* b, int, const XQ& x, int64_t e0, float* acc) {
+    uint32_t q[5];
+    words_at<5>(b + 2, q);  // qh, then 16 quant bytes
+    const float d = h2f_at(b);
+    uint32_t lo[4], hi[4];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int w = 2 * u + k;  // word: elements 4w.. (low nibbles) and 16 + 4w.. (high)
-      const uint32_t q = ld32_2(b + 6 + 4 * w);
-      s = dp4a((q & 0x0F0F0F0Fu) | spread4((qh >> (4 * w)) & 15), x->qs[w], s);
-      s = dp4a(((q >> 4) & 0x0F0F0F0Fu) | spread4((qh >> (16 + 4 * w)) & 15), x->qs[w + 4], s);
+    for (int i = 0; i < 4; ++i) {
+      lo[i] = (q[1 + i] & 0x0F0F0F0Fu) | spread4((q[0] >> (4 * i)) & 15);
+      hi[i] = ((q[1 + i] >> 4) & 0x0F0F0F0Fu) | spread4((q[0] >> (16 + 4 * i)) & 15);
     }
-    const float2 ds = __half22float2(x->ds);
-    return h2f(b) * (ds.x * float(s) - 16.0f * 0.5f * ds.y);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int s = dot16(hi, *x.q16(t, e0 + 16), dot16(lo, *x.q16(t, e0), 0));
+      const float2 ds = x.ds_of(t, e0 / 32);
+      acc[t] += d * (ds.x * float(s) - 16.0f * ds.y);
+    }
   }
 };
 struct DotQ8_0 {
-  static constexpr int QK = 32, BYTES = 34, UNITS = 2;
-  __device__ static float dot(const uint8_t* b, int u, const XBlock* x) {
-    int s = 0;
+  static constexpr int QK = 32, BYTES = 34, CHUNKS = 1;
+  template <int NT>
+  __device__ static void dot(const uint8_t* b, int, const XQ& x, int64_t e0, float* acc) {
+    uint32_t q[8];
+    words_at<8>(b + 2, q);
+    const float d = h2f_at(b);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) s = dp4a(ld32_2(b + 2 + 16 * u + 4 * k), x->qs[4 * u + k], s);
-    return h2f(b) * __low2float(x->ds) * float(s);
+    for (int t = 0; t < NT; ++t) {
+      const int s = dot16(q + 4, *x.q16(t, e0 + 16), dot16(q, *x.q16(t, e0), 0));
+      acc[t] += d * x.ds_of(t, e0 / 32).x * float(s);
+    }
   }
 };
-// q4_K / q5_K: unit u (0..15) takes qs words 2u, 2u+1: bytes 8u.. of the
-// 32-byte group g = u / 4, whose low nibbles are sub-block 2g and high
-// nibbles sub-block 2g + 1, at positions p = 8 (u % 4) .. p + 7.
+// q4_K / q5_K: chunk c (0..7) = qs bytes 16c..16c+15: group g = c / 2 of 32
+// bytes, positions p = 16 (c % 2); low nibbles are sub-block 2g, high
+// nibbles sub-block 2g + 1. Blocks are 16-byte aligned.
 template <bool Five>
 struct DotQK45 {
-  static constexpr int QK = 256, BYTES = Five ? 176 : 144, UNITS = 16;
-  __device__ static float dot(const uint8_t* b, int u, const XBlock* x) {
-    const int g = u / 4, p = 8 * (u % 4), jl = 2 * g, jh = 2 * g + 1;
-    const uint8_t* qs = b + (Five ? 48 : 16) + 32 * g + p;
-    const uint32_t w0 = ld32(qs), w1 = ld32(qs + 4);
-    uint32_t l0 = w0 & 0x0F0F0F0Fu, l1 = w1 & 0x0F0F0F0Fu, h0 = (w0 >> 4) & 0x0F0F0F0Fu, h1 = (w1 >> 4) & 0x0F0F0F0Fu;
-    if constexpr (Five) {
-      const uint32_t q0 = ld32(b + 16 + p), q1 = ld32(b + 16 + p + 4);
-      l0 |= ((q0 >> jl) & 0x01010101u) << 4;
-      l1 |= ((q1 >> jl) & 0x01010101u) << 4;
-      h0 |= ((q0 >> jh) & 0x01010101u) << 4;
-      h1 |= ((q1 >> jh) & 0x01010101u) << 4;
-    }
-    const XBlock* xl = x + jl;
-    const XBlock* xh = x + jh;
-    const int sl = dp4a(l1, xl->qs[p / 4 + 1], dp4a(l0, xl->qs[p / 4], 0));
-    const int sh = dp4a(h1, xh->qs[p / 4 + 1], dp4a(h0, xh->qs[p / 4], 0));
+  static constexpr int QK = 256, BYTES = Five ? 176 : 144, CHUNKS = 8;
+  template <int NT>
+  __device__ static void dot(const uint8_t* b, int c, const XQ& x, int64_t e0, float* acc) {
+    const int g = c / 2, p = 16 * (c % 2), jl = 2 * g, jh = 2 * g + 1;
+    const uint4 qv = *reinterpret_cast<const uint4*>(b + (Five ? 48 : 16) + 16 * c);
+    const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
+    const uint32_t head = *reinterpret_cast<const uint32_t*>(b);  // d, dmin
+    const uint32_t s0 = reinterpret_cast<const uint32_t*>(b)[1], s1 = reinterpret_cast<const uint32_t*>(b)[2],
+                   s2 = reinterpret_cast<const uint32_t*>(b)[3];
     int scl, mnl, sch, mnh;
-    scale_min_k4(jl, b + 4, &scl, &mnl);
-    scale_min_k4(jh, b + 4, &sch, &mnh);
-    const float2 dl = __half22float2(xl->ds), dh = __half22float2(xh->ds);
-    const float d = h2f(b), dmin = h2f(b + 2);
-    return d * (float(scl) * dl.x * float(sl) + float(sch) * dh.x * float(sh)) -
-           dmin * 0.25f * (float(mnl) * dl.y + float(mnh) * dh.y);
+    scale_min_words(jl, s0, s1, s2, &scl, &mnl);
+    scale_min_words(jh, s0, s1, s2, &sch, &mnh);
+    uint32_t lo[4], hi[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+    if constexpr (Five) {
+      const uint4 hv = *reinterpret_cast<const uint4*>(b + 16 + p);
+      const uint32_t h[4] = {hv.x, hv.y, hv.z, hv.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        lo[i] |= ((h[i] >> jl) & 0x01010101u) << 4;
+        hi[i] |= ((h[i] >> jh) & 0x01010101u) << 4;
+      }
+    }
+    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&head));
+    const int64_t bl = e0 / 32 + jl, bh = e0 / 32 + jh;  // x blocks of the two sub-blocks
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int sl = dot16(lo, *x.q16(t, bl * 32 + p), 0);
+      const int sh = dot16(hi, *x.q16(t, bh * 32 + p), 0);
+      const float2 xl = x.ds_of(t, bl), xh = x.ds_of(t, bh);
+      acc[t] += dd.x * (float(scl) * xl.x * float(sl) + float(sch) * xh.x * float(sh)) -
+                dd.y * 0.5f * (float(mnl) * xl.y + float(mnh) * xh.y);
+    }
   }
 };
-// q6_K: unit u (0..15) takes ql bytes 8u..8u+7: half h = u / 8, l = 8 (u % 4)
-// within a 32-row, s = (u / 4) % 2 for the low nibbles and s + 2 for the
-// high ones; qh byte 32h + l holds the top two bits of all four s.
+// q6_K: chunk c (0..7) = ql bytes 16c..16c+15: half h = c / 4, s = (c / 2) % 2
+// for the low nibbles and s + 2 for the high ones, positions l = 16 (c % 2);
+// qh bytes 32h + l .. + 15 hold the top two bits of all four s. Each 16
+// positions have their own scale, so the -32 is applied to the quants.
 struct DotQ6K {
-  static constexpr int QK = 256, BYTES = 210, UNITS = 16;
-  __device__ static float dot(const uint8_t* b, int u, const XBlock* x) {
-    const int h = u / 8, sa = (u / 4) % 2, sb = sa + 2, l = 8 * (u % 4);
-    const uint8_t* ql = b + 8 * u;
-    const uint8_t* qh = b + 128 + 32 * h + l;
-    const uint32_t w0 = ld32_2(ql), w1 = ld32_2(ql + 4), q0 = ld32_2(qh), q1 = ld32_2(qh + 4);
-    const int32_t a0 = __vsubss4(int((w0 & 0x0F0F0F0Fu) | (((q0 >> (2 * sa)) & 0x03030303u) << 4)), 0x20202020);
-    const int32_t a1 = __vsubss4(int((w1 & 0x0F0F0F0Fu) | (((q1 >> (2 * sa)) & 0x03030303u) << 4)), 0x20202020);
-    const int32_t c0 = __vsubss4(int(((w0 >> 4) & 0x0F0F0F0Fu) | (((q0 >> (2 * sb)) & 0x03030303u) << 4)), 0x20202020);
-    const int32_t c1 = __vsubss4(int(((w1 >> 4) & 0x0F0F0F0Fu) | (((q1 >> (2 * sb)) & 0x03030303u) << 4)), 0x20202020);
-    const XBlock* xa = x + 4 * h + sa;
-    const XBlock* xb = x + 4 * h + sb;
-    const int ia = __dp4a(a1, xa->qs[l / 4 + 1], __dp4a(a0, xa->qs[l / 4], 0));
-    const int ib = __dp4a(c1, xb->qs[l / 4 + 1], __dp4a(c0, xb->qs[l / 4], 0));
+  static constexpr int QK = 256, BYTES = 210, CHUNKS = 8;
+  template <int NT>
+  __device__ static void dot(const uint8_t* b, int c, const XQ& x, int64_t e0, float* acc) {
+    const int h = c / 4, sa = (c / 2) % 2, sb = sa + 2, l = 16 * (c % 2);
+    uint32_t ql[4], qh[4];
+    words_at<4>(b + 16 * c, ql);
+    words_at<4>(b + 128 + 32 * h + l, qh);
+    int a[4], z[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      a[i] = __vsubss4(int((ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sa)) & 0x03030303u) << 4)), 0x20202020);
+      z[i] = __vsubss4(int(((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sb)) & 0x03030303u) << 4)), 0x20202020);
+    }
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-    const float fa = float(sc[8 * h + 2 * sa + l / 16]), fb = float(sc[8 * h + 2 * sb + l / 16]);
-    return h2f(b + 208) * (fa * __low2float(xa->ds) * float(ia) + fb * __low2float(xb->ds) * float(ib));
+    const float d = h2f_at(b + 208);
+    const float fa = d * float(sc[8 * h + 2 * sa + l / 16]), fb = d * float(sc[8 * h + 2 * sb + l / 16]);
+    const int64_t ba = e0 / 32 + 4 * h + sa, bb = e0 / 32 + 4 * h + sb;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int4 xa = *x.q16(t, ba * 32 + l), xb = *x.q16(t, bb * 32 + l);
+      int ia = __dp4a(a[0], xa.x, 0), ib = __dp4a(z[0], xb.x, 0);
+      ia = __dp4a(a[1], xa.y, ia), ib = __dp4a(z[1], xb.y, ib);
+      ia = __dp4a(a[2], xa.z, ia), ib = __dp4a(z[2], xb.z, ib);
+      ia = __dp4a(a[3], xa.w, ia), ib = __dp4a(z[3], xb.w, ib);
+      acc[t] += fa * x.ds_of(t, ba).x * float(ia) + fb * x.ds_of(t, bb).x * float(ib);
+    }
   }
 };
 
-// WPR warps per weight row (more for short matrices, so that enough warps
-// are in flight to cover the memory latency); each thread walks its units
-// kUnroll at a time, the loads of all of them issued before their products.
 template <class D, int NT, int WPR>
 __global__ void __launch_bounds__(32 * kWarps)
-    q8_mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N,
-                      const XBlock* __restrict__ xq, float* __restrict__ y, int64_t ldy) {
+    q8_mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, XQ xq,
+                      float* __restrict__ y, int64_t ldy) {
   pdl_wait();
-  constexpr int kRowsPerBlock = kWarps / WPR, kThreadsPerRow = 32 * WPR, kUnroll = 4;
+  constexpr int kRowsPerBlock = kWarps / WPR, kThreadsPerRow = 32 * WPR, kUnroll = 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp / WPR;
   const int sub = (warp % WPR) * 32 + lane;
   const bool live = row < N;
   const uint8_t* w = W + size_t(live ? row : 0) * w_stride;
-  const int64_t nxb = K / 32;               // x blocks per token row
-  const int64_t units = (K / D::QK) * D::UNITS;
-  constexpr int XPB = D::QK / 32;           // x blocks per weight block
+  const int64_t chunks = (K / D::QK) * D::CHUNKS;
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   if (live) {
-    for (int64_t i0 = sub; i0 < units; i0 += kThreadsPerRow * kUnroll) {
+    for (int64_t i0 = sub; i0 < chunks; i0 += kThreadsPerRow * kUnroll) {
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t i = i0 + int64_t(k) * kThreadsPerRow;
-        if (i < units) {
-          const int64_t blk = i / D::UNITS;
-          const int u = int(i % D::UNITS);
-          const uint8_t* b = w + blk * D::BYTES;
-#pragma unroll
-          for (int t = 0; t < NT; ++t) acc[t] += D::dot(b, u, xq + t * nxb + blk * XPB);
+        if (i < chunks) {
+          const int64_t blk = i / D::CHUNKS;
+          D::template dot<NT>(w + blk * D::BYTES, int(i % D::CHUNKS), xq, blk * D::QK, acc);
         }
       }
     }
@@ -212,23 +279,23 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// Warps per row: enough warps in all to fill the GPU several times over,
-// but at least 64 units of work per thread-row step... (1, 2 or 4).
-int warps_per_row(int64_t N, int64_t units, int sm_count) {
-  const int64_t want = int64_t(sm_count) * 48;  // warps in flight
+// Warps per row: enough warps in flight to fill the GPU several times over,
+// while each thread-row keeps several chunks of work (1, 2 or 4).
+int warps_per_row(int64_t N, int64_t chunks, int sm_count) {
+  const int64_t want = int64_t(sm_count) * 48;
   int wpr = 1;
-  while (wpr < kWarps && N * wpr < want && units >= int64_t(64) * wpr) wpr *= 2;
+  while (wpr < kWarps && N * wpr < want && chunks >= int64_t(64) * wpr) wpr *= 2;
   return wpr;
 }
 
 template <class D, int NT>
-void launch_nt(const Tensor& dst, const OpCtx& c, const XBlock* xq) {
+void launch_nt(const Tensor& dst, const OpCtx& c, const XQ& xq) {
   const Tensor& W = *dst.src[0];
   const int64_t K = W.ne[0], N = W.ne[1];
   const auto* w = static_cast<const uint8_t*>(W.data);
   float* y = static_cast<float*>(dst.data);
   const int64_t ldy = int64_t(dst.nb[1] / 4);
-  const int wpr = warps_per_row(N, (K / D::QK) * D::UNITS, c.sm_count);
+  const int wpr = warps_per_row(N, (K / D::QK) * D::CHUNKS, c.sm_count);
   const unsigned grid = blocks_for(N, kWarps / wpr);
   if (wpr == 1)
     launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
@@ -236,11 +303,10 @@ void launch_nt(const Tensor& dst, const OpCtx& c, const XBlock* xq) {
     launch_kernel(q8_mat_vec_kernel<D, NT, 2>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
   else
     launch_kernel(q8_mat_vec_kernel<D, NT, 4>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
-  WEIR_CUDA_CHECK_LAUNCH();
 }
 
 template <class D>
-void launch(const Tensor& dst, const OpCtx& c, const XBlock* xq) {
+void launch(const Tensor& dst, const OpCtx& c, const XQ& xq) {
   switch (dst.n_rows()) {
     case 1: return launch_nt<D, 1>(dst, c, xq);
     case 2: return launch_nt<D, 2>(dst, c, xq);
@@ -253,6 +319,8 @@ void launch(const Tensor& dst, const OpCtx& c, const XBlock* xq) {
     default: bad_operands("mul_mat", dst, "q8 decode kernels take at most 8 tokens");
   }
 }
+
+size_t quant_bytes(int64_t K, int64_t T) { return (size_t(K) * size_t(T) + 255) / 256 * 256; }
 
 }  // namespace
 
@@ -268,18 +336,24 @@ bool has_q8_mat_vec(DType w) {
   }
 }
 
-size_t q8_act_bytes(int64_t K, int64_t T) { return size_t(K / 32) * size_t(T) * sizeof(XBlock); }
+size_t q8_act_bytes(int64_t K, int64_t T) { return quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2); }
 
 void q8_mat_vec(const Tensor& dst, const OpCtx& c) {
   const Tensor& W = *dst.src[0];
   const int64_t K = W.ne[0], T = dst.n_rows();
   if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
-  auto* xq = static_cast<XBlock*>(c.scratch);
+  // The weight rows must keep the blocks' natural alignment (16 bytes for
+  // q4_K / q5_K, 4 for the word reads of the others).
+  const size_t align = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 4;
+  if (reinterpret_cast<uintptr_t>(W.data) % align || W.nb[1] % align)
+    bad_operands("mul_mat", dst, "weight rows are not " + std::to_string(align) + "-byte aligned");
+  auto* q = static_cast<int8_t*>(c.scratch);
+  auto* ds = reinterpret_cast<__half2*>(static_cast<char*>(c.scratch) + quant_bytes(K, T));
   if (!c.x_quantized) {
     const int64_t n_xb = (K / 32) * T;
-    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, xq);
-    WEIR_CUDA_CHECK_LAUNCH();
+    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, q, ds);
   }
+  const XQ xq{q, ds, K};
   switch (W.dtype) {
     case DType::Q4_0: return launch<DotQ4_0>(dst, c, xq);
     case DType::Q5_0: return launch<DotQ5_0>(dst, c, xq);
