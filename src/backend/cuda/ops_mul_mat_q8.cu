@@ -86,19 +86,6 @@ __device__ __forceinline__ float h2f_at(const uint8_t* p) { return __half2float(
 // Bits 0..3 of t to bit 4 of bytes 0..3.
 __device__ __forceinline__ uint32_t spread4(uint32_t t) { return ((t * 0x00204081u) & 0x01010101u) << 4; }
 
-// scale_min_k4 (dequant.cuh) on the 12 scale bytes held as three words, so
-// that a run-time j selects registers instead of indexing a local array.
-__device__ __forceinline__ void scale_min_words(int j, uint32_t s0, uint32_t s1, uint32_t s2, int* sc, int* mn) {
-  const auto byte = [&](int k) { return int(((k < 4 ? s0 : k < 8 ? s1 : s2) >> (8 * (k & 3))) & 0xFF); };
-  if (j < 4) {
-    *sc = byte(j) & 63;
-    *mn = byte(j + 4) & 63;
-  } else {
-    *sc = (byte(j + 4) & 15) | ((byte(j - 4) >> 6) << 4);
-    *mn = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
-  }
-}
-
 // A type's chunks: CHUNKS per block of QK weights; dot(block, chunk, x, t0)
 // adds the chunk's products with tokens 0..NT-1 into acc.
 struct DotQ4_0 {
@@ -165,12 +152,19 @@ struct DotQK45 {
     const int g = c / 2, p = 16 * (c % 2), jl = 2 * g, jh = 2 * g + 1;
     const uint4 qv = *reinterpret_cast<const uint4*>(b + (Five ? 48 : 16) + 16 * c);
     const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-    const uint32_t head = *reinterpret_cast<const uint32_t*>(b);  // d, dmin
-    const uint32_t s0 = reinterpret_cast<const uint32_t*>(b)[1], s1 = reinterpret_cast<const uint32_t*>(b)[2],
-                   s2 = reinterpret_cast<const uint32_t*>(b)[3];
-    int scl, mnl, sch, mnh;
-    scale_min_words(jl, s0, s1, s2, &scl, &mnl);
-    scale_min_words(jh, s0, s1, s2, &sch, &mnh);
+    const uint4 hd = *reinterpret_cast<const uint4*>(b);  // d, dmin, then the 12 scale bytes
+    // The 6-bit scales and mins of sub-blocks 2g and 2g + 1 (scale_min_k4
+    // for a pair): g < 2 keeps them whole in bytes 2g.. (scales) and 4 + 2g..
+    // (mins); g >= 2 has their low 4 bits in bytes 8 + 2 (g - 2) .. and the
+    // top 2 bits at the top of bytes 2 (g - 2) .. (scales), 4 + 2 (g - 2) ..
+    // (mins). c is the same for all of a thread's chunks, so the shifts are.
+    const bool lowg = g < 2;
+    const int sh = 16 * (lowg ? g : g - 2);
+    const uint32_t wsc = (lowg ? hd.y : hd.w) >> sh, wmn = (lowg ? hd.z : hd.w) >> (lowg ? sh : sh + 4);
+    const uint32_t m = lowg ? 63 : 15;
+    const uint32_t top_sc = lowg ? 0 : hd.y >> sh, top_mn = lowg ? 0 : hd.z >> sh;
+    const int scl = int((wsc & m) | ((top_sc >> 6) & 3) << 4), sch = int(((wsc >> 8) & m) | ((top_sc >> 14) & 3) << 4);
+    const int mnl = int((wmn & m) | ((top_mn >> 6) & 3) << 4), mnh = int(((wmn >> 8) & m) | ((top_mn >> 14) & 3) << 4);
     uint32_t lo[4], hi[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
@@ -183,14 +177,14 @@ struct DotQK45 {
         hi[i] |= ((h[i] >> jh) & 0x01010101u) << 4;
       }
     }
-    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&head));
+    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&hd.x));
     const int64_t bl = e0 / 32 + jl, bh = e0 / 32 + jh;  // x blocks of the two sub-blocks
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int sl = dot16(lo, *x.q16(t, bl * 32 + p), 0);
-      const int sh = dot16(hi, *x.q16(t, bh * 32 + p), 0);
+      const int sv = dot16(hi, *x.q16(t, bh * 32 + p), 0);
       const float2 xl = x.ds_of(t, bl), xh = x.ds_of(t, bh);
-      acc[t] += dd.x * (float(scl) * xl.x * float(sl) + float(sch) * xh.x * float(sh)) -
+      acc[t] += dd.x * (float(scl) * xl.x * float(sl) + float(sch) * xh.x * float(sv)) -
                 dd.y * 0.5f * (float(mnl) * xl.y + float(mnh) * xh.y);
     }
   }
@@ -343,8 +337,8 @@ void q8_mat_vec(const Tensor& dst, const OpCtx& c) {
   const int64_t K = W.ne[0], T = dst.n_rows();
   if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
   // The weight rows must keep the blocks' natural alignment (16 bytes for
-  // q4_K / q5_K, 4 for the word reads of the others).
-  const size_t align = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 4;
+  // q4_K / q5_K, 2 for the others, read as aligned words).
+  const size_t align = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
   if (reinterpret_cast<uintptr_t>(W.data) % align || W.nb[1] % align)
     bad_operands("mul_mat", dst, "weight rows are not " + std::to_string(align) + "-byte aligned");
   auto* q = static_cast<int8_t*>(c.scratch);
