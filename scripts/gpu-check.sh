@@ -17,6 +17,8 @@
 #               (default /tmp/weir-gpu-models; kept if there)
 #     compare   GPU vs CPU logits and greedy tokens on those models
 #     sanitize  compute-sanitizer memcheck on a short generation
+#     ppl       weir perplexity on the GPU and on the CPU, the first model
+#               (a random model's perplexity means nothing; the two must agree)
 #     bench     weir bench -ngl 99 on the models (median of 5: -r 5)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
@@ -34,6 +36,7 @@ if [ "${1:-}" = "--pack" ]; then
   cp -r /usr/src/googletest "$carry/googletest"
   vocab=../shared/ref/qwen2-vocab-deepseek-r1.gguf
   [ -f "$vocab" ] && cp "$vocab" "$carry/"
+  [ -f ../shared/ref/ppl-text.txt ] && cp ../shared/ref/ppl-text.txt "$carry/"
   du -sh "$carry"
   exit 0
 fi
@@ -119,6 +122,20 @@ if has compare; then
 
 fi
 
+if has ppl; then
+  step "perplexity, GPU vs CPU"
+  text=$carry/ppl-text.txt
+  first=$(path_of "${selected[0]%%:*}")
+  if [ -f "$text" ] && [ -f "$first" ]; then
+    for ngl in 99 0; do
+      "$build/weir" perplexity -m "$first" -f "$text" -c 256 --chunks 8 -ngl $ngl 2>"$log_dir/ppl-$ngl.err" |
+        tail -1 | sed "s/^/-ngl $ngl: /"
+    done
+  else
+    echo "no $text or model: skipped"
+  fi
+fi
+
 if has sanitize; then
   step "compute-sanitizer memcheck"
   small=$(path_of gemma3-270m-q4km)
@@ -144,7 +161,7 @@ if has profile; then
     p=$(path_of "${m%%:*}")
     for t in "-p 0 -n 64" "-p 512 -n 0"; do
       # shellcheck disable=SC2086
-      WEIR_CUDA_PROFILE=1 "$build/weir" bench -m "$p" -ngl 99 $t -r 1 --no-warmup >/dev/null 2>"$log_dir/profile.tmp" ||
+      WEIR_CUDA_PROFILE=1 "$build/weir" bench -m "$p" -ngl 99 $t -r 1 >/dev/null 2>"$log_dir/profile.tmp" ||
         failed+=(profile)
       echo "--- $(basename "$p") $t"
       head -"${PROFILE_LINES:-14}" "$log_dir/profile.tmp"
