@@ -100,7 +100,9 @@ struct CudaBackend::Plan {
   size_t bytes = 0;
   std::vector<Tensor*> nodes;
   std::vector<size_t> scratch;  // per node
-  std::vector<bool> fuse_next;    // node i (rms_norm) runs fused with node i + 1 (its mul)
+  // Nodes run fused with node i: 1 (rms_norm i, mul i + 1) or 2 (add i,
+  // rms_norm i + 1, mul i + 2); 0 for the rest.
+  std::vector<int> fused;
   std::vector<bool> x_quantized;  // mul_mat node i reuses the 8-bit x of the product before it
   std::vector<const void*> weights;  // host addresses of the weights it holds
   cudaGraphExec_t exec = nullptr;
@@ -311,7 +313,9 @@ void CudaBackend::plan(Graph& g) {
 void CudaBackend::release(const Graph& g) { drop_plan(&g); }
 
 // Kernels that can run as one: an rms_norm whose only reader is the mul
-// right after it (by a row of weights); products on the same x, one after
+// right after it (by a row of weights), together with the add right before
+// it when the norm reads that add (the residual stream's pattern); products
+// on the same x, one after
 // the other with no other user of scratch between them, quantize x once.
 void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
   const size_t n = p.nodes.size();
@@ -320,10 +324,18 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
     for (const Tensor* s : t.src)
       if (s) ++readers[size_t(s->id)];
   for (const Tensor* o : g.outputs()) ++readers[size_t(o->id)];
-  p.fuse_next.assign(n, false);
-  for (size_t i = 0; i + 1 < n; ++i)
-    p.fuse_next[i] = (i == 0 || !p.fuse_next[i - 1]) && readers[size_t(p.nodes[i]->id)] == 1 &&
-                     can_fuse_rms_norm_mul(*p.nodes[i], *p.nodes[i + 1]);
+  p.fused.assign(n, 0);
+  const auto only_reader_is_next = [&](size_t i) { return readers[size_t(p.nodes[i]->id)] == 1; };
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (i + 2 < n && only_reader_is_next(i + 1) &&
+        can_fuse_add_rms_norm_mul(*p.nodes[i], *p.nodes[i + 1], *p.nodes[i + 2])) {
+      p.fused[i] = 2;
+      i += 2;
+    } else if (only_reader_is_next(i) && can_fuse_rms_norm_mul(*p.nodes[i], *p.nodes[i + 1])) {
+      p.fused[i] = 1;
+      i += 1;
+    }
+  }
   p.x_quantized.assign(n, false);
   const Tensor* last_x = nullptr;  // x of the last product that quantized it, while scratch holds it
   for (size_t i = 0; i < n; ++i) {
@@ -352,9 +364,14 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
   c.sm_count = prop_.multiProcessorCount;
   for (size_t i = begin; i < std::min(end, p.nodes.size()); ++i) {
     Tensor* t = p.nodes[i];
-    if (p.fuse_next[i]) {
+    if (p.fused[i] == 1) {
       op_rms_norm_mul(*t, *p.nodes[i + 1], c);
       ++i;
+      continue;
+    }
+    if (p.fused[i] == 2) {
+      op_add_rms_norm_mul(*t, *p.nodes[i + 1], *p.nodes[i + 2], c);
+      i += 2;
       continue;
     }
     c.x_quantized = p.x_quantized[i];
@@ -426,7 +443,7 @@ void CudaBackend::profile_plan(Plan& p) {
   const int reps = 10;
   const double whole = time_graph(p.exec, stream_, reps);
   double sum = 0;
-  for (size_t i = 0; i < p.nodes.size(); i += p.fuse_next[i] ? 2 : 1) {
+  for (size_t i = 0; i < p.nodes.size(); i += size_t(1 + p.fused[i])) {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     WEIR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -437,8 +454,10 @@ void CudaBackend::profile_plan(Plan& p) {
     const double ms = time_graph(exec, stream_, reps);
     cudaGraphExecDestroy(exec);
     sum += ms;
-    ProfileStat& st = profile_stats_[(p.fuse_next[i] ? "rms_norm+mul T" + std::to_string(p.nodes[i]->n_rows())
-                                                    : profile_key(*p.nodes[i])) +
+    const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
+    ProfileStat& st = profile_stats_[(p.fused[i] == 1   ? "rms_norm+mul" + rows
+                                      : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
+                                                        : profile_key(*p.nodes[i])) +
                                      (p.x_quantized[i] ? " (x shared)" : "")];
     ++st.calls;
     st.ms += ms;

@@ -40,6 +40,11 @@ void op_rms_norm(const Tensor& dst, const OpCtx& c);
 // (mul's result; the norm's own output is not written).
 bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul);
 void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c);
+// add (same shapes) whose result is then normalized and scaled as above: one
+// kernel writes the sum (other nodes read it: the residual stream) and the
+// scaled norm.
+bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul);
+void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul, const OpCtx& c);
 void op_binary(const Tensor& dst, const OpCtx& c);  // add, mul
 void op_scale(const Tensor& dst, const OpCtx& c);
 void op_glu(const Tensor& dst, const OpCtx& c);     // gelu_mul, silu_mul

@@ -17,13 +17,26 @@ void check_rows_f32(const char* op, const Tensor& dst, const Tensor* a) {
 }
 
 // One block per row: sum of squares, then y = x * (1 / sqrt(mean + eps)),
-// times w (a row) when given.
-__global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w) {
+// times w (a row) when given. With r (the residual), x = x + r first, and
+// written back to xs.
+__global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r,
+                                bool add, Rows xs) {
   pdl_wait();
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = const_cast<float*>(reinterpret_cast<const float*>(y.row(blockIdx.x)));
   float s = 0.0f;
-  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xr[k] * xr[k];
+  if (add) {
+    const float* rr = reinterpret_cast<const float*>(r.row(blockIdx.x));
+    float* sum = const_cast<float*>(reinterpret_cast<const float*>(xs.row(blockIdx.x)));
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+      const float v = xr[k] + rr[k];
+      sum[k] = v;
+      s += v * v;
+    }
+    xr = sum;  // each thread rereads only what it wrote
+  } else {
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xr[k] * xr[k];
+  }
   __shared__ float part[32];
   s = warp_sum(s);
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
@@ -41,50 +54,74 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
     for (int64_t k = threadIdx.x; k < K; k += blockDim.x) yr[k] = xr[k] * scale;
 }
 
-enum class Bin { Add, Mul };
-
-template <Bin B>
-__global__ void binary_kernel(Rows a, Rows b, Rows y, int64_t K, int64_t rows, bool broadcast) {
+// y = f(a, b) element by element, row by row (b broadcast when it has one
+// row); V = 4 moves float4s where every operand's rows allow it. Rows go on
+// the grid's y axis, so no thread divides its index.
+template <int V, class F>
+__global__ void map_kernel(Rows a, Rows b, Rows y, int64_t K, int64_t rows, bool has_b, bool bcast, F f) {
   pdl_wait();
-  const int64_t per_row = (K + blockDim.x - 1) / blockDim.x * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * per_row;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / per_row, k = i % per_row;
-    if (k >= K) continue;
-    const float av = reinterpret_cast<const float*>(a.row(r))[k];
-    const float bv = reinterpret_cast<const float*>(b.row(broadcast ? 0 : r))[k];
-    const_cast<float*>(reinterpret_cast<const float*>(y.row(r)))[k] = B == Bin::Add ? av + bv : av * bv;
+  const int64_t n = K / V;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float* ar = reinterpret_cast<const float*>(a.row(r));
+    const float* br = has_b ? reinterpret_cast<const float*>(b.row(bcast ? 0 : r)) : nullptr;
+    float* yr = const_cast<float*>(reinterpret_cast<const float*>(y.row(r)));
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+      if constexpr (V == 4) {
+        const float4 av = reinterpret_cast<const float4*>(ar)[i];
+        const float4 bv = br ? reinterpret_cast<const float4*>(br)[i] : make_float4(0, 0, 0, 0);
+        reinterpret_cast<float4*>(yr)[i] = make_float4(f(av.x, bv.x), f(av.y, bv.y), f(av.z, bv.z), f(av.w, bv.w));
+      } else {
+        yr[i] = f(ar[i], br ? br[i] : 0.0f);
+      }
+    }
   }
 }
 
-__global__ void scale_kernel(Rows a, Rows y, int64_t K, int64_t rows, float s) {
-  pdl_wait();
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * K; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / K, k = i % K;
-    const_cast<float*>(reinterpret_cast<const float*>(y.row(r)))[k] = reinterpret_cast<const float*>(a.row(r))[k] * s;
-  }
-}
+struct AddF {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MulF {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct ScaleF {
+  float s;
+  __device__ float operator()(float a, float) const { return a * s; }
+};
 
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   const float kCoefA = 0.044715f;
   return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
 }
+struct GeluMulF {
+  __device__ float operator()(float a, float b) const { return gelu_tanh(a) * b; }
+};
+struct SiluMulF {
+  __device__ float operator()(float a, float b) const { return a / (1.0f + expf(-a)) * b; }
+};
 
-template <bool Gelu>
-__global__ void glu_kernel(Rows a, Rows b, Rows y, int64_t K, int64_t rows) {
-  pdl_wait();
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * K; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / K, k = i % K;
-    const float x = reinterpret_cast<const float*>(a.row(r))[k];
-    const float g = Gelu ? gelu_tanh(x) : x / (1.0f + expf(-x));
-    const_cast<float*>(reinterpret_cast<const float*>(y.row(r)))[k] = g * reinterpret_cast<const float*>(b.row(r))[k];
-  }
+bool rows_aligned16(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0 &&
+         t.nb[3] % 16 == 0;
 }
 
-unsigned grid_for(int64_t n, const OpCtx& c) {
-  return unsigned(std::min<int64_t>(blocks_for(n, 256), int64_t(c.sm_count) * 8));
+template <class F>
+void map(const Tensor& dst, const Tensor& a, const Tensor* b, const OpCtx& c, F f) {
+  const int64_t rows = dst.n_rows(), K = dst.ne[0];
+  if (rows == 0 || K == 0) return;
+  const bool bcast = b && b->n_rows() == 1 && rows != 1;
+  const bool vec = K % 4 == 0 && rows_aligned16(dst) && rows_aligned16(a) && (!b || rows_aligned16(*b));
+  const int64_t n = vec ? K / 4 : K;
+  const dim3 grid(blocks_for(n, 256), unsigned(std::min<int64_t>(rows, 65535)));
+  const Rows rb = b ? rows_of(*b) : rows_of(a);
+  if (vec)
+    launch_kernel(map_kernel<4, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr,
+                  bcast, f);
+  else
+    launch_kernel(map_kernel<1, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr,
+                  bcast, f);
 }
+
 
 }  // namespace
 
@@ -93,9 +130,8 @@ void op_rms_norm(const Tensor& dst, const OpCtx& c) {
   const int64_t rows = dst.n_rows(), K = dst.ne[0];
   if (rows == 0) return;
   const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
-  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*dst.src[0]), rows_of(dst), K, dst.fparams[0],
-                                                             nullptr);
-  WEIR_CUDA_CHECK_LAUNCH();
+  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*dst.src[0]), rows_of(dst), K,
+                dst.fparams[0], nullptr, rows_of(dst), false, rows_of(dst));
 }
 
 bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul) {
@@ -111,9 +147,27 @@ void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c) {
   const int64_t rows = norm.n_rows(), K = norm.ne[0];
   if (rows == 0) return;
   const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
-  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*norm.src[0]), rows_of(mul), K, norm.fparams[0],
-                                                             static_cast<const float*>(mul.src[1]->data));
-  WEIR_CUDA_CHECK_LAUNCH();
+  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*norm.src[0]), rows_of(mul), K,
+                norm.fparams[0], static_cast<const float*>(mul.src[1]->data), rows_of(mul), false, rows_of(mul));
+}
+
+bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul) {
+  const Tensor* a = add.src[0];
+  const Tensor* b = add.src[1];
+  return add.op == Op::Add && norm.src[0] == &add && can_fuse_rms_norm_mul(norm, mul) && a && b &&
+         a->dtype == DType::F32 && b->dtype == DType::F32 && a->nb[0] == 4 && b->nb[0] == 4 && add.nb[0] == 4 &&
+         a->ne[0] == add.ne[0] && b->ne[0] == add.ne[0] && a->n_rows() == add.n_rows() &&
+         b->n_rows() == add.n_rows();
+}
+
+void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul, const OpCtx& c) {
+  if (!can_fuse_add_rms_norm_mul(add, norm, mul)) bad_operands("add", add, "cannot be fused with " + norm.name);
+  const int64_t rows = norm.n_rows(), K = norm.ne[0];
+  if (rows == 0) return;
+  const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
+  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*add.src[0]), rows_of(mul), K,
+                norm.fparams[0], static_cast<const float*>(mul.src[1]->data), rows_of(*add.src[1]), true,
+                rows_of(add));
 }
 
 void op_binary(const Tensor& dst, const OpCtx& c) {
@@ -123,41 +177,25 @@ void op_binary(const Tensor& dst, const OpCtx& c) {
   if (!b || b->dtype != DType::F32 || b->nb[0] != 4 || b->ne[0] != dst.ne[0] ||
       (b->n_rows() != 1 && b->n_rows() != dst.n_rows()))
     bad_operands(name, dst, "b " + (b ? shape_of(*b) : std::string("(none)")) + " must be F32 [K] or of a's shape");
-  const int64_t rows = dst.n_rows(), K = dst.ne[0];
-  if (rows == 0) return;
-  const bool bc = b->n_rows() == 1 && rows != 1;
-  const int64_t per_row = (K + 255) / 256 * 256;
   if (dst.op == Op::Add)
-    launch_kernel(binary_kernel<Bin::Add>, grid_for(rows * per_row, c), 256, 0, c.stream, rows_of(*dst.src[0]), rows_of(*b),
-                                                                              rows_of(dst), K, rows, bc);
+    map(dst, *dst.src[0], b, c, AddF{});
   else
-    launch_kernel(binary_kernel<Bin::Mul>, grid_for(rows * per_row, c), 256, 0, c.stream, rows_of(*dst.src[0]), rows_of(*b),
-                                                                              rows_of(dst), K, rows, bc);
-  WEIR_CUDA_CHECK_LAUNCH();
+    map(dst, *dst.src[0], b, c, MulF{});
 }
 
 void op_scale(const Tensor& dst, const OpCtx& c) {
   check_rows_f32("scale", dst, dst.src[0]);
-  const int64_t rows = dst.n_rows(), K = dst.ne[0];
-  if (rows == 0) return;
-  launch_kernel(scale_kernel, grid_for(rows * K, c), 256, 0, c.stream, rows_of(*dst.src[0]), rows_of(dst), K, rows,
-                                                             dst.fparams[0]);
-  WEIR_CUDA_CHECK_LAUNCH();
+  map(dst, *dst.src[0], nullptr, c, ScaleF{dst.fparams[0]});
 }
 
 void op_glu(const Tensor& dst, const OpCtx& c) {
   const char* name = dst.op == Op::GeluMul ? "gelu_mul" : "silu_mul";
   check_rows_f32(name, dst, dst.src[0]);
   check_rows_f32(name, dst, dst.src[1]);
-  const int64_t rows = dst.n_rows(), K = dst.ne[0];
-  if (rows == 0) return;
   if (dst.op == Op::GeluMul)
-    launch_kernel(glu_kernel<true>, grid_for(rows * K, c), 256, 0, c.stream, rows_of(*dst.src[0]), rows_of(*dst.src[1]),
-                                                                   rows_of(dst), K, rows);
+    map(dst, *dst.src[0], dst.src[1], c, GeluMulF{});
   else
-    launch_kernel(glu_kernel<false>, grid_for(rows * K, c), 256, 0, c.stream, rows_of(*dst.src[0]), rows_of(*dst.src[1]),
-                                                                    rows_of(dst), K, rows);
-  WEIR_CUDA_CHECK_LAUNCH();
+    map(dst, *dst.src[0], dst.src[1], c, SiluMulF{});
 }
 
 }  // namespace weir::cuda

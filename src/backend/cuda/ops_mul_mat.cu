@@ -28,7 +28,7 @@ namespace {
 constexpr int kMaxVecTokens = 8;
 constexpr int kWarpsPerBlock = 4;
 // Largest fp16 copy of W made at once for cuBLAS (bytes).
-constexpr size_t kSliceBytes = size_t(64) << 20;
+constexpr size_t kSliceBytes = size_t(256) << 20;
 
 // WPR warps per weight row (more for short matrices: warps in flight cover
 // the memory latency); each lane takes groups of 8 elements, kUnroll groups
