@@ -104,6 +104,7 @@ struct CudaBackend::Plan {
   // rms_norm i + 1, mul i + 2); 0 for the rest.
   std::vector<int> fused;
   std::vector<bool> x_quantized;  // mul_mat node i reuses the 8-bit x of the product before it
+  std::vector<int> group;         // products launched together from node i (1: alone)
   std::vector<const void*> weights;  // host addresses of the weights it holds
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_generation = 0;
@@ -336,6 +337,16 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
       i += 1;
     }
   }
+  // Consecutive products on the same x, one launch (q, k, v; gate, up).
+  p.group.assign(n, 1);
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && int(j - i) < mul_mat_max_group() && p.nodes[i]->op == Op::MulMat &&
+           p.nodes[j]->op == Op::MulMat && can_group_mul_mat(*p.nodes[i], *p.nodes[j]))
+      ++j;
+    p.group[i] = int(j - i);
+    i = j;
+  }
   p.x_quantized.assign(n, false);
   const Tensor* last_x = nullptr;  // x of the last product that quantized it, while scratch holds it
   for (size_t i = 0; i < n; ++i) {
@@ -375,6 +386,11 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       continue;
     }
     c.x_quantized = p.x_quantized[i];
+    if (p.group[i] > 1) {
+      op_mul_mat_group(&p.nodes[i], p.group[i], c);
+      i += size_t(p.group[i] - 1);
+      continue;
+    }
     switch (t->op) {
       case Op::GetRows: op_get_rows(*t, c); break;
       case Op::SetRows: op_set_rows(*t, c); break;
@@ -443,7 +459,7 @@ void CudaBackend::profile_plan(Plan& p) {
   const int reps = 10;
   const double whole = time_graph(p.exec, stream_, reps);
   double sum = 0;
-  for (size_t i = 0; i < p.nodes.size(); i += size_t(1 + p.fused[i])) {
+  for (size_t i = 0; i < p.nodes.size(); i += size_t(p.group[i] > 1 ? p.group[i] : 1 + p.fused[i])) {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     WEIR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -455,13 +471,16 @@ void CudaBackend::profile_plan(Plan& p) {
     cudaGraphExecDestroy(exec);
     sum += ms;
     const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
-    ProfileStat& st = profile_stats_[(p.fused[i] == 1   ? "rms_norm+mul" + rows
-                                      : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
-                                                        : profile_key(*p.nodes[i])) +
+    std::string key = p.fused[i] == 1   ? "rms_norm+mul" + rows
+                      : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
+                                        : profile_key(*p.nodes[i]);
+    if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
+    ProfileStat& st = profile_stats_[key +
                                      (p.x_quantized[i] ? " (x shared)" : "")];
     ++st.calls;
     st.ms += ms;
-    if (p.nodes[i]->op == Op::MulMat) st.bytes += double(p.nodes[i]->src[0]->n_bytes());
+    for (int k = 0; k < p.group[i]; ++k)
+      if (p.nodes[i + size_t(k)]->op == Op::MulMat) st.bytes += double(p.nodes[i + size_t(k)]->src[0]->n_bytes());
   }
   ProfileStat& g = profile_stats_["(whole graph replays)"];
   ++g.calls;

@@ -35,6 +35,11 @@ size_t mul_mat_scratch_bytes(const Tensor& dst);
 // Whether mul_mat quantizes x to 8 bits in scratch (decode products of
 // integer-kernel types): consecutive such products on the same x share it.
 bool mul_mat_quantizes_x(const Tensor& dst);
+// Products that can run as one launch (up to mul_mat_max_group()): decode
+// products on the same x with weights of one type and width.
+bool can_group_mul_mat(const Tensor& a, const Tensor& b);
+int mul_mat_max_group();
+void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c);
 void op_rms_norm(const Tensor& dst, const OpCtx& c);
 // rms_norm followed by a mul of its output by a row vector, in one kernel
 // (mul's result; the norm's own output is not written).

@@ -10,8 +10,12 @@ namespace weir::cuda {
 bool has_q8_mat_vec(DType w);
 // Scratch bytes for x quantized to 8 bits: T rows of K/32 blocks.
 size_t q8_act_bytes(int64_t K, int64_t T);
-// y = W x for T <= 8 tokens: x quantized to 8 bits per 32 elements (into
-// c.scratch), then integer dot products with W's quants (dp4a).
-void q8_mat_vec(const Tensor& dst, const OpCtx& c);
+// y_i = W_i x for the n products dsts[0..n) (same x, W type and K; T <= 8
+// tokens) in one launch: x quantized to 8 bits per 32 elements (into
+// c.scratch, unless c.x_quantized), then integer dot products with the
+// weights' quants (dp4a).
+void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c);
+// The most products one launch takes.
+int q8_max_group();
 
 }  // namespace weir::cuda

@@ -187,6 +187,18 @@ void check(const Tensor& dst) {
 
 }  // namespace
 
+bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
+  return mul_mat_quantizes_x(a) && mul_mat_quantizes_x(b) && a.src[1] == b.src[1] &&
+         a.src[0]->dtype == b.src[0]->dtype && a.src[0]->ne[0] == b.src[0]->ne[0] && a.n_rows() == b.n_rows();
+}
+
+void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
+  for (int i = 0; i < n; ++i) check(*dsts[i]);
+  q8_mat_vec(dsts, n, c);
+}
+
+int mul_mat_max_group() { return q8_max_group(); }
+
 bool mul_mat_quantizes_x(const Tensor& dst) {
   return dst.src[0] && dst.src[1] && uses_vec(dst) && has_q8_mat_vec(dst.src[0]->dtype);
 }
@@ -209,7 +221,10 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
   const int64_t K = W.ne[0], N = W.ne[1], T = dst.n_rows();
   if (T == 0 || N == 0) return;
   if (uses_vec(dst)) {
-    if (has_q8_mat_vec(W.dtype)) return q8_mat_vec(dst, c);
+    if (has_q8_mat_vec(W.dtype)) {
+      const Tensor* one[1] = {&dst};
+      return q8_mat_vec(one, 1, c);
+    }
     if (!dispatch_dtype(W.dtype, [&]<DType WT>() { mat_vec<WT>(dst, c, T); }))
       bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
     return;

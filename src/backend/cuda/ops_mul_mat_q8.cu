@@ -223,17 +223,35 @@ struct DotQ6K {
   }
 };
 
+// Up to kMaxMats products on the same x in one launch (q, k and v; gate
+// and up): their rows one after the other.
+constexpr int kMaxMats = 3;
+struct Mats {
+  const uint8_t* w[kMaxMats];
+  size_t stride[kMaxMats];
+  int64_t rows[kMaxMats];
+  float* y[kMaxMats];
+  int64_t ldy[kMaxMats];
+  int n;
+  int64_t total;  // rows of all of them
+};
+
 template <class D, int NT, int WPR>
-__global__ void __launch_bounds__(32 * kWarps)
-    q8_mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, XQ xq,
-                      float* __restrict__ y, int64_t ldy) {
+__global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq) {
   pdl_wait();
   constexpr int kRowsPerBlock = kWarps / WPR, kThreadsPerRow = 32 * WPR, kUnroll = 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp / WPR;
+  int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp / WPR;
   const int sub = (warp % WPR) * 32 + lane;
-  const bool live = row < N;
-  const uint8_t* w = W + size_t(live ? row : 0) * w_stride;
+  const bool live = row < m.total;
+  int mi = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxMats - 1; ++j)
+    if (mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], mi = j + 1;
+  const uint8_t* w = (mi == 0 ? m.w[0] : mi == 1 ? m.w[1] : m.w[2]) +
+                     size_t(live ? row : 0) * (mi == 0 ? m.stride[0] : mi == 1 ? m.stride[1] : m.stride[2]);
+  float* y = mi == 0 ? m.y[0] : mi == 1 ? m.y[1] : m.y[2];
+  const int64_t ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
   const int64_t chunks = (K / D::QK) * D::CHUNKS;
   float acc[NT];
 #pragma unroll
@@ -283,33 +301,28 @@ int warps_per_row(int64_t N, int64_t chunks, int sm_count) {
 }
 
 template <class D, int NT>
-void launch_nt(const Tensor& dst, const OpCtx& c, const XQ& xq) {
-  const Tensor& W = *dst.src[0];
-  const int64_t K = W.ne[0], N = W.ne[1];
-  const auto* w = static_cast<const uint8_t*>(W.data);
-  float* y = static_cast<float*>(dst.data);
-  const int64_t ldy = int64_t(dst.nb[1] / 4);
-  const int wpr = warps_per_row(N, (K / D::QK) * D::CHUNKS, c.sm_count);
-  const unsigned grid = blocks_for(N, kWarps / wpr);
+void launch_nt(const Mats& m, int64_t K, const OpCtx& c, const XQ& xq) {
+  const int wpr = warps_per_row(m.total, (K / D::QK) * D::CHUNKS, c.sm_count);
+  const unsigned grid = blocks_for(m.total, kWarps / wpr);
   if (wpr == 1)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, m, K, xq);
   else if (wpr == 2)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 2>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 2>, grid, 32 * kWarps, 0, c.stream, m, K, xq);
   else
-    launch_kernel(q8_mat_vec_kernel<D, NT, 4>, grid, 32 * kWarps, 0, c.stream, w, W.nb[1], K, N, xq, y, ldy);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 4>, grid, 32 * kWarps, 0, c.stream, m, K, xq);
 }
 
 template <class D>
-void launch(const Tensor& dst, const OpCtx& c, const XQ& xq) {
+void launch(const Tensor& dst, const Mats& m, int64_t K, const OpCtx& c, const XQ& xq) {
   switch (dst.n_rows()) {
-    case 1: return launch_nt<D, 1>(dst, c, xq);
-    case 2: return launch_nt<D, 2>(dst, c, xq);
-    case 3: return launch_nt<D, 3>(dst, c, xq);
-    case 4: return launch_nt<D, 4>(dst, c, xq);
-    case 5: return launch_nt<D, 5>(dst, c, xq);
-    case 6: return launch_nt<D, 6>(dst, c, xq);
-    case 7: return launch_nt<D, 7>(dst, c, xq);
-    case 8: return launch_nt<D, 8>(dst, c, xq);
+    case 1: return launch_nt<D, 1>(m, K, c, xq);
+    case 2: return launch_nt<D, 2>(m, K, c, xq);
+    case 3: return launch_nt<D, 3>(m, K, c, xq);
+    case 4: return launch_nt<D, 4>(m, K, c, xq);
+    case 5: return launch_nt<D, 5>(m, K, c, xq);
+    case 6: return launch_nt<D, 6>(m, K, c, xq);
+    case 7: return launch_nt<D, 7>(m, K, c, xq);
+    case 8: return launch_nt<D, 8>(m, K, c, xq);
     default: bad_operands("mul_mat", dst, "q8 decode kernels take at most 8 tokens");
   }
 }
@@ -332,15 +345,31 @@ bool has_q8_mat_vec(DType w) {
 
 size_t q8_act_bytes(int64_t K, int64_t T) { return quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2); }
 
-void q8_mat_vec(const Tensor& dst, const OpCtx& c) {
+void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
+  const Tensor& dst = *dsts[0];
   const Tensor& W = *dst.src[0];
   const int64_t K = W.ne[0], T = dst.n_rows();
+  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
   if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
   // The weight rows must keep the blocks' natural alignment (16 bytes for
   // q4_K / q5_K, 2 for the others, read as aligned words).
   const size_t align = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
-  if (reinterpret_cast<uintptr_t>(W.data) % align || W.nb[1] % align)
-    bad_operands("mul_mat", dst, "weight rows are not " + std::to_string(align) + "-byte aligned");
+  Mats m{};
+  m.n = n;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& d = *dsts[i];
+    const Tensor& Wi = *d.src[0];
+    if (Wi.dtype != W.dtype || Wi.ne[0] != K || d.n_rows() != T || d.src[1] != dst.src[1])
+      bad_operands("mul_mat", d, "cannot run in one launch with " + dst.name);
+    if (reinterpret_cast<uintptr_t>(Wi.data) % align || Wi.nb[1] % align)
+      bad_operands("mul_mat", d, "weight rows are not " + std::to_string(align) + "-byte aligned");
+    m.w[i] = static_cast<const uint8_t*>(Wi.data);
+    m.stride[i] = Wi.nb[1];
+    m.rows[i] = Wi.ne[1];
+    m.y[i] = static_cast<float*>(d.data);
+    m.ldy[i] = int64_t(d.nb[1] / 4);
+    m.total += Wi.ne[1];
+  }
   auto* q = static_cast<int8_t*>(c.scratch);
   auto* ds = reinterpret_cast<__half2*>(static_cast<char*>(c.scratch) + quant_bytes(K, T));
   if (!c.x_quantized) {
@@ -349,14 +378,16 @@ void q8_mat_vec(const Tensor& dst, const OpCtx& c) {
   }
   const XQ xq{q, ds, K};
   switch (W.dtype) {
-    case DType::Q4_0: return launch<DotQ4_0>(dst, c, xq);
-    case DType::Q5_0: return launch<DotQ5_0>(dst, c, xq);
-    case DType::Q8_0: return launch<DotQ8_0>(dst, c, xq);
-    case DType::Q4_K: return launch<DotQK45<false>>(dst, c, xq);
-    case DType::Q5_K: return launch<DotQK45<true>>(dst, c, xq);
-    case DType::Q6_K: return launch<DotQ6K>(dst, c, xq);
+    case DType::Q4_0: return launch<DotQ4_0>(dst, m, K, c, xq);
+    case DType::Q5_0: return launch<DotQ5_0>(dst, m, K, c, xq);
+    case DType::Q8_0: return launch<DotQ8_0>(dst, m, K, c, xq);
+    case DType::Q4_K: return launch<DotQK45<false>>(dst, m, K, c, xq);
+    case DType::Q5_K: return launch<DotQK45<true>>(dst, m, K, c, xq);
+    case DType::Q6_K: return launch<DotQ6K>(dst, m, K, c, xq);
     default: bad_operands("mul_mat", dst, std::string("no q8 decode kernel for ") + dtype_name(W.dtype));
   }
 }
+
+int q8_max_group() { return kMaxMats; }
 
 }  // namespace weir::cuda
