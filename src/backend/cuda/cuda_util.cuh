@@ -42,6 +42,34 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The end of a row-per-warp product: each warp's per-token partial sums
+// (acc[NT]) reduced over the WPR warps of its row (shared memory when more
+// than one) and stored to y[t * ldy]. Every thread of the block calls it.
+template <int NT, int WPR, int WARPS>
+__device__ __forceinline__ void store_row_sums(float* acc, int warp, int lane, bool live, float* y, int64_t ldy) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = warp_sum(acc[t]);
+  if constexpr (WPR > 1) {
+    __shared__ float part[WARPS][NT];
+    if (lane == 0)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) part[warp][t] = acc[t];
+    __syncthreads();
+    if (warp % WPR != 0 || lane != 0 || !live) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < WPR; ++j) s += part[warp + j][t];
+      y[t * ldy] = s;
+    }
+  } else {
+    if (lane == 0 && live)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) y[t * ldy] = acc[t];
+  }
+}
+
 inline unsigned blocks_for(int64_t n, int per_block) { return unsigned((n + per_block - 1) / per_block); }
 
 // Programmatic dependent launch (Hopper): kernels are launched allowed to

@@ -74,27 +74,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = warp_sum(acc[t]);
-  if constexpr (WPR > 1) {
-    __shared__ float part[kWarpsPerBlock][NT];
-    if (lane == 0)
-#pragma unroll
-      for (int t = 0; t < NT; ++t) part[warp][t] = acc[t];
-    __syncthreads();
-    if (warp % WPR != 0 || lane != 0 || !live) return;
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      float s = 0.0f;
-#pragma unroll
-      for (int j = 0; j < WPR; ++j) s += part[warp + j][t];
-      y[t * ldy + row] = s;
-    }
-  } else {
-    if (lane == 0 && live)
-#pragma unroll
-      for (int t = 0; t < NT; ++t) y[t * ldy + row] = acc[t];
-  }
+  store_row_sums<NT, WPR, kWarpsPerBlock>(acc, warp, lane, live, y + row, ldy);
 }
 
 template <DType T, int NT>
