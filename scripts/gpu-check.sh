@@ -22,6 +22,8 @@
 #     bench     weir bench -ngl 99 on the models (median of 5: -r 5)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
+#     ab        tg128 with and without the environment in WEIR_GPU_AB_ENV (e.g.
+#               "WEIR_CUDA_PREFETCH=0"), interleaved, 2 rounds (not run by default)
 # Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
 # below) narrows the models; OUT, when set, receives the logs.
 set -euo pipefail
@@ -166,6 +168,23 @@ if has profile; then
       echo "--- $(basename "$p") $t"
       head -"${PROFILE_LINES:-14}" "$log_dir/profile.tmp"
       cat "$log_dir/profile.tmp" >>"$log_dir/profile.log"
+    done
+  done
+fi
+
+if has ab; then
+  step "A/B: default vs ${WEIR_GPU_AB_ENV:-(nothing)}"
+  for m in "${selected[@]}"; do
+    p=$(path_of "${m%%:*}")
+    for round in 1 2; do
+      for side in A B; do
+        envs=()
+        [ $side = B ] && read -r -a envs <<<"${WEIR_GPU_AB_ENV:-}"
+        r=$(env "${envs[@]}" "$build/weir" bench -m "$p" -ngl 99 -p 0 -n 128 -r 5 -o csv 2>/dev/null |
+          awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "avg_ts") c = i } NR > 1 { gsub(/"/, "", $c); print $c }') ||
+          failed+=(ab)
+        echo "$(basename "$p") round $round $side: $r t/s"
+      done
     done
   done
 fi

@@ -39,6 +39,9 @@ struct BackendStats {
   uint64_t graphs_run = 0;
   uint64_t graphs_captured = 0;  // graphs recorded once for replay (CUDA graphs)
   uint64_t graphs_replayed = 0;  // runs that replayed a recording
+  // Launches one run of the last planned graph makes, after fusing nodes
+  // (CUDA: kernels or fused groups); 0 where a backend does not count.
+  uint64_t planned_launches = 0;
 };
 
 // A block of memory a backend allocated: device memory (Backend::alloc) or

@@ -289,6 +289,93 @@ TEST_F(CudaOps, SetRowsIntoF16AndF32Caches) {
   }
 }
 
+// Runs a graph with several outputs on b (the GPU three times: eager, then
+// replays) and returns them.
+std::vector<std::vector<float>> run_outputs(Backend& b, const std::function<std::vector<Tensor*>(Graph&)>& build,
+                                            const Inputs& inputs, int runs, uint64_t* launches = nullptr) {
+  Graph g;
+  const std::vector<Tensor*> outs = build(g);
+  for (Tensor* o : outs) g.mark_output(o);
+  b.plan(g);
+  if (launches) *launches = b.stats().planned_launches;
+  std::vector<std::vector<float>> got;
+  for (int r = 0; r < runs; ++r) {
+    for (Tensor& t : g.tensors())
+      for (const auto& [name, data] : inputs)
+        if (t.op == Op::Leaf && t.name == name) b.queue().copy_to_device(t.data, data.data(), data.size());
+    b.queue().run(g);
+    got.clear();
+    for (Tensor* o : outs) {
+      std::vector<float> v(o->n_bytes() / 4);
+      b.queue().copy_to_host(v.data(), o->data, o->n_bytes());
+      got.push_back(std::move(v));
+    }
+    b.queue().synchronize();
+  }
+  b.release(g);
+  return got;
+}
+
+// The decode pattern of an attention block: q and k roped, k and v written
+// into the caches. On the GPU the four are one launch (k's rope writes into
+// the cache itself); the caches and q must match the CPU's.
+TEST_F(CudaOps, RopesAndCacheWritesInOneLaunch) {
+  const int64_t D = 64, Hq = 4, Hkv = 2, T = 2, N = 9;
+  for (DType ct : {DType::F16, DType::F32}) {
+    const auto build = [&](Graph& g) {
+      Tensor* pos = g.input(DType::I32, {T}, "pos");
+      Tensor* idx = g.input(DType::I32, {T}, "idx");
+      const RopeParams rp{int(D), 10000.0f, 1.0f, RopeMode::Neox, nullptr};
+      Tensor* q = g.rope(g.input(DType::F32, {D, Hq, T}, "q"), pos, rp);
+      Tensor* k = g.rope(g.input(DType::F32, {D, Hkv, T}, "k"), pos, rp);
+      Tensor* kc = g.set_rows(g.input(ct, {D * Hkv, N}, "kc"), g.reshape(k, {D * Hkv, T}), idx);
+      Tensor* vc = g.set_rows(g.input(ct, {D * Hkv, N}, "vc"), g.input(DType::F32, {D * Hkv, T}, "v"), idx);
+      Tensor* ids = g.input(DType::I32, {3}, "ids");
+      return std::vector<Tensor*>{q, g.get_rows(kc, ids), g.get_rows(vc, ids)};
+    };
+    std::vector<uint8_t> cache(row_bytes(ct, D * Hkv) * N, 0);
+    const Inputs in = {{"pos", ints({17, 4000})},
+                       {"idx", ints({6, 2})},
+                       {"ids", ints({2, 6, 0})},
+                       {"q", floats(randn(size_t(D * Hq * T), 31))},
+                       {"k", floats(randn(size_t(D * Hkv * T), 32))},
+                       {"v", floats(randn(size_t(D * Hkv * T), 33))},
+                       {"kc", cache},
+                       {"vc", cache}};
+    uint64_t launches = 0;
+    const auto c = run_outputs(*cpu_, build, in, 1);
+    const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+    EXPECT_EQ(launches, 3u) << "rope q, rope k into the cache and set_rows v as one launch, then two get_rows";
+    for (size_t i = 0; i < c.size(); ++i) EXPECT_LT(rel_err(gg[i], c[i]), 2e-5) << dtype_name(ct) << " output " << i;
+  }
+}
+
+// A norm (with the residual add) or a GLU hands its result to the product
+// after it as 8-bit blocks: no launch quantizes x.
+TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
+  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
+    const int64_t K = 512, F = 768, T = 2;
+    const auto wg = random_weights(wt, K, F, 51), wu = random_weights(wt, K, F, 52), wd = random_weights(wt, F, K, 53);
+    const auto build = [&](Graph& g) {
+      Tensor* s = g.add(g.input(DType::F32, {K, T}, "x"), g.input(DType::F32, {K, T}, "r"));
+      Tensor* cur = g.mul(g.rms_norm(s, 1e-6f), g.input(DType::F32, {K}, "wn"));
+      Tensor* gate = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wg.data()), "wg"), cur);
+      Tensor* up = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wu.data()), "wu"), cur);
+      Tensor* y = g.mul_mat(g.external(wt, {F, K}, const_cast<uint8_t*>(wd.data()), "wd"), g.silu_mul(gate, up));
+      return std::vector<Tensor*>{y, s};
+    };
+    const Inputs in = {{"x", floats(randn(size_t(K * T), 61))},
+                       {"r", floats(randn(size_t(K * T), 62))},
+                       {"wn", floats(randn(size_t(K), 63))}};
+    uint64_t launches = 0;
+    const auto c = run_outputs(*cpu_, build, in, 1);
+    const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+    EXPECT_EQ(launches, 4u) << "add+norm+mul, gate/up, silu_mul, down";
+    EXPECT_LT(rel_err(gg[0], c[0]), 3e-2) << dtype_name(wt);
+    EXPECT_LT(rel_err(gg[1], c[1]), 1e-6) << dtype_name(wt);
+  }
+}
+
 TEST_F(CudaOps, ReplayFollowsNewInputs) {
   const int64_t K = 64, T = 2;
   const auto w = random_weights(DType::Q4_K, 256, 40, 11);

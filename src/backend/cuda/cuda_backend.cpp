@@ -103,7 +103,18 @@ struct CudaBackend::Plan {
   // Nodes run fused with node i: 1 (rms_norm i, mul i + 1) or 2 (add i,
   // rms_norm i + 1, mul i + 2); 0 for the rest.
   std::vector<int> fused;
-  std::vector<bool> x_quantized;  // mul_mat node i reuses the 8-bit x of the product before it
+  std::vector<bool> x_quantized;  // mul_mat node i reuses the 8-bit x already in scratch
+  std::vector<bool> quantize_out;  // the launch at node i writes its result as 8-bit x for the next
+  // Ropes and set_rows launched together from node i (op_rope_store): the
+  // nodes [i, i + rope_store[i]) (0: not such a launch); a rope whose only
+  // reader is a set_rows writes into its cache (rope_into: that node), and
+  // the set_rows is skipped.
+  std::vector<int> rope_store;
+  std::vector<int> rope_into;
+  std::vector<bool> skip;
+  size_t span(size_t i) const {
+    return size_t(rope_store[i] > 0 ? rope_store[i] : group[i] > 1 ? group[i] : 1 + fused[i]);
+  }
   std::vector<int> group;         // products launched together from node i (1: alone)
   std::vector<const void*> weights;  // host addresses of the weights it holds
   cudaGraphExec_t exec = nullptr;
@@ -308,6 +319,9 @@ void CudaBackend::plan(Graph& g) {
   plan_fusion(*plan, g);
 
   ensure_scratch(std::max<size_t>(scratch, 256));
+  stats_.planned_launches = 0;
+  for (size_t i = 0; i < plan->nodes.size(); i += plan->span(i))
+    if (!plan->skip[i]) ++stats_.planned_launches;
   plans_[&g] = std::move(plan);
 }
 
@@ -347,15 +361,99 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
     p.group[i] = int(j - i);
     i = j;
   }
+  plan_rope_store(p, readers);
+  // A norm or GLU whose result the next launch, a product, quantizes: the
+  // norm or GLU writes the 8-bit blocks itself.
+  p.quantize_out.assign(n, false);
+  for (size_t i = 0; i < n;) {
+    while (i < n && p.skip[i]) ++i;
+    if (i >= n) break;
+    size_t next = i + p.span(i);
+    while (next < n && p.skip[next]) ++next;
+    const Tensor& out = *p.nodes[i + size_t(p.fused[i])];
+    const bool producer = p.fused[i] > 0 || out.op == Op::SiluMul || out.op == Op::GeluMul || out.op == Op::RmsNorm;
+    if (producer && next < n && p.nodes[next]->op == Op::MulMat && can_quantize_for(out, *p.nodes[next]))
+      p.quantize_out[i] = true;
+    i = next;
+  }
   p.x_quantized.assign(n, false);
-  const Tensor* last_x = nullptr;  // x of the last product that quantized it, while scratch holds it
+  const Tensor* last_x = nullptr;  // x whose 8-bit blocks scratch holds
   for (size_t i = 0; i < n; ++i) {
     const Tensor& t = *p.nodes[i];
-    if (t.op == Op::MulMat && mul_mat_quantizes_x(t)) {
+    if (p.quantize_out[i]) {
+      last_x = p.nodes[i + size_t(p.fused[i])];
+      i += size_t(p.fused[i]);
+    } else if (t.op == Op::MulMat && mul_mat_quantizes_x(t)) {
       p.x_quantized[i] = last_x == t.src[1];
       last_x = t.src[1];
     } else if (p.scratch[i] > 0) {
       last_x = nullptr;  // scratch overwritten
+    }
+  }
+}
+
+// The KV-cache writes of an attention block: a rope whose only reader is a
+// set_rows (through a reshape) writes into the cache itself, moved to the
+// rope's place when nothing in between touches the cache; then consecutive
+// ropes and set_rows that do not read each other's results run as one
+// launch.
+void CudaBackend::plan_rope_store(Plan& p, const std::vector<int>& readers) const {
+  const size_t n = p.nodes.size();
+  p.rope_store.assign(n, 0);
+  p.rope_into.assign(n, -1);
+  p.skip.assign(n, false);
+  const auto reads = [](const Tensor& t, const Tensor* storage) {
+    for (const Tensor* s : t.src)
+      if (s && s->storage() == storage) return true;
+    return false;
+  };
+  for (size_t r = 0; r < n; ++r) {
+    const Tensor& rope = *p.nodes[r];
+    if (rope.op != Op::Rope || readers[size_t(rope.id)] != 1 || !can_rope_store(rope)) continue;
+    for (size_t j = r + 1; j < n; ++j) {
+      const Tensor& t = *p.nodes[j];
+      if (t.op == Op::SetRows && t.src[1] && t.src[1]->storage() == &rope) {
+        if (can_rope_into(rope, t) && (t.src[1] == &rope || readers[size_t(t.src[1]->id)] == 1)) {
+          const Tensor* table = t.src[0]->storage();
+          bool clear = true;
+          for (size_t m = r + 1; m < j && clear; ++m)
+            clear = !reads(*p.nodes[m], table) && !(p.nodes[m]->op == Op::SetRows && p.nodes[m]->src[0]->storage() == table);
+          if (clear) {
+            p.rope_into[r] = int(j);
+            p.skip[j] = true;
+          }
+        }
+        break;
+      }
+      if (reads(t, &rope)) break;
+    }
+  }
+  // What a launch member writes: a rope its result (or, written into a
+  // cache, the cache too), a set_rows its table.
+  const auto writes = [&](size_t i) {
+    const Tensor& t = *p.nodes[i];
+    return t.op == Op::SetRows ? t.src[0]->storage() : static_cast<const Tensor*>(&t);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (p.skip[i] || !can_rope_store(*p.nodes[i]) || p.fused[i] || p.group[i] > 1) continue;
+    std::vector<const Tensor*> written = {writes(i)};
+    if (p.rope_into[i] >= 0) written.push_back(writes(size_t(p.rope_into[i])));
+    int jobs = 1;
+    size_t j = i + 1;
+    for (; j < n && jobs < rope_store_max_jobs(); ++j) {
+      if (p.skip[j]) continue;
+      const Tensor& t = *p.nodes[j];
+      if (!can_rope_store(t)) break;
+      bool independent = true;
+      for (const Tensor* w : written) independent = independent && !reads(t, w) && writes(j) != w;
+      if (!independent) break;
+      written.push_back(writes(j));
+      if (p.rope_into[j] >= 0) written.push_back(writes(size_t(p.rope_into[j])));
+      ++jobs;
+    }
+    if (jobs > 1 || p.rope_into[i] >= 0) {
+      p.rope_store[i] = int(j - i);
+      i = j - 1;
     }
   }
 }
@@ -375,6 +473,17 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
   c.sm_count = prop_.multiProcessorCount;
   for (size_t i = begin; i < std::min(end, p.nodes.size()); ++i) {
     Tensor* t = p.nodes[i];
+    if (p.skip[i]) continue;  // done by the rope before it
+    if (p.rope_store[i] > 0) {
+      RopeStoreNode jobs[8];
+      int nj = 0;
+      for (size_t k = i; k < i + size_t(p.rope_store[i]); ++k)
+        if (!p.skip[k]) jobs[nj++] = {p.nodes[k], p.rope_into[k] >= 0 ? p.nodes[size_t(p.rope_into[k])] : nullptr};
+      op_rope_store(jobs, nj, c);
+      i += size_t(p.rope_store[i] - 1);
+      continue;
+    }
+    c.quantize_out = p.quantize_out[i];
     if (p.fused[i] == 1) {
       op_rms_norm_mul(*t, *p.nodes[i + 1], c);
       ++i;
@@ -459,7 +568,8 @@ void CudaBackend::profile_plan(Plan& p) {
   const int reps = 10;
   const double whole = time_graph(p.exec, stream_, reps);
   double sum = 0;
-  for (size_t i = 0; i < p.nodes.size(); i += size_t(p.group[i] > 1 ? p.group[i] : 1 + p.fused[i])) {
+  for (size_t i = 0; i < p.nodes.size(); i += p.span(i)) {
+    if (p.skip[i]) continue;
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     WEIR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -471,9 +581,11 @@ void CudaBackend::profile_plan(Plan& p) {
     cudaGraphExecDestroy(exec);
     sum += ms;
     const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
-    std::string key = p.fused[i] == 1   ? "rms_norm+mul" + rows
-                      : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
-                                        : profile_key(*p.nodes[i]);
+    std::string key = p.fused[i] == 1     ? "rms_norm+mul" + rows
+                      : p.fused[i] == 2   ? "add+rms_norm+mul" + rows
+                      : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows
+                                          : profile_key(*p.nodes[i]);
+    if (p.quantize_out[i]) key += " +q8";
     if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
     ProfileStat& st = profile_stats_[key +
                                      (p.x_quantized[i] ? " (x shared)" : "")];

@@ -54,6 +54,7 @@ class CudaBackend final : public Backend {
   void ensure_scratch(size_t bytes);
   void profile_plan(Plan& p);
   void plan_fusion(Plan& p, const Graph& g) const;
+  void plan_rope_store(Plan& p, const std::vector<int>& readers) const;
   void print_profile() const;
 
   CudaOptions opts_;

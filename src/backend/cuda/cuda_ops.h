@@ -26,10 +26,14 @@ struct OpCtx {
   // mul_mat: x is already in scratch as 8-bit blocks, made by the product
   // just before on the same x (q, k and v; gate and up).
   bool x_quantized = false;
+  // rms_norm(+mul), add+rms_norm+mul, GLUs: also write the result to
+  // scratch as 8-bit blocks (q8_act.cuh) for the product launched next.
+  bool quantize_out = false;
 };
 
 void op_get_rows(const Tensor& dst, const OpCtx& c);
 void op_set_rows(const Tensor& dst, const OpCtx& c);
+void check_set_rows(const Tensor& dst);  // throws unless set_rows' operands are ones the kernels take
 void op_mul_mat(const Tensor& dst, const OpCtx& c);
 size_t mul_mat_scratch_bytes(const Tensor& dst);
 // Whether mul_mat quantizes x to 8 bits in scratch (decode products of
@@ -50,10 +54,26 @@ void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c);
 // scaled norm.
 bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul);
 void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul, const OpCtx& c);
+// Whether out (a norm's or GLU's result) can be handed to product as 8-bit
+// blocks in scratch (OpCtx::quantize_out), the product then skipping its own
+// quantization of x.
+bool can_quantize_for(const Tensor& out, const Tensor& product);
 void op_binary(const Tensor& dst, const OpCtx& c);  // add, mul
 void op_scale(const Tensor& dst, const OpCtx& c);
 void op_glu(const Tensor& dst, const OpCtx& c);     // gelu_mul, silu_mul
 void op_rope(const Tensor& dst, const OpCtx& c);
+// Ropes and set_rows in one launch (those of one attention block: q's rope,
+// k's rope, the KV-cache writes). A rope with `into` writes its result
+// straight into that set_rows' cache rows (set_rows is then not run; the
+// rope's own result is not written): can_rope_into says when it may.
+struct RopeStoreNode {
+  const Tensor* node;
+  const Tensor* into = nullptr;
+};
+bool can_rope_into(const Tensor& rope, const Tensor& set_rows);
+bool can_rope_store(const Tensor& t);  // a rope or set_rows this launch takes
+int rope_store_max_jobs();
+void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c);
 void op_attention(const Tensor& dst, const OpCtx& c);
 size_t attention_scratch_bytes(const Tensor& dst);
 void op_sample(const Tensor& dst, const OpCtx& c);

@@ -5,6 +5,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/q8_act.cuh"
 
 namespace weir::cuda {
 namespace {
@@ -18,9 +20,10 @@ void check_rows_f32(const char* op, const Tensor& dst, const Tensor* a) {
 
 // One block per row: sum of squares, then y = x * (1 / sqrt(mean + eps)),
 // times w (a row) when given. With r (the residual), x = x + r first, and
-// written back to xs.
+// written back to xs. With q8.q, y is also quantized to 8 bits (K a
+// multiple of 32: each warp's elements are one block).
 __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r,
-                                bool add, Rows xs) {
+                                bool add, Rows xs, Q8Act q8) {
   pdl_wait();
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = const_cast<float*>(reinterpret_cast<const float*>(y.row(blockIdx.x)));
@@ -48,10 +51,23 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
   }
   __syncthreads();
   const float scale = 1.0f / sqrtf(part[0] / float(K) + eps);
-  if (w)
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) yr[k] = (xr[k] * scale) * w[k];
-  else
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) yr[k] = xr[k] * scale;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+    const float v = w ? (xr[k] * scale) * w[k] : xr[k] * scale;
+    yr[k] = v;
+    if (q8.q) q8_store_block(q8, blockIdx.x, k / 32, v);
+  }
+}
+
+// y = f(a, b) for a GLU, one thread per element, also quantized to 8 bits
+// (K a multiple of 32; rows on the grid's y axis).
+template <class F>
+__global__ void glu_q8_kernel(Rows a, Rows b, Rows y, int64_t K, Q8Act q8, F f) {
+  pdl_wait();
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
+  if (k >= K) return;  // whole warps: K % 32 == 0
+  const float v = f(reinterpret_cast<const float*>(a.row(r))[k], reinterpret_cast<const float*>(b.row(r))[k]);
+  const_cast<float*>(reinterpret_cast<const float*>(y.row(r)))[k] = v;
+  q8_store_block(q8, r, k / 32, v);
 }
 
 // y = f(a, b) element by element, row by row (b broadcast when it has one
@@ -122,8 +138,31 @@ void map(const Tensor& dst, const Tensor& a, const Tensor* b, const OpCtx& c, F 
                   bcast, f);
 }
 
+// The 8-bit copy of out in scratch, when the plan asks for one.
+Q8Act q8_out(const Tensor& out, const OpCtx& c) {
+  if (!c.quantize_out) return {};
+  const int64_t K = out.ne[0], T = out.n_rows();
+  if (K % 32 || q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("quantize", out, "cannot be quantized here");
+  return Q8Act::in(c.scratch, K, T);
+}
+
+template <class F>
+void glu(const Tensor& dst, const OpCtx& c, F f) {
+  if (!c.quantize_out) return map(dst, *dst.src[0], dst.src[1], c, f);
+  const int64_t K = dst.ne[0], rows = dst.n_rows();
+  if (rows == 0) return;
+  if (rows > 65535) bad_operands("glu", dst, "too many rows to quantize");
+  launch_kernel(glu_q8_kernel<F>, dim3(blocks_for(K, 256), unsigned(rows)), 256, 0, c.stream, rows_of(*dst.src[0]),
+                rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
+}
 
 }  // namespace
+
+bool can_quantize_for(const Tensor& out, const Tensor& product) {
+  return mul_mat_quantizes_x(product) && product.src[1] == &out && out.dtype == DType::F32 && out.nb[0] == 4 &&
+         out.ne[0] % 32 == 0 &&
+         (out.op == Op::Mul || out.op == Op::RmsNorm || out.op == Op::SiluMul || out.op == Op::GeluMul);
+}
 
 void op_rms_norm(const Tensor& dst, const OpCtx& c) {
   check_rows_f32("rms_norm", dst, dst.src[0]);
@@ -131,7 +170,7 @@ void op_rms_norm(const Tensor& dst, const OpCtx& c) {
   if (rows == 0) return;
   const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
   launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*dst.src[0]), rows_of(dst), K,
-                dst.fparams[0], nullptr, rows_of(dst), false, rows_of(dst));
+                dst.fparams[0], nullptr, rows_of(dst), false, rows_of(dst), q8_out(dst, c));
 }
 
 bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul) {
@@ -148,7 +187,8 @@ void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c) {
   if (rows == 0) return;
   const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
   launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*norm.src[0]), rows_of(mul), K,
-                norm.fparams[0], static_cast<const float*>(mul.src[1]->data), rows_of(mul), false, rows_of(mul));
+                norm.fparams[0], static_cast<const float*>(mul.src[1]->data), rows_of(mul), false, rows_of(mul),
+                q8_out(mul, c));
 }
 
 bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul) {
@@ -167,7 +207,7 @@ void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mu
   const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
   launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*add.src[0]), rows_of(mul), K,
                 norm.fparams[0], static_cast<const float*>(mul.src[1]->data), rows_of(*add.src[1]), true,
-                rows_of(add));
+                rows_of(add), q8_out(mul, c));
 }
 
 void op_binary(const Tensor& dst, const OpCtx& c) {
@@ -193,9 +233,9 @@ void op_glu(const Tensor& dst, const OpCtx& c) {
   check_rows_f32(name, dst, dst.src[0]);
   check_rows_f32(name, dst, dst.src[1]);
   if (dst.op == Op::GeluMul)
-    map(dst, *dst.src[0], dst.src[1], c, GeluMulF{});
+    glu(dst, c, GeluMulF{});
   else
-    map(dst, *dst.src[0], dst.src[1], c, SiluMulF{});
+    glu(dst, c, SiluMulF{});
 }
 
 }  // namespace weir::cuda

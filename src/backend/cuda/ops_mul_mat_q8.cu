@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/q8_act.cuh"
 
 namespace weir::cuda {
 namespace {
@@ -42,24 +43,13 @@ struct XQ {
 };
 
 // One warp per 32-element block of x: lane l quantizes element l.
-__global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, int8_t* q, __half2* ds) {
+__global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, Q8Act out) {
   pdl_wait();
   const int64_t nb = K / 32;
   const int64_t b = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (b >= nb * T) return;
-  const int lane = threadIdx.x & 31;
   const int64_t t = b / nb, kb = b % nb;
-  const float v = reinterpret_cast<const float*>(x.row(t))[kb * 32 + lane];
-  float amax = fabsf(v);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax / 127.0f;
-  const int qv = amax == 0.0f ? 0 : __float2int_rn(v / d);
-  int sum = qv;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  q[t * K + kb * 32 + lane] = int8_t(qv);
-  if (lane == 0) ds[t * nb + kb] = __floats2half2_rn(d, d * float(sum));
+  q8_store_block(out, t, kb, reinterpret_cast<const float*>(x.row(t))[kb * 32 + (threadIdx.x & 31)]);
 }
 
 __device__ __forceinline__ int dp4a(uint32_t a, int b, int c) { return __dp4a(int(a), b, c); }
@@ -307,8 +297,6 @@ void launch(const Tensor& dst, const Mats& m, int64_t K, const OpCtx& c, const X
   }
 }
 
-size_t quant_bytes(int64_t K, int64_t T) { return (size_t(K) * size_t(T) + 255) / 256 * 256; }
-
 }  // namespace
 
 bool has_q8_mat_vec(DType w) {
@@ -323,7 +311,7 @@ bool has_q8_mat_vec(DType w) {
   }
 }
 
-size_t q8_act_bytes(int64_t K, int64_t T) { return quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2); }
+size_t q8_act_bytes(int64_t K, int64_t T) { return q8_quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2); }
 
 void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Tensor& dst = *dsts[0];
@@ -350,13 +338,12 @@ void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
     m.ldy[i] = int64_t(d.nb[1] / 4);
     m.total += Wi.ne[1];
   }
-  auto* q = static_cast<int8_t*>(c.scratch);
-  auto* ds = reinterpret_cast<__half2*>(static_cast<char*>(c.scratch) + quant_bytes(K, T));
+  const Q8Act act = Q8Act::in(c.scratch, K, T);
   if (!c.x_quantized) {
     const int64_t n_xb = (K / 32) * T;
-    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, q, ds);
+    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, act);
   }
-  const XQ xq{q, ds, K};
+  const XQ xq{act.q, act.ds, K};
   switch (W.dtype) {
     case DType::Q4_0: return launch<DotQ4_0>(dst, m, K, c, xq);
     case DType::Q5_0: return launch<DotQ5_0>(dst, m, K, c, xq);

@@ -70,13 +70,20 @@ void op_get_rows(const Tensor& dst, const OpCtx& c) {
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
-void op_set_rows(const Tensor& dst, const OpCtx& c) {
+void check_set_rows(const Tensor& dst) {
   const Tensor* table = dst.src[0];
   const Tensor* src = dst.src[1];
   const Tensor* idx = dst.src[2];
   if (!table || !src || !idx || src->dtype != DType::F32 || src->nb[0] != 4 || idx->dtype != DType::I32 ||
       (table->dtype != DType::F32 && table->dtype != DType::F16) || table->ne[0] != src->ne[0])
     bad_operands("set_rows", dst, "needs an F32 or F16 table, F32 rows of its width and I32 indices");
+}
+
+void op_set_rows(const Tensor& dst, const OpCtx& c) {
+  check_set_rows(dst);
+  const Tensor* table = dst.src[0];
+  const Tensor* src = dst.src[1];
+  const Tensor* idx = dst.src[2];
   const int64_t T = src->n_rows(), K = src->ne[0];
   if (T == 0) return;
   const int threads = int(std::min<int64_t>(256, std::max<int64_t>(32, K)));
