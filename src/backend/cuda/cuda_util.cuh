@@ -43,30 +43,43 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // The end of a row-per-warp product: each warp's per-token partial sums
-// (acc[NT]) reduced over the WPR warps of its row (shared memory when more
-// than one) and stored to y[t * ldy]. Every thread of the block calls it.
-template <int NT, int WPR, int WARPS>
-__device__ __forceinline__ void store_row_sums(float* acc, int warp, int lane, bool live, float* y, int64_t ldy) {
+// of its R rows (acc[r][t]) reduced over the WPR warps of a row (shared
+// memory when more than one) and stored to y[r][t * ldy[r]] where live[r].
+// Every thread of the block calls it.
+template <int NT, int WPR, int WARPS, int R>
+__device__ __forceinline__ void store_row_sums(float (&acc)[R][NT], int warp, int lane, const bool (&live)[R],
+                                               float* const (&y)[R], const int64_t (&ldy)[R]) {
 #pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = warp_sum(acc[t]);
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = warp_sum(acc[r][t]);
   if constexpr (WPR > 1) {
-    __shared__ float part[WARPS][NT];
+    __shared__ float part[WARPS][R][NT];
     if (lane == 0)
 #pragma unroll
-      for (int t = 0; t < NT; ++t) part[warp][t] = acc[t];
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) part[warp][r][t] = acc[r][t];
     __syncthreads();
-    if (warp % WPR != 0 || lane != 0 || !live) return;
+    if (warp % WPR != 0 || lane != 0) return;
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      float s = 0.0f;
+    for (int r = 0; r < R; ++r) {
+      if (!live[r]) continue;
 #pragma unroll
-      for (int j = 0; j < WPR; ++j) s += part[warp + j][t];
-      y[t * ldy] = s;
+      for (int t = 0; t < NT; ++t) {
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < WPR; ++j) s += part[warp + j][r][t];
+        y[r][t * ldy[r]] = s;
+      }
     }
   } else {
-    if (lane == 0 && live)
+    if (lane != 0) return;
 #pragma unroll
-      for (int t = 0; t < NT; ++t) y[t * ldy] = acc[t];
+    for (int r = 0; r < R; ++r)
+      if (live[r])
+#pragma unroll
+        for (int t = 0; t < NT; ++t) y[r][t * ldy[r]] = acc[r][t];
   }
 }
 

@@ -58,6 +58,54 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
   }
 }
 
+// The same with float4s held in registers (NV per thread; rows 16-byte
+// aligned, K a multiple of 4): x is read once, and the quantization takes
+// 4 elements a lane.
+template <int NV>
+__global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r,
+                                 bool add, Rows xs, Q8Act q8) {
+  pdl_wait();
+  const int64_t row = blockIdx.x, n4 = K / 4;
+  const float4* xr = reinterpret_cast<const float4*>(x.row(row));
+  float4 v[NV];
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+    v[j] = i < n4 ? xr[i] : make_float4(0, 0, 0, 0);
+    if (add && i < n4) {
+      const float4 b = reinterpret_cast<const float4*>(r.row(row))[i];
+      v[j] = make_float4(v[j].x + b.x, v[j].y + b.y, v[j].z + b.z, v[j].w + b.w);
+      reinterpret_cast<float4*>(const_cast<char*>(xs.row(row)))[i] = v[j];
+    }
+    s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+  }
+  __shared__ float part[32];
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+    s = warp_sum(s);
+    if (threadIdx.x == 0) part[0] = s;
+  }
+  __syncthreads();
+  const float scale = 1.0f / sqrtf(part[0] / float(K) + eps);
+  float4* yr = reinterpret_cast<float4*>(const_cast<char*>(y.row(row)));
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+    const bool live = i < n4;
+    float4 o = make_float4(v[j].x * scale, v[j].y * scale, v[j].z * scale, v[j].w * scale);
+    if (w && live) {
+      const float4 g = reinterpret_cast<const float4*>(w)[i];
+      o = make_float4(o.x * g.x, o.y * g.y, o.z * g.z, o.w * g.w);
+    }
+    if (live) yr[i] = o;
+    if (q8.q) q8_store4(q8, row, i, o, live);
+  }
+}
+
 // y = f(a, b) for a GLU, one thread per element, also quantized to 8 bits
 // (K a multiple of 32; rows on the grid's y axis).
 template <class F>
@@ -68,6 +116,20 @@ __global__ void glu_q8_kernel(Rows a, Rows b, Rows y, int64_t K, Q8Act q8, F f) 
   const float v = f(reinterpret_cast<const float*>(a.row(r))[k], reinterpret_cast<const float*>(b.row(r))[k]);
   const_cast<float*>(reinterpret_cast<const float*>(y.row(r)))[k] = v;
   q8_store_block(q8, r, k / 32, v);
+}
+// The same on float4s (rows 16-byte aligned).
+template <class F>
+__global__ void glu4_q8_kernel(Rows a, Rows b, Rows y, int64_t K, Q8Act q8, F f) {
+  pdl_wait();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
+  const bool live = i * 4 < K;  // whole groups of 8 lanes (K % 32 == 0); all lanes shuffle
+  float4 v = make_float4(0, 0, 0, 0);
+  if (live) {
+    const float4 av = reinterpret_cast<const float4*>(a.row(r))[i], bv = reinterpret_cast<const float4*>(b.row(r))[i];
+    v = make_float4(f(av.x, bv.x), f(av.y, bv.y), f(av.z, bv.z), f(av.w, bv.w));
+    reinterpret_cast<float4*>(const_cast<char*>(y.row(r)))[i] = v;
+  }
+  q8_store4(q8, r, i, v, live);
 }
 
 // y = f(a, b) element by element, row by row (b broadcast when it has one
@@ -138,6 +200,27 @@ void map(const Tensor& dst, const Tensor& a, const Tensor* b, const OpCtx& c, F 
                   bcast, f);
 }
 
+// rms_norm_kernel's launch: the float4 kernel where rows allow it.
+void launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const Tensor& y, float eps, const float* w,
+                 const Tensor* r, const Tensor* xs, Q8Act q8) {
+  const bool add = r != nullptr;
+  const Rows rr = rows_of(add ? *r : y), rxs = rows_of(add ? *xs : y);
+  const bool vec = K % 4 == 0 && K / 4 <= 4 * 1024 && rows_aligned16(x) && rows_aligned16(y) &&
+                   (!add || (rows_aligned16(*r) && rows_aligned16(*xs))) &&
+                   reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  if (!vec) {
+    const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
+    launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add,
+                  rxs, q8);
+    return;
+  }
+  const int64_t n4 = K / 4;
+  const int nv = n4 <= 1024 ? 1 : n4 <= 2048 ? 2 : 4;
+  const int threads = int(std::min<int64_t>(1024, ((n4 + nv - 1) / nv + 31) / 32 * 32));
+  auto* k = nv == 1 ? rms_norm4_kernel<1> : nv == 2 ? rms_norm4_kernel<2> : rms_norm4_kernel<4>;
+  launch_kernel(k, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add, rxs, q8);
+}
+
 // The 8-bit copy of out in scratch, when the plan asks for one.
 Q8Act q8_out(const Tensor& out, const OpCtx& c) {
   if (!c.quantize_out) return {};
@@ -152,6 +235,9 @@ void glu(const Tensor& dst, const OpCtx& c, F f) {
   const int64_t K = dst.ne[0], rows = dst.n_rows();
   if (rows == 0) return;
   if (rows > 65535) bad_operands("glu", dst, "too many rows to quantize");
+  if (rows_aligned16(dst) && rows_aligned16(*dst.src[0]) && rows_aligned16(*dst.src[1]))
+    return launch_kernel(glu4_q8_kernel<F>, dim3(blocks_for(K / 4, 256), unsigned(rows)), 256, 0, c.stream,
+                         rows_of(*dst.src[0]), rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
   launch_kernel(glu_q8_kernel<F>, dim3(blocks_for(K, 256), unsigned(rows)), 256, 0, c.stream, rows_of(*dst.src[0]),
                 rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
 }
@@ -168,9 +254,7 @@ void op_rms_norm(const Tensor& dst, const OpCtx& c) {
   check_rows_f32("rms_norm", dst, dst.src[0]);
   const int64_t rows = dst.n_rows(), K = dst.ne[0];
   if (rows == 0) return;
-  const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
-  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*dst.src[0]), rows_of(dst), K,
-                dst.fparams[0], nullptr, rows_of(dst), false, rows_of(dst), q8_out(dst, c));
+  launch_norm(rows, K, c, *dst.src[0], dst, dst.fparams[0], nullptr, nullptr, nullptr, q8_out(dst, c));
 }
 
 bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul) {
@@ -185,10 +269,8 @@ void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c) {
   if (!can_fuse_rms_norm_mul(norm, mul)) bad_operands("rms_norm", norm, "cannot be fused with " + mul.name);
   const int64_t rows = norm.n_rows(), K = norm.ne[0];
   if (rows == 0) return;
-  const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
-  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*norm.src[0]), rows_of(mul), K,
-                norm.fparams[0], static_cast<const float*>(mul.src[1]->data), rows_of(mul), false, rows_of(mul),
-                q8_out(mul, c));
+  launch_norm(rows, K, c, *norm.src[0], mul, norm.fparams[0], static_cast<const float*>(mul.src[1]->data), nullptr,
+              nullptr, q8_out(mul, c));
 }
 
 bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul) {
@@ -204,10 +286,8 @@ void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mu
   if (!can_fuse_add_rms_norm_mul(add, norm, mul)) bad_operands("add", add, "cannot be fused with " + norm.name);
   const int64_t rows = norm.n_rows(), K = norm.ne[0];
   if (rows == 0) return;
-  const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
-  launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(*add.src[0]), rows_of(mul), K,
-                norm.fparams[0], static_cast<const float*>(mul.src[1]->data), rows_of(*add.src[1]), true,
-                rows_of(add), q8_out(mul, c));
+  launch_norm(rows, K, c, *add.src[0], mul, norm.fparams[0], static_cast<const float*>(mul.src[1]->data), add.src[1],
+              &add, q8_out(mul, c));
 }
 
 void op_binary(const Tensor& dst, const OpCtx& c) {

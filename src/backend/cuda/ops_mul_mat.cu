@@ -30,35 +30,84 @@ constexpr int kWarpsPerBlock = 4;
 // Largest fp16 copy of W made at once for cuBLAS (bytes).
 constexpr size_t kSliceBytes = size_t(256) << 20;
 
-// WPR warps per weight row (more for short matrices: warps in flight cover
-// the memory latency); each lane takes groups of 8 elements, kUnroll groups
-// at a time with all their loads issued first.
+// A warp takes R weight rows (2 up to 4 tokens), so each x load serves R
+// of them; WPR warps per row group (more for short matrices: warps in
+// flight cover the memory latency); each lane takes groups of 8 elements,
+// kUnroll groups of each row at a time with all their loads issued first.
+constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
+
 template <DType T, int NT, int WPR>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, Rows x,
                    float* __restrict__ y, int64_t ldy) {
   pdl_wait();
-  constexpr int kRowsPerBlock = kWarpsPerBlock / WPR, kThreadsPerRow = 32 * WPR, kUnroll = 4;
+  constexpr int R = rows_per_warp(NT);
+  // F16 rows are kept as loaded (16 bytes for 8 weights) until used, so
+  // twice as many loads fit in the registers.
+  constexpr bool kRaw = T == DType::F16;
+  constexpr int kRowsPerBlock = kWarpsPerBlock / WPR * R, kThreadsPerRow = 32 * WPR, kUnroll = (kRaw ? 8 : 4) / R;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp / WPR;
+  const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
   const int sub = (warp % WPR) * 32 + lane;
-  const bool live = row < N;
-  const uint8_t* w = W + size_t(live ? row : 0) * w_stride;
-  constexpr int G = Q<T>::QK / 8;  // groups of 8 per block
-  float acc[NT];
+  const uint8_t* w[R];
+  bool live[R];
+  float* yr[R];
+  int64_t ld[R];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  for (int r = 0; r < R; ++r) {
+    live[r] = row0 + r < N;
+    w[r] = W + size_t(live[r] ? row0 + r : 0) * w_stride;  // a dead row reads row 0, never stored
+    yr[r] = y + row0 + r;
+    ld[r] = ldy;
+  }
+  constexpr int G = Q<T>::QK / 8;  // groups of 8 per block
+  float acc[R][NT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
   const float* xr[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
   const int64_t groups = K / 8;
-  if (live) {
+  if (live[0]) {
     for (int64_t g0 = sub; g0 < groups; g0 += kThreadsPerRow * kUnroll) {
-      float v[kUnroll][8];
+      if constexpr (kRaw) {
+        uint4 raw[kUnroll][R];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
+          if (g < groups)
+#pragma unroll
+            for (int r = 0; r < R; ++r) raw[k][r] = reinterpret_cast<const uint4*>(w[r])[g];
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
+          if (g >= groups) break;
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
+            const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const __half2* h = reinterpret_cast<const __half2*>(&raw[k][r]);
+              const float2 u0 = __half22float2(h[0]), u1 = __half22float2(h[1]), u2 = __half22float2(h[2]),
+                           u3 = __half22float2(h[3]);
+              acc[r][t] += u0.x * a.x + u0.y * a.y + u1.x * a.z + u1.y * a.w + u2.x * b.x + u2.y * b.y + u3.x * b.z +
+                           u3.y * b.w;
+            }
+          }
+        }
+        continue;
+      }
+      float v[kUnroll][R][8];
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
-        if (g < groups) Q<T>::dq8(w + (g / G) * Q<T>::BYTES, int(g % G), v[k]);
+        if (g < groups)
+#pragma unroll
+          for (int r = 0; r < R; ++r) Q<T>::dq8(w[r] + (g / G) * Q<T>::BYTES, int(g % G), v[k][r]);
       }
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
@@ -68,13 +117,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         for (int t = 0; t < NT; ++t) {
           const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
           const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
-          acc[t] += v[k][0] * a.x + v[k][1] * a.y + v[k][2] * a.z + v[k][3] * a.w + v[k][4] * b.x + v[k][5] * b.y +
-                    v[k][6] * b.z + v[k][7] * b.w;
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const float* u = v[k][r];
+            acc[r][t] += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y + u[6] * b.z +
+                         u[7] * b.w;
+          }
         }
       }
     }
   }
-  store_row_sums<NT, WPR, kWarpsPerBlock>(acc, warp, lane, live, y + row, ldy);
+  store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
 }
 
 template <DType T, int NT>
@@ -85,10 +138,13 @@ void mat_vec_nt(const Tensor& dst, const OpCtx& c) {
   float* y = static_cast<float*>(dst.data);
   const int64_t ldy = int64_t(dst.nb[1] / 4);
   const Rows x = rows_of(*dst.src[1]);
-  // Warps per row: enough warps to fill the GPU, at least 256 groups a row-warp.
+  // Warps per row group: enough warps to fill the GPU, at least 256 groups
+  // a row-warp.
+  constexpr int R = rows_per_warp(NT);
+  const int64_t warp_rows = (N + R - 1) / R;
   int wpr = 1;
-  while (wpr < kWarpsPerBlock && N * wpr < int64_t(c.sm_count) * 48 && K / 8 >= int64_t(256) * wpr) wpr *= 2;
-  const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr);
+  while (wpr < kWarpsPerBlock && warp_rows * wpr < int64_t(c.sm_count) * 48 && K / 8 >= int64_t(256) * wpr) wpr *= 2;
+  const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
   if (wpr == 1)
     launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
   else if (wpr == 2)

@@ -14,10 +14,13 @@
 // covers half of an x block and both halves share the block's factors
 // (q4_K, q5_K), each half takes half the sum.
 //
-// WPR warps per weight row (more for short matrices, so enough warps are in
-// flight to cover the memory latency); threads walk their chunks kUnroll at
-// a time with all the loads issued first; the row's sums are combined by
-// warp shuffles and, across warps, in shared memory.
+// A warp takes R weight rows (2 up to 4 tokens) so that each load of x
+// serves R rows: x loads from L1, not DRAM, were what limited these kernels
+// (Nsight Compute: L1 at 88% of its throughput, DRAM at 42%). WPR warps per
+// row group (more for short matrices, so enough warps are in flight to
+// cover the memory latency); threads walk their chunks kUnroll at a time;
+// the rows' sums are combined by warp shuffles and, across warps, in
+// shared memory.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -76,58 +79,87 @@ __device__ __forceinline__ float h2f_at(const uint8_t* p) { return __half2float(
 // Bits 0..3 of t to bit 4 of bytes 0..3.
 __device__ __forceinline__ uint32_t spread4(uint32_t t) { return ((t * 0x00204081u) & 0x01010101u) << 4; }
 
-// A type's chunks: CHUNKS per block of QK weights; dot(block, chunk, x, t0)
-// adds the chunk's products with tokens 0..NT-1 into acc.
+// A type's chunks: CHUNKS per block of QK weights; dot(b, chunk, x, e0, acc)
+// adds the chunk's products of R weight rows (the chunk's block in row r at
+// b[r]) with tokens 0..NT-1 into acc[r][t]. The rows share the x loads: a
+// warp takes R rows so that each x load serves R of them.
+template <int R, int NT>
+using Acc = float[R][NT];
+template <int R>
+using Blocks = const uint8_t* const[R];
+
 struct DotQ4_0 {
   static constexpr int QK = 32, BYTES = 18, CHUNKS = 1;
-  template <int NT>
-  __device__ static void dot(const uint8_t* b, int, const XQ& x, int64_t e0, float* acc) {
-    uint32_t q[4];
-    words_at<4>(b + 2, q);
-    const float d = h2f_at(b);
-    uint32_t lo[4], hi[4];
+  template <int NT, int R>
+  __device__ static void dot(Blocks<R>& b, int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+    uint32_t lo[R][4], hi[R][4];
+    float d[R];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+    for (int r = 0; r < R; ++r) {
+      uint32_t q[4];
+      words_at<4>(b[r] + 2, q);
+      d[r] = h2f_at(b[r]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) lo[r][i] = q[i] & 0x0F0F0F0Fu, hi[r][i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+    }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const int s = dot16(hi, *x.q16(t, e0 + 16), dot16(lo, *x.q16(t, e0), 0));
+      const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
       const float2 ds = x.ds_of(t, e0 / 32);
-      acc[t] += d * (ds.x * float(s) - 8.0f * ds.y);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int s = dot16(hi[r], xh, dot16(lo[r], xl, 0));
+        acc[r][t] += d[r] * (ds.x * float(s) - 8.0f * ds.y);
+      }
     }
   }
 };
 struct DotQ5_0 {
   static constexpr int QK = 32, BYTES = 22, CHUNKS = 1;
-  template <int NT>
-  __device__ static void dot(const uint8_t* b, int, const XQ& x, int64_t e0, float* acc) {
-    uint32_t q[5];
-    words_at<5>(b + 2, q);  // qh, then 16 quant bytes
-    const float d = h2f_at(b);
-    uint32_t lo[4], hi[4];
+  template <int NT, int R>
+  __device__ static void dot(Blocks<R>& b, int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+    uint32_t lo[R][4], hi[R][4];
+    float d[R];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      lo[i] = (q[1 + i] & 0x0F0F0F0Fu) | spread4((q[0] >> (4 * i)) & 15);
-      hi[i] = ((q[1 + i] >> 4) & 0x0F0F0F0Fu) | spread4((q[0] >> (16 + 4 * i)) & 15);
+    for (int r = 0; r < R; ++r) {
+      uint32_t q[5];
+      words_at<5>(b[r] + 2, q);  // qh, then 16 quant bytes
+      d[r] = h2f_at(b[r]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        lo[r][i] = (q[1 + i] & 0x0F0F0F0Fu) | spread4((q[0] >> (4 * i)) & 15);
+        hi[r][i] = ((q[1 + i] >> 4) & 0x0F0F0F0Fu) | spread4((q[0] >> (16 + 4 * i)) & 15);
+      }
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const int s = dot16(hi, *x.q16(t, e0 + 16), dot16(lo, *x.q16(t, e0), 0));
+      const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
       const float2 ds = x.ds_of(t, e0 / 32);
-      acc[t] += d * (ds.x * float(s) - 16.0f * ds.y);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int s = dot16(hi[r], xh, dot16(lo[r], xl, 0));
+        acc[r][t] += d[r] * (ds.x * float(s) - 16.0f * ds.y);
+      }
     }
   }
 };
 struct DotQ8_0 {
   static constexpr int QK = 32, BYTES = 34, CHUNKS = 1;
-  template <int NT>
-  __device__ static void dot(const uint8_t* b, int, const XQ& x, int64_t e0, float* acc) {
-    uint32_t q[8];
-    words_at<8>(b + 2, q);
-    const float d = h2f_at(b);
+  template <int NT, int R>
+  __device__ static void dot(Blocks<R>& b, int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+    uint32_t q[R][8];
+    float d[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      words_at<8>(b[r] + 2, q[r]);
+      d[r] = h2f_at(b[r]);
+    }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const int s = dot16(q + 4, *x.q16(t, e0 + 16), dot16(q, *x.q16(t, e0), 0));
-      acc[t] += d * x.ds_of(t, e0 / 32).x * float(s);
+      const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
+      const float dx = x.ds_of(t, e0 / 32).x;
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][t] += d[r] * dx * float(dot16(q[r] + 4, xh, dot16(q[r], xl, 0)));
     }
   }
 };
@@ -137,12 +169,9 @@ struct DotQ8_0 {
 template <bool Five>
 struct DotQK45 {
   static constexpr int QK = 256, BYTES = Five ? 176 : 144, CHUNKS = 8;
-  template <int NT>
-  __device__ static void dot(const uint8_t* b, int c, const XQ& x, int64_t e0, float* acc) {
+  template <int NT, int R>
+  __device__ static void dot(Blocks<R>& b, int c, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     const int g = c / 2, p = 16 * (c % 2), jl = 2 * g, jh = 2 * g + 1;
-    const uint4 qv = *reinterpret_cast<const uint4*>(b + (Five ? 48 : 16) + 16 * c);
-    const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-    const uint4 hd = *reinterpret_cast<const uint4*>(b);  // d, dmin, then the 12 scale bytes
     // The 6-bit scales and mins of sub-blocks 2g and 2g + 1 (scale_min_k4
     // for a pair): g < 2 keeps them whole in bytes 2g.. (scales) and 4 + 2g..
     // (mins); g >= 2 has their low 4 bits in bytes 8 + 2 (g - 2) .. and the
@@ -150,32 +179,45 @@ struct DotQK45 {
     // (mins). c is the same for all of a thread's chunks, so the shifts are.
     const bool lowg = g < 2;
     const int sh = 16 * (lowg ? g : g - 2);
-    const uint32_t wsc = (lowg ? hd.y : hd.w) >> sh, wmn = (lowg ? hd.z : hd.w) >> (lowg ? sh : sh + 4);
     const uint32_t m = lowg ? 63 : 15;
-    const uint32_t top_sc = lowg ? 0 : hd.y >> sh, top_mn = lowg ? 0 : hd.z >> sh;
-    const int scl = int((wsc & m) | ((top_sc >> 6) & 3) << 4), sch = int(((wsc >> 8) & m) | ((top_sc >> 14) & 3) << 4);
-    const int mnl = int((wmn & m) | ((top_mn >> 6) & 3) << 4), mnh = int(((wmn >> 8) & m) | ((top_mn >> 14) & 3) << 4);
-    uint32_t lo[4], hi[4];
+    uint32_t lo[R][4], hi[R][4];
+    float scl[R], sch[R], mnl[R], mnh[R];
+    float2 dd[R];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
-    if constexpr (Five) {
-      const uint4 hv = *reinterpret_cast<const uint4*>(b + 16 + p);
-      const uint32_t h[4] = {hv.x, hv.y, hv.z, hv.w};
+    for (int r = 0; r < R; ++r) {
+      const uint4 qv = *reinterpret_cast<const uint4*>(b[r] + (Five ? 48 : 16) + 16 * c);
+      const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
+      const uint4 hd = *reinterpret_cast<const uint4*>(b[r]);  // d, dmin, then the 12 scale bytes
+      const uint32_t wsc = (lowg ? hd.y : hd.w) >> sh, wmn = (lowg ? hd.z : hd.w) >> (lowg ? sh : sh + 4);
+      const uint32_t top_sc = lowg ? 0 : hd.y >> sh, top_mn = lowg ? 0 : hd.z >> sh;
+      scl[r] = float((wsc & m) | ((top_sc >> 6) & 3) << 4);
+      sch[r] = float(((wsc >> 8) & m) | ((top_sc >> 14) & 3) << 4);
+      mnl[r] = float((wmn & m) | ((top_mn >> 6) & 3) << 4);
+      mnh[r] = float(((wmn >> 8) & m) | ((top_mn >> 14) & 3) << 4);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        lo[i] |= ((h[i] >> jl) & 0x01010101u) << 4;
-        hi[i] |= ((h[i] >> jh) & 0x01010101u) << 4;
+      for (int i = 0; i < 4; ++i) lo[r][i] = q[i] & 0x0F0F0F0Fu, hi[r][i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+      if constexpr (Five) {
+        const uint4 hv = *reinterpret_cast<const uint4*>(b[r] + 16 + p);
+        const uint32_t h[4] = {hv.x, hv.y, hv.z, hv.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          lo[r][i] |= ((h[i] >> jl) & 0x01010101u) << 4;
+          hi[r][i] |= ((h[i] >> jh) & 0x01010101u) << 4;
+        }
       }
+      dd[r] = __half22float2(*reinterpret_cast<const __half2*>(&hd.x));
     }
-    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&hd.x));
     const int64_t bl = e0 / 32 + jl, bh = e0 / 32 + jh;  // x blocks of the two sub-blocks
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const int sl = dot16(lo, *x.q16(t, bl * 32 + p), 0);
-      const int sv = dot16(hi, *x.q16(t, bh * 32 + p), 0);
+      const int4 xlo = *x.q16(t, bl * 32 + p), xhi = *x.q16(t, bh * 32 + p);
       const float2 xl = x.ds_of(t, bl), xh = x.ds_of(t, bh);
-      acc[t] += dd.x * (float(scl) * xl.x * float(sl) + float(sch) * xh.x * float(sv)) -
-                dd.y * 0.5f * (float(mnl) * xl.y + float(mnh) * xh.y);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int sl = dot16(lo[r], xlo, 0), sv = dot16(hi[r], xhi, 0);
+        acc[r][t] += dd[r].x * (scl[r] * xl.x * float(sl) + sch[r] * xh.x * float(sv)) -
+                     dd[r].y * 0.5f * (mnl[r] * xl.y + mnh[r] * xh.y);
+      }
     }
   }
 };
@@ -185,30 +227,39 @@ struct DotQK45 {
 // positions have their own scale, so the -32 is applied to the quants.
 struct DotQ6K {
   static constexpr int QK = 256, BYTES = 210, CHUNKS = 8;
-  template <int NT>
-  __device__ static void dot(const uint8_t* b, int c, const XQ& x, int64_t e0, float* acc) {
+  template <int NT, int R>
+  __device__ static void dot(Blocks<R>& b, int c, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     const int h = c / 4, sa = (c / 2) % 2, sb = sa + 2, l = 16 * (c % 2);
-    uint32_t ql[4], qh[4];
-    words_at<4>(b + 16 * c, ql);
-    words_at<4>(b + 128 + 32 * h + l, qh);
-    int a[4], z[4];
+    int a[R][4], z[R][4];
+    float fa[R], fb[R];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      a[i] = __vsubss4(int((ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sa)) & 0x03030303u) << 4)), 0x20202020);
-      z[i] = __vsubss4(int(((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sb)) & 0x03030303u) << 4)), 0x20202020);
+    for (int r = 0; r < R; ++r) {
+      uint32_t ql[4], qh[4];
+      words_at<4>(b[r] + 16 * c, ql);
+      words_at<4>(b[r] + 128 + 32 * h + l, qh);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[r][i] = __vsubss4(int((ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sa)) & 0x03030303u) << 4)), 0x20202020);
+        z[r][i] = __vsubss4(int(((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sb)) & 0x03030303u) << 4)), 0x20202020);
+      }
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b[r] + 192);
+      const float d = h2f_at(b[r] + 208);
+      fa[r] = d * float(sc[8 * h + 2 * sa + l / 16]);
+      fb[r] = d * float(sc[8 * h + 2 * sb + l / 16]);
     }
-    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-    const float d = h2f_at(b + 208);
-    const float fa = d * float(sc[8 * h + 2 * sa + l / 16]), fb = d * float(sc[8 * h + 2 * sb + l / 16]);
     const int64_t ba = e0 / 32 + 4 * h + sa, bb = e0 / 32 + 4 * h + sb;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int4 xa = *x.q16(t, ba * 32 + l), xb = *x.q16(t, bb * 32 + l);
-      int ia = __dp4a(a[0], xa.x, 0), ib = __dp4a(z[0], xb.x, 0);
-      ia = __dp4a(a[1], xa.y, ia), ib = __dp4a(z[1], xb.y, ib);
-      ia = __dp4a(a[2], xa.z, ia), ib = __dp4a(z[2], xb.z, ib);
-      ia = __dp4a(a[3], xa.w, ia), ib = __dp4a(z[3], xb.w, ib);
-      acc[t] += fa * x.ds_of(t, ba).x * float(ia) + fb * x.ds_of(t, bb).x * float(ib);
+      const float da = x.ds_of(t, ba).x, db = x.ds_of(t, bb).x;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        int ia = __dp4a(a[r][0], xa.x, 0), ib = __dp4a(z[r][0], xb.x, 0);
+        ia = __dp4a(a[r][1], xa.y, ia), ib = __dp4a(z[r][1], xb.y, ib);
+        ia = __dp4a(a[r][2], xa.z, ia), ib = __dp4a(z[r][2], xb.z, ib);
+        ia = __dp4a(a[r][3], xa.w, ia), ib = __dp4a(z[r][3], xb.w, ib);
+        acc[r][t] += fa[r] * da * float(ia) + fb[r] * db * float(ib);
+      }
     }
   }
 };
@@ -226,54 +277,76 @@ struct Mats {
   int64_t total;  // rows of all of them
 };
 
-template <class D, int NT, int WPR>
-__global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq) {
-  pdl_wait();
-  constexpr int kRowsPerBlock = kWarps / WPR, kThreadsPerRow = 32 * WPR, kUnroll = 2;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp / WPR;
-  const int sub = (warp % WPR) * 32 + lane;
-  const bool live = row < m.total;
+// Row `row` of the group: its matrix's weights, output and output stride.
+__device__ __forceinline__ void locate(const Mats& m, int64_t row, const uint8_t** w, float** y, int64_t* ldy) {
   int mi = 0;
 #pragma unroll
   for (int j = 0; j < kMaxMats - 1; ++j)
     if (mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], mi = j + 1;
-  const uint8_t* w = (mi == 0 ? m.w[0] : mi == 1 ? m.w[1] : m.w[2]) +
-                     size_t(live ? row : 0) * (mi == 0 ? m.stride[0] : mi == 1 ? m.stride[1] : m.stride[2]);
-  float* y = mi == 0 ? m.y[0] : mi == 1 ? m.y[1] : m.y[2];
-  const int64_t ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
-  const int64_t chunks = (K / D::QK) * D::CHUNKS;
-  float acc[NT];
+  *w = (mi == 0 ? m.w[0] : mi == 1 ? m.w[1] : m.w[2]) +
+       size_t(row) * (mi == 0 ? m.stride[0] : mi == 1 ? m.stride[1] : m.stride[2]);
+  *y = (mi == 0 ? m.y[0] : mi == 1 ? m.y[1] : m.y[2]) + row;
+  *ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
+}
+
+// Rows per warp: 2 (sharing the x loads) while the accumulators stay few.
+constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
+
+template <class D, int NT, int WPR>
+__global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq) {
+  pdl_wait();
+  constexpr int R = rows_per_warp(NT);
+  constexpr int kRowsPerBlock = kWarps / WPR * R, kThreadsPerRow = 32 * WPR, kUnroll = 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
+  const int sub = (warp % WPR) * 32 + lane;
+  const uint8_t* w[R];
+  float* y[R];
+  int64_t ldy[R];
+  bool live[R];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-  if (live) {
+  for (int r = 0; r < R; ++r) {
+    live[r] = row0 + r < m.total;
+    locate(m, live[r] ? row0 + r : 0, &w[r], &y[r], &ldy[r]);  // a dead row reads row 0, never stored
+  }
+  const int64_t chunks = (K / D::QK) * D::CHUNKS;
+  float acc[R][NT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+  if (live[0]) {
     for (int64_t i0 = sub; i0 < chunks; i0 += kThreadsPerRow * kUnroll) {
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t i = i0 + int64_t(k) * kThreadsPerRow;
         if (i < chunks) {
           const int64_t blk = i / D::CHUNKS;
-          D::template dot<NT>(w + blk * D::BYTES, int(i % D::CHUNKS), xq, blk * D::QK, acc);
+          const uint8_t* b[R];
+#pragma unroll
+          for (int r = 0; r < R; ++r) b[r] = w[r] + blk * D::BYTES;
+          D::template dot<NT, R>(b, int(i % D::CHUNKS), xq, blk * D::QK, acc);
         }
       }
     }
   }
-  store_row_sums<NT, WPR, kWarps>(acc, warp, lane, live, y + row, ldy);
+  store_row_sums<NT, WPR, kWarps, R>(acc, warp, lane, live, y, ldy);
 }
 
 // Warps per row: enough warps in flight to fill the GPU several times over,
 // while each thread-row keeps several chunks of work (1, 2 or 4).
-int warps_per_row(int64_t N, int64_t chunks, int sm_count) {
+int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
   const int64_t want = int64_t(sm_count) * 48;
   int wpr = 1;
-  while (wpr < kWarps && N * wpr < want && chunks >= int64_t(64) * wpr) wpr *= 2;
+  while (wpr < kWarps && warp_rows * wpr < want && chunks >= int64_t(64) * wpr) wpr *= 2;
   return wpr;
 }
 
 template <class D, int NT>
 void launch_nt(const Mats& m, int64_t K, const OpCtx& c, const XQ& xq) {
-  const int wpr = warps_per_row(m.total, (K / D::QK) * D::CHUNKS, c.sm_count);
-  const unsigned grid = blocks_for(m.total, kWarps / wpr);
+  constexpr int R = rows_per_warp(NT);
+  const int wpr = warps_per_row((m.total + R - 1) / R, (K / D::QK) * D::CHUNKS, c.sm_count);
+  const unsigned grid = blocks_for(m.total, kWarps / wpr * R);
   if (wpr == 1)
     launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, m, K, xq);
   else if (wpr == 2)

@@ -39,4 +39,23 @@ __device__ __forceinline__ void q8_store_block(const Q8Act& a, int64_t t, int64_
   if (lane == 0) a.ds[t * (a.K / 32) + b] = __floats2half2_rn(d, d * float(sum));
 }
 
+// Four consecutive elements per lane (element 4 i4 .. 4 i4 + 3 of row t),
+// 8 lanes (i4 % 8 == lane % 8) to a block: the same as q8_store_block. Every
+// lane of the warp calls it; only `active` lanes store (whole groups of 8).
+__device__ __forceinline__ void q8_store4(const Q8Act& a, int64_t t, int64_t i4, float4 v, bool active) {
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax / 127.0f;
+  const bool zero = amax == 0.0f;
+  const int q0 = zero ? 0 : __float2int_rn(v.x / d), q1 = zero ? 0 : __float2int_rn(v.y / d);
+  const int q2 = zero ? 0 : __float2int_rn(v.z / d), q3 = zero ? 0 : __float2int_rn(v.w / d);
+  int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!active) return;
+  *reinterpret_cast<char4*>(a.q + t * a.K + 4 * i4) = make_char4(char(q0), char(q1), char(q2), char(q3));
+  if ((i4 & 7) == 0) a.ds[t * (a.K / 32) + i4 / 8] = __floats2half2_rn(d, d * float(sum));
+}
+
 }  // namespace weir::cuda
