@@ -98,6 +98,17 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// Warps per SM a decode product aims to have in flight when it picks how
+// many warps share a row: `dflt` (each kernel's measured best) unless
+// WEIR_CUDA_MV_WARPS says otherwise (for tuning).
+inline int mat_vec_warps_per_sm(int dflt) {
+  static const int n = [] {
+    const char* e = std::getenv("WEIR_CUDA_MV_WARPS");
+    return e ? std::atoi(e) : 0;
+  }();
+  return n > 0 ? n : dflt;
+}
+
 inline bool pdl_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("WEIR_CUDA_PDL");

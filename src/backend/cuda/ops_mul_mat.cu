@@ -138,12 +138,13 @@ void mat_vec_nt(const Tensor& dst, const OpCtx& c) {
   float* y = static_cast<float*>(dst.data);
   const int64_t ldy = int64_t(dst.nb[1] / 4);
   const Rows x = rows_of(*dst.src[1]);
-  // Warps per row group: enough warps to fill the GPU, at least 256 groups
-  // a row-warp.
+  // Warps per row group: enough warps to fill the GPU (96 per SM: 8B F16
+  // decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
   constexpr int R = rows_per_warp(NT);
   const int64_t warp_rows = (N + R - 1) / R;
   int wpr = 1;
-  while (wpr < kWarpsPerBlock && warp_rows * wpr < int64_t(c.sm_count) * 48 && K / 8 >= int64_t(256) * wpr) wpr *= 2;
+  const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96);
+  while (wpr < kWarpsPerBlock && warp_rows * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
   const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
   if (wpr == 1)
     launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
