@@ -18,6 +18,21 @@ void check_rows_f32(const char* op, const Tensor& dst, const Tensor* a) {
     bad_operands(op, dst, "shape of " + shape_of(*a) + " does not match");
 }
 
+// The sum of s over the block (every thread gets it).
+__device__ __forceinline__ float block_sum(float s) {
+  __shared__ float part[32];
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+    s = warp_sum(s);
+    if (threadIdx.x == 0) part[0] = s;
+  }
+  __syncthreads();
+  return part[0];
+}
+
 // One block per row: sum of squares, then y = x * (1 / sqrt(mean + eps)),
 // times w (a row) when given. With r (the residual), x = x + r first, and
 // written back to xs. With q8.q, y is also quantized to 8 bits (K a
@@ -40,17 +55,7 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
   } else {
     for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xr[k] * xr[k];
   }
-  __shared__ float part[32];
-  s = warp_sum(s);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
-    s = warp_sum(s);
-    if (threadIdx.x == 0) part[0] = s;
-  }
-  __syncthreads();
-  const float scale = 1.0f / sqrtf(part[0] / float(K) + eps);
+  const float scale = 1.0f / sqrtf(block_sum(s) / float(K) + eps);
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
     const float v = w ? (xr[k] * scale) * w[k] : xr[k] * scale;
     yr[k] = v;
@@ -80,17 +85,7 @@ __global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const flo
     }
     s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
   }
-  __shared__ float part[32];
-  s = warp_sum(s);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
-    s = warp_sum(s);
-    if (threadIdx.x == 0) part[0] = s;
-  }
-  __syncthreads();
-  const float scale = 1.0f / sqrtf(part[0] / float(K) + eps);
+  const float scale = 1.0f / sqrtf(block_sum(s) / float(K) + eps);
   float4* yr = reinterpret_cast<float4*>(const_cast<char*>(y.row(row)));
 #pragma unroll
   for (int j = 0; j < NV; ++j) {

@@ -88,6 +88,23 @@ using Acc = float[R][NT];
 template <int R>
 using Blocks = const uint8_t* const[R];
 
+// A 32-weight block of R rows, unsigned quants lo (elements 0..15) and hi
+// (16..31), scale d, offset -off, with tokens 0..NT-1.
+template <int NT, int R>
+__device__ __forceinline__ void legacy_dot(const uint32_t (&lo)[R][4], const uint32_t (&hi)[R][4], const float (&d)[R],
+                                           float off, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
+    const float2 ds = x.ds_of(t, e0 / 32);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int s = dot16(hi[r], xh, dot16(lo[r], xl, 0));
+      acc[r][t] += d[r] * (ds.x * float(s) - off * ds.y);
+    }
+  }
+}
+
 struct DotQ4_0 {
   static constexpr int QK = 32, BYTES = 18, CHUNKS = 1;
   template <int NT, int R>
@@ -102,16 +119,7 @@ struct DotQ4_0 {
 #pragma unroll
       for (int i = 0; i < 4; ++i) lo[r][i] = q[i] & 0x0F0F0F0Fu, hi[r][i] = (q[i] >> 4) & 0x0F0F0F0Fu;
     }
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
-      const float2 ds = x.ds_of(t, e0 / 32);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int s = dot16(hi[r], xh, dot16(lo[r], xl, 0));
-        acc[r][t] += d[r] * (ds.x * float(s) - 8.0f * ds.y);
-      }
-    }
+    legacy_dot<NT, R>(lo, hi, d, 8.0f, x, e0, acc);
   }
 };
 struct DotQ5_0 {
@@ -131,16 +139,7 @@ struct DotQ5_0 {
         hi[r][i] = ((q[1 + i] >> 4) & 0x0F0F0F0Fu) | spread4((q[0] >> (16 + 4 * i)) & 15);
       }
     }
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
-      const float2 ds = x.ds_of(t, e0 / 32);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int s = dot16(hi[r], xh, dot16(lo[r], xl, 0));
-        acc[r][t] += d[r] * (ds.x * float(s) - 16.0f * ds.y);
-      }
-    }
+    legacy_dot<NT, R>(lo, hi, d, 16.0f, x, e0, acc);
   }
 };
 struct DotQ8_0 {
