@@ -52,8 +52,13 @@ void Session::drop_steps() {
 
 void Session::reset() {
   kv_.clear();
-  n_past_ = 0;
+  seq_len_.clear();
   n_logits_ = 0;
+}
+
+void Session::check_tokens(std::span<const int32_t> tokens) const {
+  for (int32_t id : tokens)
+    if (id < 0 || id >= n_vocab_) throw Error("session: token id " + std::to_string(id) + " is outside the vocabulary");
 }
 
 size_t Session::activation_bytes() const {
@@ -98,15 +103,25 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
   return *steps_.emplace(key, std::move(st)).first->second;
 }
 
-void Session::prepare(int64_t n_tokens) {
-  if (n_tokens < 1 || n_past_ + n_tokens > p_.n_ctx) throw Error("session: cannot prepare a step past the context");
-  const int64_t T = std::min(n_tokens, p_.n_batch);
-  // The same n_kv eval() computes after claiming T cells after the current ones.
-  const int64_t n_kv = std::min(p_.n_ctx, (std::max(kv_.extent(), n_past_ + T) + kKvPad - 1) / kKvPad * kKvPad);
-  step_for(T, n_kv, 1, false);
+namespace {
+
+// The attention span of a step: the cache's extent, padded so that one
+// graph serves many steps (a batched step adds T cells).
+int64_t padded_span(int64_t extent, int64_t T, int64_t n_ctx) {
+  const int64_t pad = std::max<int64_t>(kKvPad, (32 * T + kKvPad - 1) / kKvPad * kKvPad);
+  return std::min(n_ctx, (extent + pad - 1) / pad * pad);
 }
 
-void Session::fill_masks(Step& st, const std::vector<int32_t>& pos) {
+}  // namespace
+
+void Session::prepare(int64_t n_tokens) {
+  if (n_tokens < 1 || n_past() + n_tokens > p_.n_ctx) throw Error("session: cannot prepare a step past the context");
+  const int64_t T = std::min(n_tokens, p_.n_batch);
+  // The same n_kv eval() computes after claiming T cells after the current ones.
+  step_for(T, padded_span(std::max(kv_.extent(), n_past() + T), T, p_.n_ctx), 1, false);
+}
+
+void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq) {
   const ForwardGraph& fg = st.fg;
   const int64_t n_kv = fg.n_kv;
   const int64_t n_swa = model_.hparams().n_swa;
@@ -117,35 +132,98 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos) {
     const int32_t p = pos[t];
     for (int64_t j = 0; j < n_kv; ++j) {
       const int32_t cp = kv_.cell_pos(j);
-      const bool visible = cp >= 0 && kv_.cell_seq(j) == 0 && cp <= p;
+      const bool visible = cp >= 0 && kv_.cell_seq(j) == seq[t] && cp <= p;
       m[size_t(t) * size_t(n_kv) + size_t(j)] = visible ? 0.0f : ninf;
       if (ms) ms[size_t(t) * size_t(n_kv) + size_t(j)] = visible && p - cp < n_swa ? 0.0f : ninf;
     }
   }
 }
 
-Session::Step& Session::run_batch(std::span<const int32_t> tokens, size_t start, size_t T,
+Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
                                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params) {
-  std::vector<int32_t> pos(T);
-  for (size_t t = 0; t < T; ++t) pos[t] = int32_t(n_past_ + int64_t(t));
-  std::vector<int32_t> cells = kv_.claim(pos, 0);
-  if (cells.empty()) throw Error("session: KV cache full");
-  const int64_t n_kv = std::min(p_.n_ctx, (kv_.extent() + kKvPad - 1) / kKvPad * kKvPad);
+  const size_t T = tokens.size();
+  std::vector<int32_t> pos(T), cells(T);
+  for (size_t t = 0; t < T; ++t) {
+    const auto s = size_t(seq[t]);
+    if (seq_len_.size() <= s) seq_len_.resize(s + 1, 0);
+    pos[t] = int32_t(seq_len_[s]++);
+  }
+  // One sequence: its cells in one claim; several: a cell each.
+  bool full = false;
+  if (std::all_of(seq.begin(), seq.end(), [&](int32_t x) { return x == seq[0]; })) {
+    cells = kv_.claim(pos, seq[0]);
+    full = cells.empty();
+  } else {
+    for (size_t t = 0; t < T && !full; ++t) {
+      const std::vector<int32_t> c = kv_.claim({pos[t]}, seq[t]);
+      full = c.empty();
+      if (!full) cells[t] = c[0];
+    }
+  }
+  if (full) {
+    for (size_t t = 0; t < T; ++t) --seq_len_[size_t(seq[t])];
+    throw Error("session: KV cache full");
+  }
+  const int64_t n_kv = padded_span(kv_.extent(), int64_t(T), p_.n_ctx);
   Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample);
   ForwardGraph& fg = st.fg;
-  std::memcpy(st.host(fg.tokens), tokens.data() + start, T * sizeof(int32_t));
+  std::memcpy(st.host(fg.tokens), tokens.data(), T * sizeof(int32_t));
   std::memcpy(st.host(fg.pos), pos.data(), T * sizeof(int32_t));
   std::memcpy(st.host(fg.kv_cells), cells.data(), T * sizeof(int32_t));
   std::memcpy(st.host(fg.out_rows), out_rows.data(), out_rows.size() * sizeof(int32_t));
-  fill_masks(st, pos);
+  fill_masks(st, pos, seq);
   if (sample) std::memcpy(st.host(st.sample_params), sample_params, st.sample_params->n_bytes());
   // The staging memory is reused only after the host wait that ends this
   // step, so it outlives the copies (backend contract, rule 3).
   Queue& q = backend_.queue();
   for (const Step::Slot& s : st.slots) q.copy_to_device(s.t->data, st.host(s.t), s.t->n_bytes());
   q.run(*fg.graph);
-  n_past_ += int64_t(T);
   return st;
+}
+
+void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
+  if (seq <= 0) throw Error("session: fill() takes sequences other than 0 (eval's)");
+  check_tokens(tokens);
+  for (size_t start = 0; start < tokens.size(); start += size_t(p_.n_batch)) {
+    const size_t T = std::min(tokens.size() - start, size_t(p_.n_batch));
+    run_batch(tokens.subspan(start, T), std::vector<int32_t>(T, seq), {int32_t(T - 1)}, false, nullptr);
+    backend_.queue().synchronize();
+  }
+}
+
+std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                            const BackendSampling& s) {
+  if (tokens.empty() || tokens.size() != seqs.size())
+    throw Error("session: decode_sample needs one sequence per token");
+  check_tokens(tokens);
+  std::vector<int32_t> seq(seqs.begin(), seqs.end()), sorted = seq;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.front() < 0 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw Error("session: decode_sample's sequences must be distinct and not negative");
+  if (!rng_seeded_ || rng_seed_ != s.seed) {
+    rng_.reseed(s.seed);
+    rng_seed_ = s.seed;
+    rng_seeded_ = true;
+  }
+  const size_t T = tokens.size();
+  std::vector<float> params(5 * T);
+  std::vector<int32_t> out_rows(T);
+  for (size_t t = 0; t < T; ++t) {
+    const float u = std::min(float(rng_.next_double()), 0x1.fffffep-1f);
+    const float row[5] = {s.temperature, float(s.top_k), s.top_p, s.min_p, u};
+    std::copy(row, row + 5, params.begin() + std::ptrdiff_t(5 * t));
+    out_rows[t] = int32_t(t);
+  }
+  n_logits_ = 0;
+  // Every earlier copy into sampled_ was waited for, so it can be replaced.
+  if (sampled_->size() < T * sizeof(int32_t)) sampled_ = backend_.alloc_host(T * sizeof(int32_t));
+  Step& st = run_batch(tokens, seq, out_rows, true, params.data());
+  Queue& q = backend_.queue();
+  q.copy_to_host(sampled_->data(), st.sampled->data, T * sizeof(int32_t));
+  q.synchronize();
+  std::vector<int32_t> ids(T);
+  std::memcpy(ids.data(), sampled_->data(), T * sizeof(int32_t));
+  return ids;
 }
 
 void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> want) {
@@ -154,9 +232,8 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
   if (wanted.empty() && !tokens.empty()) wanted.push_back(last);
   for (int32_t w : wanted)
     if (w < 0 || w > last) throw Error("session: wanted logits row " + std::to_string(w) + " is outside the batch");
-  for (int32_t id : tokens)
-    if (id < 0 || id >= n_vocab_) throw Error("session: token id " + std::to_string(id) + " is outside the vocabulary");
-  if (n_past_ + int64_t(tokens.size()) > p_.n_ctx)
+  check_tokens(tokens);
+  if (n_past() + int64_t(tokens.size()) > p_.n_ctx)
     throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
 
   const size_t row_bytes = size_t(n_vocab_) * sizeof(float);
@@ -177,7 +254,7 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
     // The last layer needs at least one row; compute one we then ignore.
     const bool any_out = !out_rows.empty();
     if (!any_out) out_rows.push_back(int32_t(T - 1));
-    Step& st = run_batch(tokens, start, T, out_rows, false, nullptr);
+    Step& st = run_batch(tokens.subspan(start, T), std::vector<int32_t>(T, 0), out_rows, false, nullptr);
     if (any_out) {
       const char* src = static_cast<const char*>(st.fg.logits->data);
       for (size_t i = 0; i < out_slots.size(); ++i)
@@ -190,9 +267,8 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
 
 int32_t Session::eval_sample(std::span<const int32_t> tokens, const BackendSampling& s) {
   if (tokens.empty()) throw Error("session: nothing to evaluate");
-  for (int32_t id : tokens)
-    if (id < 0 || id >= n_vocab_) throw Error("session: token id " + std::to_string(id) + " is outside the vocabulary");
-  if (n_past_ + int64_t(tokens.size()) > p_.n_ctx)
+  check_tokens(tokens);
+  if (n_past() + int64_t(tokens.size()) > p_.n_ctx)
     throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
   if (!rng_seeded_ || rng_seed_ != s.seed) {
     rng_.reseed(s.seed);
@@ -204,14 +280,15 @@ int32_t Session::eval_sample(std::span<const int32_t> tokens, const BackendSampl
   // Every batch but the last only fills the cache.
   size_t start = 0;
   for (; tokens.size() - start > size_t(p_.n_batch); start += size_t(p_.n_batch)) {
-    run_batch(tokens, start, size_t(p_.n_batch), {int32_t(p_.n_batch - 1)}, false, nullptr);
+    run_batch(tokens.subspan(start, size_t(p_.n_batch)), std::vector<int32_t>(size_t(p_.n_batch), 0),
+              {int32_t(p_.n_batch - 1)}, false, nullptr);
     q.synchronize();
   }
   const size_t T = tokens.size() - start;
   // The draw as a float below 1 (a double just under 1 would round up to it).
   const float u = std::min(float(rng_.next_double()), 0x1.fffffep-1f);
   const float params[5] = {s.temperature, float(s.top_k), s.top_p, s.min_p, u};
-  Step& st = run_batch(tokens, start, T, {int32_t(T - 1)}, true, params);
+  Step& st = run_batch(tokens.subspan(start, T), std::vector<int32_t>(T, 0), {int32_t(T - 1)}, true, params);
   q.copy_to_host(sampled_->data(), st.sampled->data, sizeof(int32_t));
   q.synchronize();
   int32_t id;

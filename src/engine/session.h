@@ -1,6 +1,8 @@
-// A Session runs a model over one token sequence: it owns the KV cache,
+// A Session runs a model over token sequences that share one KV cache: it
 // feeds batches through cached forward graphs and keeps the logits the
-// caller asked for, or samples the next token on the backend.
+// caller asked for, or samples the next token on the backend. eval and
+// eval_sample extend sequence 0; decode_sample steps several sequences at
+// once (batched decode: each step reads the weights once for all of them).
 //
 // Every input goes to the backend through its queue's copies from host
 // staging memory the backend chose (pinned for a GPU), and results come
@@ -49,6 +51,14 @@ class Session {
   // the backend; only its id comes back (one host wait per forward step).
   // Logits are not kept.
   int32_t eval_sample(std::span<const int32_t> tokens, const BackendSampling& s);
+  // Appends tokens to sequence seq (> 0; sequence 0 is eval's) and runs
+  // them, keeping no logits: a prompt before decode_sample.
+  void fill(int32_t seq, std::span<const int32_t> tokens);
+  // One step of batched decode: tokens[i] is appended to sequence seqs[i]
+  // (all distinct) and the token after it sampled on the backend; returns
+  // the sampled ids in the same order, after one host wait.
+  std::vector<int32_t> decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                     const BackendSampling& s);
   // Builds and plans the graph of an n_tokens step at the current position
   // without running it: the last part of getting ready to compute a token,
   // which load-time measurements include.
@@ -57,7 +67,10 @@ class Session {
   size_t n_logits() const { return n_logits_; }
   int64_t n_vocab() const { return n_vocab_; }
 
-  int64_t n_past() const { return n_past_; }
+  int64_t n_past() const { return seq_len(0); }  // tokens of sequence 0
+  int64_t seq_len(int32_t seq) const {
+    return seq >= 0 && size_t(seq) < seq_len_.size() ? seq_len_[size_t(seq)] : 0;
+  }
   int64_t n_ctx() const { return p_.n_ctx; }
   void reset();
 
@@ -70,12 +83,13 @@ class Session {
  private:
   struct Step;
   Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample);
-  void fill_masks(Step& st, const std::vector<int32_t>& pos);
+  void fill_masks(Step& st, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq);
   void drop_steps();  // releases the graphs' plans, then the graphs
-  // Claims cache cells for tokens [start, start + T), fills and copies the
-  // step's inputs and runs it; n_past_ advances.
-  Step& run_batch(std::span<const int32_t> tokens, size_t start, size_t T, const std::vector<int32_t>& out_rows,
-                  bool sample, const float* sample_params);
+  // Claims cache cells for tokens[i] at the end of sequence seq[i], fills
+  // and copies the step's inputs and runs it; the sequences grow.
+  Step& run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
+                  const std::vector<int32_t>& out_rows, bool sample, const float* sample_params);
+  void check_tokens(std::span<const int32_t> tokens) const;
   const float* logits_host() const { return static_cast<const float*>(logits_->data()); }
 
   const Model& model_;
@@ -83,7 +97,7 @@ class Session {
   SessionParams p_;
   KVCache kv_;
   int64_t n_vocab_;
-  int64_t n_past_ = 0;
+  std::vector<int64_t> seq_len_;  // tokens of each sequence in the cache
   std::unique_ptr<Buffer> logits_;   // host, n_logits_ rows (alloc_host)
   size_t n_logits_ = 0;
   std::unique_ptr<Buffer> sampled_;  // host, the sampled token id
