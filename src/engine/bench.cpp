@@ -59,13 +59,35 @@ void run_gen(Session& s, TokenSource& src, int n) {
   }
 }
 
+// Batched decode: n steps of one random token for each of sequences 0..S-1.
+void run_gen_parallel(Session& s, TokenSource& src, int n, int n_seq) {
+  BackendSampling greedy;
+  greedy.temperature = 0;
+  std::vector<int32_t> seqs(static_cast<size_t>(n_seq), 0);
+  for (int i = 0; i < n_seq; ++i) seqs[size_t(i)] = i;
+  for (int i = 0; i < n; ++i) s.decode_sample(src.take(n_seq, false), seqs, greedy);
+}
+
+// Each of sequences 0..S-1 filled with n tokens (untimed context).
+void run_depth_parallel(Session& s, TokenSource& src, int n, int n_seq) {
+  if (n <= 0) return;
+  run_prompt(s, src, n);
+  for (int i = 1; i < n_seq; ++i) s.fill(i, src.take(n, true));
+}
+
 }  // namespace
+
+// The cache cells a test needs.
+int64_t BenchTest::n_ctx() const {
+  return int64_t(std::max(1, n_parallel)) * (int64_t(n_depth) + n_prompt + n_gen + 1);
+}
 
 std::string BenchTest::name() const {
   std::string s;
   if (n_prompt > 0 && n_gen == 0) s = "pp" + std::to_string(n_prompt);
   else if (n_gen > 0 && n_prompt == 0) s = "tg" + std::to_string(n_gen);
   else s = "pp" + std::to_string(n_prompt) + "+tg" + std::to_string(n_gen);
+  if (n_parallel > 1) s += " x" + std::to_string(n_parallel);
   if (n_depth > 0) s += " @ d" + std::to_string(n_depth);
   return s;
 }
@@ -84,11 +106,12 @@ std::vector<BenchTest> expand_tests(const BenchPlan& p) {
                 t.n_prompt = np, t.n_gen = 0;
                 out.push_back(t);
               }
-              for (int ng : p.n_gen) {
-                if (ng <= 0) continue;
-                t.n_prompt = 0, t.n_gen = ng;
-                out.push_back(t);
-              }
+              for (int ng : p.n_gen)
+                for (int np : p.n_parallel) {
+                  if (ng <= 0 || np <= 0) continue;
+                  t.n_prompt = 0, t.n_gen = ng, t.n_parallel = np;
+                  out.push_back(t);
+                }
             }
   return out;
 }
@@ -109,7 +132,7 @@ double bench_stdev(const std::vector<double>& v) {
 }
 
 std::vector<double> BenchResult::samples_ts() const {
-  const double n = double(test.n_prompt + test.n_gen);
+  const double n = double(test.n_prompt) + double(test.n_gen) * double(std::max(1, test.n_parallel));
   std::vector<double> ts;
   for (uint64_t ns : samples_ns) ts.push_back(ns ? 1e9 * n / double(ns) : 0.0);
   return ts;
@@ -130,8 +153,10 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   BenchResult r;
   r.test = t;
   r.test_time = utc_now();
+  if (t.n_parallel < 1 || (t.n_parallel > 1 && t.n_prompt > 0))
+    throw Error("bench: test " + t.name() + ": parallel sequences are for tg tests only");
   SessionParams sp;
-  sp.n_ctx = int64_t(t.n_depth) + t.n_prompt + t.n_gen;
+  sp.n_ctx = t.n_ctx();
   // weir has one batch level: a forward step takes at most min(b, ub) tokens,
   // which is what llama.cpp's physical batch (ubatch) is.
   sp.n_batch = std::min(t.n_batch, t.n_ubatch);
@@ -139,16 +164,20 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   Session s(model, backend, sp);
   TokenSource src(model, o.seed);
 
+  const bool parallel = t.n_parallel > 1;
   if (o.warmup) {
     run_prompt(s, src, t.n_prompt);
-    if (t.n_gen > 0) run_gen(s, src, 1);
+    if (t.n_gen > 0 && parallel) run_gen_parallel(s, src, 1, t.n_parallel);
+    else if (t.n_gen > 0) run_gen(s, src, 1);
   }
   for (int rep = 0; rep < o.reps; ++rep) {
     s.reset();
-    run_prompt(s, src, t.n_depth);  // untimed context
+    if (parallel) run_depth_parallel(s, src, t.n_depth, t.n_parallel);
+    else run_prompt(s, src, t.n_depth);  // untimed context
     const auto t0 = std::chrono::steady_clock::now();
     run_prompt(s, src, t.n_prompt);
-    run_gen(s, src, t.n_gen);
+    if (parallel) run_gen_parallel(s, src, t.n_gen, t.n_parallel);
+    else run_gen(s, src, t.n_gen);
     r.samples_ns.push_back(uint64_t(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   }

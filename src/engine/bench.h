@@ -1,8 +1,11 @@
 // Benchmark tests as llama-bench defines them, run through a Session:
 // pp<P> processes P random tokens in batches from an empty cache (logits of
 // the last token only); tg<N> decodes N single tokens; "@ d<D>" first fills
-// the cache with D tokens, untimed. Each test is repeated; t/s is computed
-// per repetition, then averaged (mean, sample standard deviation).
+// the cache with D tokens, untimed. "tg<N> x<S>" (weir's own) decodes S
+// sequences at once, N steps of one token each (batched decode; each
+// sequence first holds D tokens), and counts all N * S tokens. Each test is
+// repeated; t/s is computed per repetition, then averaged (mean, sample
+// standard deviation).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,8 +23,11 @@ struct BenchTest {
   int n_batch = 2048, n_ubatch = 512;
   int n_threads = 1;
   int n_gpu_layers = 0;  // 0: CPU; more: the whole model on the GPU
-  // "pp512", "tg128", "pp512+tg128", with " @ d<D>" when n_depth > 0.
+  int n_parallel = 1;    // tg: sequences decoded at once
+  // "pp512", "tg128", "pp512+tg128", "tg128 x64", with " @ d<D>" when
+  // n_depth > 0.
   std::string name() const;
+  int64_t n_ctx() const;  // KV cache cells the test needs
 };
 
 // The test lists of a run; every combination becomes tests (expand_tests).
@@ -29,6 +35,7 @@ struct BenchPlan {
   std::vector<std::string> models;
   std::vector<int> n_prompt{512}, n_gen{128}, n_depth{0};
   std::vector<int> n_batch{2048}, n_ubatch{512}, n_threads{1}, n_gpu_layers{0};
+  std::vector<int> n_parallel{1};  // tg tests only
 };
 
 // llama-bench's order: model, batch, ubatch, threads, gpu layers, depth outermost to
@@ -41,7 +48,7 @@ struct BenchResult {
   std::string test_time;          // RFC 3339, UTC, when the test started
   std::vector<uint64_t> samples_ns;
 
-  std::vector<double> samples_ts() const;  // (n_prompt + n_gen) / seconds, per repetition
+  std::vector<double> samples_ts() const;  // (n_prompt + n_gen * n_parallel) / seconds, per repetition
   double avg_ts() const;
   double stdev_ts() const;
   uint64_t avg_ns() const;

@@ -53,6 +53,7 @@ std::vector<Field> fields_of(const BenchRow& r, const BenchEnv& env) {
       {"stddev_ts", f6(res.stdev_ts()), Field::Num},
       // weir's own
       {"numa", env.numa, Field::Str},
+      {"n_parallel", num(t.n_parallel), Field::Num},
       {"load_ms", fmt("%.3f", m.load_ms), Field::Num},
       {"bytes_per_token", tg ? num(r.bytes_per_token) : "", tg ? Field::Num : Field::Null},
       {"achieved_gbps", tg ? fmt("%.3f", r.achieved_bps() / 1e9) : "", tg ? Field::Num : Field::Null},

@@ -34,6 +34,8 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt_list("-b,--batch-size", &o->plan.n_batch, "N", "logical batch size (default 2048)")
       .opt_list("-ub,--ubatch-size", &o->plan.n_ubatch, "N", "physical batch size (default 512)")
       .opt_list("-t,--threads", &o->plan.n_threads, "N", "CPU threads (default: all CPUs)")
+      .opt_list("-np,--parallel", &o->plan.n_parallel, "N",
+                "tg tests: N sequences decoded at once, t/s counting all of them (default 1)")
       .opt_list("-ngl,--n-gpu-layers", &o->plan.n_gpu_layers, "N", "0: CPU (default); 99: the whole model on the GPU")
       .opt("--device", &o->device, "N", "the GPU of the -ngl tests (default 0)")
       .opt("-r,--repetitions", &o->reps, "N", "repetitions of each test (default 5)")
@@ -52,6 +54,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   check_all(o->plan.n_ubatch, 1, "-ub");
   check_all(o->plan.n_threads, 1, "-t");
   check_all(o->plan.n_gpu_layers, 0, "-ngl");
+  check_all(o->plan.n_parallel, 1, "-np");
   if (o->device < 0) throw UsageError("--device: expected a GPU number >= 0");
   if (o->reps < 1) throw UsageError("-r: at least 1 repetition");
   if (o->output != "md" && o->output != "csv" && o->output != "json" && o->output != "jsonl")

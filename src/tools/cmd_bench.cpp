@@ -80,7 +80,7 @@ int cmd_bench(int argc, char** argv) {
 
   std::map<std::string, int64_t> max_ctx;  // per model: the largest context a test needs
   for (const BenchTest& t : tests)
-    max_ctx[t.model] = std::max(max_ctx[t.model], int64_t(t.n_depth) + t.n_prompt + t.n_gen);
+    max_ctx[t.model] = std::max(max_ctx[t.model], t.n_ctx());
 
   const auto& interrupted = install_interrupt_flag();
   emit(printer->header());
@@ -103,10 +103,12 @@ int cmd_bench(int argc, char** argv) {
       if (!read_bw.count(key))
         read_bw[key] = gpu ? measure_gpu_bandwidth(o.device) : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
       row.mem_read_bps = read_bw[key];
-      // Token k of the test attends to depth + prompt + k + 1 cells; use the mean.
+      // Token k of the test attends to depth + prompt + k + 1 cells; use the
+      // mean. Batched decode reads the weights once for all its sequences.
       const int64_t ctx = int64_t(t.n_depth) + t.n_prompt + (t.n_gen + 1) / 2;
       row.kv_bytes_per_token = decode_kv_bytes(lm.model->hparams(), o.kv_type, ctx);
-      row.bytes_per_token = lm.info->weight_bytes_per_token + row.kv_bytes_per_token;
+      row.bytes_per_token = lm.info->weight_bytes_per_token / uint64_t(std::max(1, t.n_parallel)) +
+                            row.kv_bytes_per_token;
     }
     if (gpu && !lm.gpu) lm.gpu = make_backend(*lm.model, t.n_gpu_layers, o.device, t.n_threads, cpu_opts);
     std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over

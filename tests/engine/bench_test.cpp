@@ -25,6 +25,26 @@ TEST(Bench, TestNames) {
   EXPECT_EQ(t.name(), "tg128");
   t.n_prompt = 16;
   EXPECT_EQ(t.name(), "pp16+tg128");
+  t.n_prompt = 0, t.n_parallel = 64, t.n_depth = 32;
+  EXPECT_EQ(t.name(), "tg128 x64 @ d32");
+  EXPECT_EQ(t.n_ctx(), 64 * (32 + 128 + 1));
+}
+
+TEST(Bench, ParallelSequencesMakeTgTestsOnly) {
+  BenchPlan p;
+  p.models = {"a.gguf"};
+  p.n_prompt = {16};
+  p.n_gen = {4};
+  p.n_parallel = {1, 8};
+  const std::vector<BenchTest> v = expand_tests(p);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0].name(), "pp16");
+  EXPECT_EQ(v[1].name(), "tg4");
+  EXPECT_EQ(v[2].name(), "tg4 x8");
+  BenchResult r;
+  r.test = v[2];
+  r.samples_ns = {1000000000};
+  EXPECT_DOUBLE_EQ(r.avg_ts(), 32.0);  // every sequence's tokens count
 }
 
 TEST(Bench, ExpandIsTheCrossProductInLlamaBenchOrder) {
@@ -79,6 +99,10 @@ TEST(Bench, RunsOnATinyModel) {
     EXPECT_GT(r.avg_ts(), 0.0);
     EXPECT_EQ(r.test_time.size(), 20u) << r.test_time;  // 2025-01-02T03:04:05Z
   }
+  BenchTest par{path, 0, 3, 2, 2048, 512, 1};
+  par.n_parallel = 3;
+  const BenchResult pr = run_bench_test(*model, backend, par, o);
+  EXPECT_EQ(pr.samples_ns.size(), 2u);
   BenchTest none{path, 0, 0, 0, 2048, 512, 1};
   EXPECT_THROW(run_bench_test(*model, backend, none, o), Error);
 }

@@ -86,11 +86,11 @@ TEST(BenchFormat, Csv) {
   EXPECT_EQ(p->header(),
             "cpu_info,gpu_info,backends,model_filename,model_type,model_size,model_n_params,n_batch,n_ubatch,"
             "n_threads,type_k,type_v,n_gpu_layers,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
-            "stddev_ts,numa,load_ms,bytes_per_token,achieved_gbps,mem_read_gbps\n");
+            "stddev_ts,numa,n_parallel,load_ms,bytes_per_token,achieved_gbps,mem_read_gbps\n");
   EXPECT_EQ(p->row(f.tg),
             "\"Test CPU\",\"\",\"CPU\",\"a \"\"quoted\"\" path.gguf\",\"qwen2 7B Q4_K - Medium\",\"4677120000\","
             "\"7615616512\",\"2048\",\"512\",\"8\",\"f16\",\"f16\",\"0\",\"0\",\"128\",\"0\","
-            "\"2025-04-24T11:57:10Z\",\"2000000000\",\"0\",\"64.000000\",\"0.000000\",\"off\",\"33.400\","
+            "\"2025-04-24T11:57:10Z\",\"2000000000\",\"0\",\"64.000000\",\"0.000000\",\"off\",\"1\",\"33.400\","
             "\"4001000000\",\"256.064\",\"512.000\"\n");
   // pp rows leave the bandwidth fields empty.
   EXPECT_NE(p->row(f.pp).find(",\"33.400\",\"\",\"\",\"\"\n"), std::string::npos) << p->row(f.pp);
