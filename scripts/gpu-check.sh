@@ -144,7 +144,8 @@ if has sanitize; then
   [ -f "$small" ] || small=$(ls /tmp/weir-tests/gpu-tiny-*.gguf 2>/dev/null | head -1)
   if command -v compute-sanitizer >/dev/null && [ -n "$small" ]; then
     TAIL=6 run_logged sanitize "$log_dir/memcheck.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$build/weir" run -m "$small" -ngl 99 -p "Hello" -n 8 --temp 0
+      "$build/weir" run -m "$small" -ngl 99 -n 8 --temp 0 \
+      -p "A prompt of a few dozen tokens takes the tile kernel for small batches, so the check covers it as well."
   else
     echo "compute-sanitizer or a model missing: skipped"
   fi

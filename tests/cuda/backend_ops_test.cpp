@@ -108,9 +108,8 @@ class CudaOps : public testing::Test {
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                              DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                              DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // The types whose decode products run on 8-bit activations (ops_mul_mat_q8.cu).
 bool is_q8_decode(DType t) {
@@ -126,15 +125,17 @@ std::vector<uint8_t> random_weights(DType t, int64_t K, int64_t N, uint64_t seed
 
 TEST_F(CudaOps, MulMatEveryTypeDecodeAndPrefill) {
   for (DType wt : kWeightTypes) {
-    const int64_t K = traits(wt).block_size == 256 ? 512 : 96, N = 67;
+    const int64_t K = traits(wt).block_size == 256 ? 1024 : 96, N = 67;
     const auto w = random_weights(wt, K, N, 7);
-    for (int64_t T : {1, 3, 8, 9, 40}) {
+    // 9 .. 64 tokens: the tile kernel (K split for K-quants' 1024); 65 and
+    // 130: cuBLAS on dequantized W.
+    for (int64_t T : {1, 3, 8, 9, 40, 64, 65, 130}) {
       const Builder b = [&](Graph& g) {
         Tensor* W = g.external(wt, {K, N}, const_cast<uint8_t*>(w.data()), "w");
         return g.mul_mat(W, g.input(DType::F32, {K, T}, "x"));
       };
       const double e = compare(b, {{"x", floats(randn(size_t(K * T), uint32_t(T)))}});
-      // fp16 activations in the tensor-core path (T > 8); 8-bit activations
+      // fp16 activations in the tensor-core paths (T > 8); 8-bit activations
       // in the integer decode kernels (checked exactly in Q8DecodeProducts).
       const double tol = T > 8 ? 5e-3 : is_q8_decode(wt) ? 3e-2 : 2e-5;
       EXPECT_LT(e, tol) << dtype_name(wt) << " T " << T;
@@ -345,7 +346,8 @@ TEST_F(CudaOps, RopesAndCacheWritesInOneLaunch) {
     uint64_t launches = 0;
     const auto c = run_outputs(*cpu_, build, in, 1);
     const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
-    EXPECT_EQ(launches, 3u) << "rope q, rope k into the cache and set_rows v as one launch, then two get_rows";
+    EXPECT_EQ(launches, 3u) << "rope q, rope k into the cache and set_rows v "
+                               "as one launch, then two get_rows";
     for (size_t i = 0; i < c.size(); ++i) EXPECT_LT(rel_err(gg[i], c[i]), 2e-5) << dtype_name(ct) << " output " << i;
   }
 }

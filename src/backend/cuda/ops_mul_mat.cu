@@ -7,6 +7,9 @@
 //    products (ops_mul_mat_q8.cu, as llama.cpp computes them); other types
 //    dequantize 8 elements at a time in registers and multiply with x in
 //    float.
+//  - Small batches (up to tile_max_tokens(), batched decode): quantized W
+//    dequantized tile by tile in shared memory and met with x on the
+//    tensor cores in one kernel (ops_mul_mat_tile.cu).
 //  - More tokens (prefill): tensor cores through cuBLAS: W is dequantized to
 //    fp16 (F16 and BF16 weights are used as they are) in slices of rows that
 //    fit the scratch, x is converted once, and cublasGemmEx computes
@@ -20,7 +23,9 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/dequant_half.cuh"
 #include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/mul_mat_tile.h"
 
 namespace weir::cuda {
 namespace {
@@ -38,8 +43,8 @@ constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
 template <DType T, int NT, int WPR>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, Rows x,
-                   float* __restrict__ y, int64_t ldy) {
+    mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, Rows x, float* __restrict__ y,
+                   int64_t ldy) {
   pdl_wait();
   constexpr int R = rows_per_warp(NT);
   // F16 rows are kept as loaded (16 bytes for 8 weights) until used, so
@@ -94,8 +99,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
               const __half2* h = reinterpret_cast<const __half2*>(&raw[k][r]);
               const float2 u0 = __half22float2(h[0]), u1 = __half22float2(h[1]), u2 = __half22float2(h[2]),
                            u3 = __half22float2(h[3]);
-              acc[r][t] += u0.x * a.x + u0.y * a.y + u1.x * a.z + u1.y * a.w + u2.x * b.x + u2.y * b.y + u3.x * b.z +
-                           u3.y * b.w;
+              acc[r][t] +=
+                  u0.x * a.x + u0.y * a.y + u1.x * a.z + u1.y * a.w + u2.x * b.x + u2.y * b.y + u3.x * b.z + u3.y * b.w;
             }
           }
         }
@@ -120,8 +125,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const float* u = v[k][r];
-            acc[r][t] += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y + u[6] * b.z +
-                         u[7] * b.w;
+            acc[r][t] +=
+                u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y + u[6] * b.z + u[7] * b.w;
           }
         }
       }
@@ -175,14 +180,11 @@ __global__ void dequant_f16_kernel(const uint8_t* w, size_t w_stride, int64_t K,
   pdl_wait();
   constexpr int G = Q<T>::QK / 8;
   const int64_t groups = K / 8;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * groups; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * groups;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / groups, g = i % groups;
-    float v[8];
-    Q<T>::dq8(w + size_t(r) * w_stride + (g / G) * Q<T>::BYTES, int(g % G), v);
-    __align__(16) __half h[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) h[k] = __float2half_rn(v[k]);
-    *reinterpret_cast<uint4*>(out + r * K + 8 * g) = *reinterpret_cast<const uint4*>(h);
+    *reinterpret_cast<uint4*>(out + r * K + 8 * g) =
+        dq8_half<T>(w + size_t(r) * w_stride + (g / G) * Q<T>::BYTES, int(g % G));
   }
 }
 
@@ -206,6 +208,9 @@ size_t slice_rows(const Tensor& dst) {
 }
 
 bool uses_vec(const Tensor& dst) { return dst.n_rows() <= kMaxVecTokens; }
+bool uses_tile(const Tensor& dst) {
+  return !uses_vec(dst) && dst.n_rows() <= tile_max_tokens() && has_tile_mul_mat(dst.src[0]->dtype);
+}
 
 void check(const Tensor& dst) {
   const Tensor* W = dst.src[0];
@@ -247,6 +252,7 @@ size_t mul_mat_scratch_bytes(const Tensor& dst) {
   const size_t K = size_t(dst.src[0]->ne[0]), T = size_t(dst.n_rows());
   if (wt == DType::F32) return 0;
   const size_t xb = (T * K * 2 + 255) / 256 * 256;
+  if (uses_tile(dst)) return xb + tile_scratch_bytes(dst);
   if (wt == DType::F16 || wt == DType::BF16) return xb;
   return xb + slice_rows(dst) * K * 2;
 }
@@ -281,10 +287,15 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
   const bool bf16 = W.dtype == DType::BF16;
   void* xh = c.scratch;
   if (bf16)
-    launch_kernel(convert_x_kernel<__nv_bfloat16>, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__nv_bfloat16*>(xh));
+    launch_kernel(convert_x_kernel<__nv_bfloat16>, grid, 256, 0, c.stream, rows_of(x), K, T,
+                  static_cast<__nv_bfloat16*>(xh));
   else
     launch_kernel(convert_x_kernel<__half>, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(xh));
   WEIR_CUDA_CHECK_LAUNCH();
+  const size_t xb = (size_t(T * K * 2) + 255) / 256 * 256;
+  if (uses_tile(dst))
+    return tile_mul_mat(dst, c, static_cast<const __half*>(xh), static_cast<char*>(c.scratch) + xb,
+                        c.scratch_bytes - xb);
   const cudaDataType_t ht = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   if (W.dtype == DType::F16 || bf16) {
     WEIR_CUDA_CHECK(cublasGemmEx(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one, W.data, ht,
@@ -292,15 +303,14 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
                                  CUBLAS_GEMM_DEFAULT));
     return;
   }
-  auto* wh = reinterpret_cast<__half*>(static_cast<char*>(c.scratch) + (size_t(T * K * 2) + 255) / 256 * 256);
+  auto* wh = reinterpret_cast<__half*>(static_cast<char*>(c.scratch) + xb);
   const int64_t slice = int64_t(slice_rows(dst));
   for (int64_t n0 = 0; n0 < N; n0 += slice) {
     const int64_t n = std::min(slice, N - n0);
     const auto* w = static_cast<const uint8_t*>(W.data) + size_t(n0) * W.nb[1];
     const unsigned g = unsigned(std::min<int64_t>(blocks_for(n * K / 8, 256), int64_t(c.sm_count) * 16));
-    const bool ok = dispatch_dtype(W.dtype, [&]<DType WT>() {
-      launch_kernel(dequant_f16_kernel<WT>, g, 256, 0, c.stream, w, W.nb[1], K, n, wh);
-    });
+    const bool ok = dispatch_dtype(
+        W.dtype, [&]<DType WT>() { launch_kernel(dequant_f16_kernel<WT>, g, 256, 0, c.stream, w, W.nb[1], K, n, wh); });
     if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
     WEIR_CUDA_CHECK_LAUNCH();
     WEIR_CUDA_CHECK(cublasGemmEx(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(T), int(K), &one, wh, CUDA_R_16F,

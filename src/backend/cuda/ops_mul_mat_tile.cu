@@ -1,0 +1,263 @@
+// mul_mat for small batches (batched decode of many sequences, short
+// prompts): one kernel that copies W's quantized blocks to shared memory,
+// dequantizes them there to fp16 tiles and multiplies those with x on the
+// tensor cores (WMMA, fp32 accumulators).
+// W is read once per 64 tokens straight from its quantized form, where the
+// cuBLAS path writes an fp16 copy of W to memory and reads it back (4x the
+// bytes of a Q4_K weight, twice). When the tiles are too few to fill the
+// GPU, blocks split K; a second kernel adds their partial sums in a fixed
+// order, so results do not depend on scheduling. x comes in fp16 (converted
+// once by the caller): half the bytes each block reads.
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/dequant_half.cuh"
+#include "backend/cuda/mul_mat_tile.h"
+
+namespace weir::cuda {
+namespace {
+
+// A block computes BN weight rows x BT tokens. It steps through K by BK
+// elements: the quantized bytes of the next step's rows are copied to
+// shared memory (cp.async, 16-byte chunks, double-buffered) while this
+// step's are dequantized SUB elements at a time into an fp16 tile and
+// multiplied; its eight warps take 32 rows x 32 tokens each. fp16 tile rows
+// are padded by 8 halves against bank conflicts. x is read once per BN
+// rows (from L2): BN = 128 keeps that below twice the weight's bytes.
+constexpr int BN = 128, BT = 64, BK = 256, SUB = 64, LDS = SUB + 8, kThreads = 256;
+constexpr int WN = 32, WT = 32;   // one warp's share
+constexpr int kMinBlocks = 2;     // per SM: registers for 16 warps in flight
+constexpr int kGroups = SUB / 8;  // groups of 8 elements per tile row
+// Partial sums of split K kept in scratch at most (bytes).
+constexpr size_t kMaxPartBytes = size_t(32) << 20;
+constexpr int kMaxSplits = 16, kMinSplitSteps = 1;
+
+static_assert((BN / WN) * (BT / WT) == kThreads / 32, "warps tile the block");
+
+// Shared memory of the kernel for W type T: the fp16 tiles, then two
+// buffers of BN rows of raw bytes; a row is copied from the 16-byte
+// boundary below its first byte, so it has 16 bytes of room.
+template <DType T>
+struct Tile {
+  static constexpr int kRawBytes = BK / Q<T>::QK * Q<T>::BYTES;  // a row's bytes per step
+  static constexpr int kPitch = (kRawBytes + 15) / 16 * 16 + 16;
+  static constexpr int kChunks = kPitch / 16;
+  static constexpr size_t kHalfBytes = size_t(BN + BT) * LDS * sizeof(__half);
+  static constexpr size_t kSmem = kHalfBytes + 2 * size_t(BN) * kPitch;
+};
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Starts copying the bytes of rows n0 .. n0 + BN - 1 for the step at k0
+// into buf; bytes past a row's end are zero-filled, never read.
+template <DType T>
+__device__ __forceinline__ void load_raw(uint8_t* buf, const uint8_t* W, size_t w_stride, int64_t N, int64_t n0,
+                                         int64_t k0, int64_t ke) {
+  using S = Tile<T>;
+  const size_t off = size_t(k0 / Q<T>::QK) * Q<T>::BYTES;
+  const size_t len = size_t((std::min<int64_t>(ke - k0, BK) + Q<T>::QK - 1) / Q<T>::QK) * Q<T>::BYTES;
+  for (int i = threadIdx.x; i < BN * S::kChunks; i += kThreads) {
+    const int r = i / S::kChunks, c = i % S::kChunks;
+    if (n0 + r >= N) continue;
+    const uintptr_t src = uintptr_t(W + size_t(n0 + r) * w_stride + off);
+    const uintptr_t a = (src & ~uintptr_t(15)) + 16 * uintptr_t(c);
+    if (a < src + len)
+      cp_async16(buf + r * S::kPitch + 16 * c, reinterpret_cast<const void*>(a),
+                 int(std::min<uintptr_t>(16, src + len - a)));
+  }
+}
+
+// y [T][N] (or split blockIdx.z's partial sums) = W [N][K] xh [T][K]^T over
+// K range [blockIdx.z * k_split, +k_split); xh: x in fp16, rows of K.
+template <DType WT_>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    tile_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, const __half* __restrict__ xh,
+                int64_t T, int64_t k_split, float* __restrict__ y, int64_t ldy, float* __restrict__ part) {
+  using namespace nvcuda;
+  using S = Tile<WT_>;
+  pdl_wait();
+  extern __shared__ __align__(128) uint8_t smem[];
+  __half* sw = reinterpret_cast<__half*>(smem);
+  __half* sx = sw + BN * LDS;
+  uint8_t* raw = smem + S::kHalfBytes;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wn = (warp % (BN / WN)) * WN, wt = (warp / (BN / WN)) * WT;
+  const int64_t n0 = int64_t(blockIdx.x) * BN, t0 = int64_t(blockIdx.y) * BT;
+  const int64_t kb = int64_t(blockIdx.z) * k_split, ke = std::min(K, kb + k_split);
+  constexpr int QK = Q<WT_>::QK;
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[WN / 16][WT / 16];
+#pragma unroll
+  for (int i = 0; i < WN / 16; ++i)
+#pragma unroll
+    for (int j = 0; j < WT / 16; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+  load_raw<WT_>(raw, W, w_stride, N, n0, kb, ke);
+  cp_async_commit();
+  for (int64_t k0 = kb, step = 0; k0 < ke; k0 += BK, ++step) {
+    const uint8_t* buf = raw + (step & 1) * BN * S::kPitch;
+    if (k0 + BK < ke) {
+      load_raw<WT_>(raw + ((step + 1) & 1) * BN * S::kPitch, W, w_stride, N, n0, k0 + BK, ke);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const size_t off = size_t(k0 / QK) * Q<WT_>::BYTES;
+    for (int sub = 0; sub < BK && k0 + sub < ke; sub += SUB) {
+#pragma unroll
+      for (int j = 0; j < BT * kGroups / kThreads; ++j) {
+        const int i = tid + j * kThreads, r = i / kGroups, g = i % kGroups;
+        const int64_t t = t0 + r, k = k0 + sub + 8 * g;
+        uint4 v = {0, 0, 0, 0};
+        if (t < T && k < ke) v = *reinterpret_cast<const uint4*>(xh + t * K + k);
+        *reinterpret_cast<uint4*>(&sx[r * LDS + 8 * g]) = v;
+      }
+#pragma unroll
+      for (int j = 0; j < BN * kGroups / kThreads; ++j) {
+        const int i = tid + j * kThreads, r = i / kGroups, g = i % kGroups;
+        const int e = sub + 8 * g;  // element within the step
+        uint4 v = {0, 0, 0, 0};
+        if (n0 + r < N && k0 + e < ke) {
+          const int delta = int(uintptr_t(W + size_t(n0 + r) * w_stride + off) & 15);
+          v = dq8_half<WT_>(buf + r * S::kPitch + delta + (e / QK) * Q<WT_>::BYTES, (e % QK) / 8);
+        }
+        *reinterpret_cast<uint4*>(&sw[r * LDS + 8 * g]) = v;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < SUB; kk += 16) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b[WT / 16];
+#pragma unroll
+        for (int j = 0; j < WT / 16; ++j) wmma::load_matrix_sync(b[j], sx + (wt + 16 * j) * LDS + kk, LDS);
+#pragma unroll
+        for (int i = 0; i < WN / 16; ++i) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+          wmma::load_matrix_sync(a, sw + (wn + 16 * i) * LDS + kk, LDS);
+#pragma unroll
+          for (int j = 0; j < WT / 16; ++j) wmma::mma_sync(acc[i][j], a, b[j], acc[i][j]);
+        }
+      }
+      __syncthreads();
+    }
+  }
+
+  // Each fragment through the warp's 16x16 corner of the x tile ([t][n])
+  // to rows of y, 16 outputs of a token at a time.
+  float* so = reinterpret_cast<float*>(sx) + warp * 256;
+  static_assert(kThreads / 32 * 256 * sizeof(float) <= BT * LDS * sizeof(__half), "staging fits the x tile");
+  float* out = part ? part + int64_t(blockIdx.z) * T * N : y;
+  const int64_t ld = part ? N : ldy;
+#pragma unroll
+  for (int i = 0; i < WN / 16; ++i)
+#pragma unroll
+    for (int j = 0; j < WT / 16; ++j) {
+      wmma::store_matrix_sync(so, acc[i][j], 16, wmma::mem_col_major);
+      __syncwarp();
+#pragma unroll
+      for (int e = lane; e < 256; e += 32) {
+        const int64_t t = t0 + wt + 16 * j + e / 16, n = n0 + wn + 16 * i + e % 16;
+        if (t < T && n < N) out[t * ld + n] = so[e];
+      }
+      __syncwarp();
+    }
+}
+
+// y [t][n] = sum over the S splits of part[s][t][n], s in order.
+__global__ void sum_splits_kernel(const float* __restrict__ part, int S, int64_t T, int64_t N, float* __restrict__ y,
+                                  int64_t ldy) {
+  pdl_wait();
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * N; i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (int z = 0; z < S; ++z) s += part[int64_t(z) * T * N + i];
+    y[(i / N) * ldy + i % N] = s;
+  }
+}
+
+int64_t env_int(const char* name, int64_t dflt) {
+  const char* e = std::getenv(name);
+  const long long v = e ? std::atoll(e) : 0;
+  return v > 0 ? v : dflt;
+}
+
+int64_t k_steps(int64_t K) { return (K + BK - 1) / BK; }
+
+// The most splits of K that scratch holds partial sums for.
+int max_splits(const Tensor& dst) {
+  const int64_t K = dst.src[0]->ne[0], N = dst.src[0]->ne[1], T = dst.n_rows();
+  const int64_t by_bytes = int64_t(kMaxPartBytes / (size_t(T) * size_t(N) * sizeof(float)));
+  return int(std::max<int64_t>(1, std::min<int64_t>({kMaxSplits, by_bytes, k_steps(K) / kMinSplitSteps})));
+}
+
+}  // namespace
+
+int64_t tile_max_tokens() {
+  static const int64_t n = env_int("WEIR_CUDA_TILE_MAX_T", 64);
+  return n;
+}
+
+bool has_tile_mul_mat(DType w) {
+  if (w == DType::F32 || w == DType::F16 || w == DType::BF16) return false;
+  bool known = false;  // (a capturing lambda: nvcc warns of the other's conversion)
+  dispatch_dtype(w, [&]<DType>() { known = true; });
+  return known;
+}
+
+size_t tile_scratch_bytes(const Tensor& dst) {
+  const int s = max_splits(dst);
+  return s > 1 ? size_t(s) * size_t(dst.n_rows()) * size_t(dst.src[0]->ne[1]) * sizeof(float) : 0;
+}
+
+void tile_mul_mat(const Tensor& dst, const OpCtx& c, const __half* xh, void* scratch, size_t scratch_bytes) {
+  const Tensor& W = *dst.src[0];
+  const int64_t K = W.ne[0], N = W.ne[1], T = dst.n_rows();
+  const unsigned nb = blocks_for(N, BN), tb = blocks_for(T, BT);
+  // Split K until the GPU has about WEIR_CUDA_TILE_BLOCKS (default 4)
+  // blocks per SM, each split at least kMinSplitSteps K steps.
+  const int64_t want = int64_t(c.sm_count) * env_int("WEIR_CUDA_TILE_BLOCKS", 4), have = int64_t(nb) * tb;
+  int64_t S = std::min<int64_t>(max_splits(dst), (want + have - 1) / have);
+  if (size_t(S) * size_t(T) * size_t(N) * sizeof(float) > scratch_bytes) S = 1;
+  const int64_t per = (k_steps(K) + S - 1) / std::max<int64_t>(S, 1);
+  S = (k_steps(K) + per - 1) / per;  // no empty split
+  float* y = static_cast<float*>(dst.data);
+  const int64_t ldy = int64_t(dst.nb[1] / 4);
+  float* part = S > 1 ? static_cast<float*>(scratch) : nullptr;
+  const auto* w = static_cast<const uint8_t*>(W.data);
+  const dim3 grid(nb, tb, unsigned(S));
+  bool ok = false;
+  dispatch_dtype(W.dtype, [&]<DType WT>() {
+    if constexpr (WT != DType::F32 && WT != DType::F16 && WT != DType::BF16) {
+      static const bool sized = [] {  // shared memory beyond the default 48 KB
+        WEIR_CUDA_CHECK(
+            cudaFuncSetAttribute(tile_kernel<WT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Tile<WT>::kSmem)));
+        return true;
+      }();
+      ok = sized;
+      launch_kernel(tile_kernel<WT>, grid, kThreads, Tile<WT>::kSmem, c.stream, w, W.nb[1], K, N, xh, T, per * BK, y,
+                    ldy, part);
+    }
+  });
+  if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
+  WEIR_CUDA_CHECK_LAUNCH();
+  if (!part) return;
+  const unsigned g = unsigned(std::min<int64_t>(blocks_for(T * N, 256), int64_t(c.sm_count) * 8));
+  launch_kernel(sum_splits_kernel, g, 256, 0, c.stream, static_cast<const float*>(part), int(S), T, N, y, ldy);
+  WEIR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace weir::cuda
