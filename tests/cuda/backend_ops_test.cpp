@@ -184,11 +184,11 @@ TEST_F(CudaOps, Q8DecodeProducts) {
 // output still matches the CPU, for unequal heights and several tokens.
 TEST_F(CudaOps, ProductsOnTheSameXInOneLaunch) {
   for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0}) {
-    const int64_t K = 512, T_max = 3;
+    const int64_t K = 512;
     const int64_t N[3] = {67, 35, 130};
     std::vector<std::vector<uint8_t>> w;
     for (int i = 0; i < 3; ++i) w.push_back(random_weights(wt, K, N[i], 40 + uint64_t(i)));
-    for (int64_t T = 1; T <= T_max; ++T) {
+    for (int64_t T : {1, 2, 3, 20, 64}) {  // decode kernels; the tile kernel
       const auto x = floats(randn(size_t(K * T), 90 + uint32_t(T)));
       std::vector<std::vector<float>> got[2];
       for (int side = 0; side < 2; ++side) {
@@ -201,6 +201,9 @@ TEST_F(CudaOps, ProductsOnTheSameXInOneLaunch) {
           g.mark_output(y[i]);
         }
         b.plan(g);
+        if (side) {
+          EXPECT_EQ(b.stats().planned_launches, 1u) << dtype_name(wt) << " T " << T;
+        }
         for (int rep = 0; rep < (side ? 3 : 1); ++rep) {
           b.queue().copy_to_device(xt->data, x.data(), x.size());
           b.queue().run(g);
@@ -215,7 +218,8 @@ TEST_F(CudaOps, ProductsOnTheSameXInOneLaunch) {
         b.release(g);
       }
       for (int i = 0; i < 3; ++i)
-        EXPECT_LT(rel_err(got[1][size_t(i)], got[0][size_t(i)]), 3e-2) << dtype_name(wt) << " T " << T << " y" << i;
+        EXPECT_LT(rel_err(got[1][size_t(i)], got[0][size_t(i)]), T > 8 ? 5e-3 : 3e-2)
+            << dtype_name(wt) << " T " << T << " y" << i;
     }
   }
 }

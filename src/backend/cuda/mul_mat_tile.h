@@ -16,9 +16,14 @@ namespace weir::cuda {
 int64_t tile_max_tokens();
 // Whether W's type has the tile kernel (quantized types).
 bool has_tile_mul_mat(DType w);
-// Scratch bytes for partial sums when blocks split K.
+// Scratch bytes for partial sums when blocks split K (a group splits K
+// less when its partial sums would not fit).
 size_t tile_scratch_bytes(const Tensor& dst);
-// dst = W x with x given in fp16 (xh: rows of K); partial sums in scratch.
-void tile_mul_mat(const Tensor& dst, const OpCtx& c, const __half* xh, void* scratch, size_t scratch_bytes);
+// The most products on the same x that one launch takes.
+int tile_max_group();
+// dsts[j] = W_j x for the n products dsts[0..n) (same x, W type, K and T),
+// one launch, with x given in fp16 (xh: rows of K); partial sums in scratch.
+void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
+                  size_t scratch_bytes);
 
 }  // namespace weir::cuda

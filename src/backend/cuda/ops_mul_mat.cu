@@ -18,6 +18,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
@@ -227,19 +229,49 @@ void check(const Tensor& dst) {
     bad_operands("mul_mat", dst, "x rows must be 16-byte aligned");
 }
 
+// x as fp16 (bf16 for BF16 weights) rows of K at the start of scratch;
+// returns the bytes they take there, rounded up to 256.
+size_t convert_x(const Tensor& x, int64_t K, int64_t T, bool bf16, const OpCtx& c) {
+  const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
+  if (bf16)
+    launch_kernel(convert_x_kernel<__nv_bfloat16>, grid, 256, 0, c.stream, rows_of(x), K, T,
+                  static_cast<__nv_bfloat16*>(c.scratch));
+  else
+    launch_kernel(convert_x_kernel<__half>, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(c.scratch));
+  WEIR_CUDA_CHECK_LAUNCH();
+  return (size_t(T * K * 2) + 255) / 256 * 256;
+}
+
+// The tile kernel on products dsts[0..n) of the same x.
+void tile_products(const Tensor* const* dsts, int n, const OpCtx& c) {
+  const Tensor& dst = *dsts[0];
+  if (mul_mat_scratch_bytes(dst) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
+  const size_t xb = convert_x(*dst.src[1], dst.src[0]->ne[0], dst.n_rows(), false, c);
+  tile_mul_mat(dsts, n, c, static_cast<const __half*>(c.scratch), static_cast<char*>(c.scratch) + xb,
+               c.scratch_bytes - xb);
+}
+
 }  // namespace
 
 bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
-  return mul_mat_quantizes_x(a) && mul_mat_quantizes_x(b) && a.src[1] == b.src[1] &&
-         a.src[0]->dtype == b.src[0]->dtype && a.src[0]->ne[0] == b.src[0]->ne[0] && a.n_rows() == b.n_rows();
+  const bool q8 = mul_mat_quantizes_x(a) && mul_mat_quantizes_x(b);
+  // WEIR_CUDA_TILE_GROUP=0: tile products one launch each (for comparisons).
+  static const bool tile_groups = [] {
+    const char* e = std::getenv("WEIR_CUDA_TILE_GROUP");
+    return !(e && std::string(e) == "0");
+  }();
+  const bool tile = tile_groups && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_tile(a) && uses_tile(b);
+  return (q8 || tile) && a.src[1] == b.src[1] && a.src[0]->dtype == b.src[0]->dtype &&
+         a.src[0]->ne[0] == b.src[0]->ne[0] && a.n_rows() == b.n_rows();
 }
 
 void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
   for (int i = 0; i < n; ++i) check(*dsts[i]);
+  if (uses_tile(*dsts[0])) return tile_products(dsts, n, c);
   q8_mat_vec(dsts, n, c);
 }
 
-int mul_mat_max_group() { return q8_max_group(); }
+int mul_mat_max_group() { return std::min(q8_max_group(), tile_max_group()); }
 
 bool mul_mat_quantizes_x(const Tensor& dst) {
   return dst.src[0] && dst.src[1] && uses_vec(dst) && has_q8_mat_vec(dst.src[0]->dtype);
@@ -273,10 +305,13 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
     return;
   }
   if (mul_mat_scratch_bytes(dst) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
+  if (uses_tile(dst)) {
+    const Tensor* one[1] = {&dst};
+    return tile_products(one, 1, c);
+  }
   const float one = 1.0f, zero = 0.0f;
   float* y = static_cast<float*>(dst.data);
   const int ldy = int(dst.nb[1] / 4);
-  const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
   if (W.dtype == DType::F32) {  // y (N x T, column-major) = W^T (N x K) x (K x T)
     if (!x.is_contiguous()) bad_operands("mul_mat", dst, "F32 weights need contiguous x");
     WEIR_CUDA_CHECK(cublasSgemm(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one,
@@ -286,16 +321,7 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
   }
   const bool bf16 = W.dtype == DType::BF16;
   void* xh = c.scratch;
-  if (bf16)
-    launch_kernel(convert_x_kernel<__nv_bfloat16>, grid, 256, 0, c.stream, rows_of(x), K, T,
-                  static_cast<__nv_bfloat16*>(xh));
-  else
-    launch_kernel(convert_x_kernel<__half>, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(xh));
-  WEIR_CUDA_CHECK_LAUNCH();
-  const size_t xb = (size_t(T * K * 2) + 255) / 256 * 256;
-  if (uses_tile(dst))
-    return tile_mul_mat(dst, c, static_cast<const __half*>(xh), static_cast<char*>(c.scratch) + xb,
-                        c.scratch_bytes - xb);
+  const size_t xb = convert_x(x, K, T, bf16, c);
   const cudaDataType_t ht = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   if (W.dtype == DType::F16 || bf16) {
     WEIR_CUDA_CHECK(cublasGemmEx(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one, W.data, ht,

@@ -81,12 +81,27 @@ __device__ __forceinline__ void load_raw(uint8_t* buf, const uint8_t* W, size_t 
   }
 }
 
-// y [T][N] (or split blockIdx.z's partial sums) = W [N][K] xh [T][K]^T over
-// K range [blockIdx.z * k_split, +k_split); xh: x in fp16, rows of K.
+// Up to kMaxMats products on the same x in one launch (q, k and v; gate
+// and up): blockIdx.x runs over the row blocks of each in turn. Split K's
+// partial sums are kept as [split][T][cols], the products side by side.
+constexpr int kMaxMats = 3;
+struct TileMats {
+  const uint8_t* w[kMaxMats];
+  size_t stride[kMaxMats];
+  int64_t rows[kMaxMats];
+  int64_t first_block[kMaxMats + 1];  // row blocks before each
+  int64_t col[kMaxMats + 1];          // partial-sum columns before each
+  float* y[kMaxMats];
+  int64_t ldy[kMaxMats];
+  int n;
+};
+
+// y_j [T][N_j] (or split blockIdx.z's partial sums) = W_j [N_j][K] xh [T][K]^T
+// over K range [blockIdx.z * k_split, +k_split); xh: x in fp16, rows of K.
 template <DType WT_>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    tile_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, const __half* __restrict__ xh,
-                int64_t T, int64_t k_split, float* __restrict__ y, int64_t ldy, float* __restrict__ part) {
+    tile_kernel(TileMats m, int64_t K, const __half* __restrict__ xh, int64_t T, int64_t k_split,
+                float* __restrict__ part) {
   using namespace nvcuda;
   using S = Tile<WT_>;
   pdl_wait();
@@ -96,7 +111,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   uint8_t* raw = smem + S::kHalfBytes;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wn = (warp % (BN / WN)) * WN, wt = (warp / (BN / WN)) * WT;
-  const int64_t n0 = int64_t(blockIdx.x) * BN, t0 = int64_t(blockIdx.y) * BT;
+  int mat = 0;
+  while (mat + 1 < m.n && int64_t(blockIdx.x) >= m.first_block[mat + 1]) ++mat;
+  const uint8_t* __restrict__ W = m.w[mat];
+  const size_t w_stride = m.stride[mat];
+  const int64_t N = m.rows[mat];
+  const int64_t n0 = (int64_t(blockIdx.x) - m.first_block[mat]) * BN, t0 = int64_t(blockIdx.y) * BT;
   const int64_t kb = int64_t(blockIdx.z) * k_split, ke = std::min(K, kb + k_split);
   constexpr int QK = Q<WT_>::QK;
 
@@ -161,8 +181,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // to rows of y, 16 outputs of a token at a time.
   float* so = reinterpret_cast<float*>(sx) + warp * 256;
   static_assert(kThreads / 32 * 256 * sizeof(float) <= BT * LDS * sizeof(__half), "staging fits the x tile");
-  float* out = part ? part + int64_t(blockIdx.z) * T * N : y;
-  const int64_t ld = part ? N : ldy;
+  float* out = part ? part + int64_t(blockIdx.z) * T * m.col[m.n] + m.col[mat] : m.y[mat];
+  const int64_t ld = part ? m.col[m.n] : m.ldy[mat];
 #pragma unroll
   for (int i = 0; i < WN / 16; ++i)
 #pragma unroll
@@ -178,14 +198,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
 }
 
-// y [t][n] = sum over the S splits of part[s][t][n], s in order.
-__global__ void sum_splits_kernel(const float* __restrict__ part, int S, int64_t T, int64_t N, float* __restrict__ y,
-                                  int64_t ldy) {
+// y_j [t][n] = sum over the S splits of the partial sums, s in order.
+__global__ void sum_splits_kernel(const float* __restrict__ part, int S, int64_t T, TileMats m) {
   pdl_wait();
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * N; i += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t cols = m.col[m.n];
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * cols; i += int64_t(gridDim.x) * blockDim.x) {
     float s = 0.0f;
-    for (int z = 0; z < S; ++z) s += part[int64_t(z) * T * N + i];
-    y[(i / N) * ldy + i % N] = s;
+    for (int z = 0; z < S; ++z) s += part[int64_t(z) * T * cols + i];
+    const int64_t t = i / cols, c = i % cols;
+    int j = 0;
+    while (j + 1 < m.n && c >= m.col[j + 1]) ++j;
+    m.y[j][t * m.ldy[j] + c - m.col[j]] = s;
   }
 }
 
@@ -197,10 +220,9 @@ int64_t env_int(const char* name, int64_t dflt) {
 
 int64_t k_steps(int64_t K) { return (K + BK - 1) / BK; }
 
-// The most splits of K that scratch holds partial sums for.
-int max_splits(const Tensor& dst) {
-  const int64_t K = dst.src[0]->ne[0], N = dst.src[0]->ne[1], T = dst.n_rows();
-  const int64_t by_bytes = int64_t(kMaxPartBytes / (size_t(T) * size_t(N) * sizeof(float)));
+// The most splits of K that scratch holds partial sums for, cols columns.
+int max_splits(int64_t K, int64_t T, int64_t cols) {
+  const int64_t by_bytes = int64_t(kMaxPartBytes / (size_t(T) * size_t(cols) * sizeof(float)));
   return int(std::max<int64_t>(1, std::min<int64_t>({kMaxSplits, by_bytes, k_steps(K) / kMinSplitSteps})));
 }
 
@@ -219,28 +241,44 @@ bool has_tile_mul_mat(DType w) {
 }
 
 size_t tile_scratch_bytes(const Tensor& dst) {
-  const int s = max_splits(dst);
-  return s > 1 ? size_t(s) * size_t(dst.n_rows()) * size_t(dst.src[0]->ne[1]) * sizeof(float) : 0;
+  const int64_t K = dst.src[0]->ne[0], N = dst.src[0]->ne[1], T = dst.n_rows();
+  const int s = max_splits(K, T, N);
+  return s > 1 ? size_t(s) * size_t(T) * size_t(N) * sizeof(float) : 0;
 }
 
-void tile_mul_mat(const Tensor& dst, const OpCtx& c, const __half* xh, void* scratch, size_t scratch_bytes) {
-  const Tensor& W = *dst.src[0];
-  const int64_t K = W.ne[0], N = W.ne[1], T = dst.n_rows();
-  const unsigned nb = blocks_for(N, BN), tb = blocks_for(T, BT);
+int tile_max_group() { return kMaxMats; }
+
+void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
+                  size_t scratch_bytes) {
+  const Tensor& dst = *dsts[0];
+  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
+  const DType wt = dst.src[0]->dtype;
+  const int64_t K = dst.src[0]->ne[0], T = dst.n_rows();
+  TileMats m{};
+  m.n = n;
+  for (int j = 0; j < n; ++j) {
+    const Tensor& W = *dsts[j]->src[0];
+    m.w[j] = static_cast<const uint8_t*>(W.data);
+    m.stride[j] = W.nb[1];
+    m.rows[j] = W.ne[1];
+    m.first_block[j + 1] = m.first_block[j] + blocks_for(W.ne[1], BN);
+    m.col[j + 1] = m.col[j] + W.ne[1];
+    m.y[j] = static_cast<float*>(dsts[j]->data);
+    m.ldy[j] = int64_t(dsts[j]->nb[1] / 4);
+  }
+  const int64_t cols = m.col[n], have = m.first_block[n] * blocks_for(T, BT);
   // Split K until the GPU has about WEIR_CUDA_TILE_BLOCKS (default 4)
-  // blocks per SM, each split at least kMinSplitSteps K steps.
-  const int64_t want = int64_t(c.sm_count) * env_int("WEIR_CUDA_TILE_BLOCKS", 4), have = int64_t(nb) * tb;
-  int64_t S = std::min<int64_t>(max_splits(dst), (want + have - 1) / have);
-  if (size_t(S) * size_t(T) * size_t(N) * sizeof(float) > scratch_bytes) S = 1;
-  const int64_t per = (k_steps(K) + S - 1) / std::max<int64_t>(S, 1);
+  // blocks per SM, each split at least kMinSplitSteps K steps, as far as
+  // scratch holds the partial sums.
+  const int64_t want = int64_t(c.sm_count) * env_int("WEIR_CUDA_TILE_BLOCKS", 4);
+  const int64_t fits = int64_t(scratch_bytes / (size_t(T) * size_t(cols) * sizeof(float)));
+  int64_t S = std::max<int64_t>(1, std::min<int64_t>({max_splits(K, T, cols), (want + have - 1) / have, fits}));
+  const int64_t per = (k_steps(K) + S - 1) / S;
   S = (k_steps(K) + per - 1) / per;  // no empty split
-  float* y = static_cast<float*>(dst.data);
-  const int64_t ldy = int64_t(dst.nb[1] / 4);
   float* part = S > 1 ? static_cast<float*>(scratch) : nullptr;
-  const auto* w = static_cast<const uint8_t*>(W.data);
-  const dim3 grid(nb, tb, unsigned(S));
+  const dim3 grid(unsigned(m.first_block[n]), blocks_for(T, BT), unsigned(S));
   bool ok = false;
-  dispatch_dtype(W.dtype, [&]<DType WT>() {
+  dispatch_dtype(wt, [&]<DType WT>() {
     if constexpr (WT != DType::F32 && WT != DType::F16 && WT != DType::BF16) {
       static const bool sized = [] {  // shared memory beyond the default 48 KB
         WEIR_CUDA_CHECK(
@@ -248,15 +286,14 @@ void tile_mul_mat(const Tensor& dst, const OpCtx& c, const __half* xh, void* scr
         return true;
       }();
       ok = sized;
-      launch_kernel(tile_kernel<WT>, grid, kThreads, Tile<WT>::kSmem, c.stream, w, W.nb[1], K, N, xh, T, per * BK, y,
-                    ldy, part);
+      launch_kernel(tile_kernel<WT>, grid, kThreads, Tile<WT>::kSmem, c.stream, m, K, xh, T, per * BK, part);
     }
   });
-  if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
+  if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(wt));
   WEIR_CUDA_CHECK_LAUNCH();
   if (!part) return;
-  const unsigned g = unsigned(std::min<int64_t>(blocks_for(T * N, 256), int64_t(c.sm_count) * 8));
-  launch_kernel(sum_splits_kernel, g, 256, 0, c.stream, static_cast<const float*>(part), int(S), T, N, y, ldy);
+  const unsigned g = unsigned(std::min<int64_t>(blocks_for(T * cols, 256), int64_t(c.sm_count) * 8));
+  launch_kernel(sum_splits_kernel, g, 256, 0, c.stream, static_cast<const float*>(part), int(S), T, m);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
