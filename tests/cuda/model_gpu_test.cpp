@@ -154,7 +154,10 @@ TEST(CudaModel, TinyModelsOfEveryArchitecture) {
 // cuBLAS (more than 8 tokens), 4 the integer decode kernels. (Quantized
 // weights at 12 take the tile kernel on fp16 activations where each alone
 // takes 8-bit ones: on a tiny random model that flips near-ties, so the
-// tile kernel is checked op by op against the CPU in backend_ops_test.)
+// tile kernels are checked op by op against the CPU in backend_ops_test.)
+// Each sequence alone takes its prompt as the batch does: a prefill of all
+// but the last token, then the last one decoded, so both run the same
+// kernels on the prompt.
 void batched_matches_alone(const std::string& path, int n_seq) {
   SCOPED_TRACE(path + " x" + std::to_string(n_seq));
   auto model = Model::load(path);
@@ -173,7 +176,11 @@ void batched_matches_alone(const std::string& path, int n_seq) {
     sp.n_ctx = 64;
     sp.kv_type = DType::F16;
     Session alone(*model, *gpu, sp);
-    std::vector<int32_t> w = {alone.eval_sample(p, greedy)};
+    // The prompt as the batch takes it: all but the last token as a
+    // prefill, the last one through the decode kernels.
+    alone.eval(std::vector<int32_t>(p.begin(), p.end() - 1));
+    const int32_t first[1] = {p.back()};
+    std::vector<int32_t> w = {alone.eval_sample(first, greedy)};
     for (int k = 1; k < steps; ++k) {
       const int32_t t[1] = {w.back()};
       w.push_back(alone.eval_sample(t, greedy));

@@ -1,5 +1,7 @@
 // Internal to ops_mul_mat*.cu: products of quantized weights for small
-// batches on the tensor cores, dequantizing W in shared memory.
+// batches on the tensor cores: the MMA tile kernel (W to fragments in
+// registers, ops_mul_mat_mma.cu) where it fits, else the WMMA tile kernel
+// (W dequantized in shared memory, ops_mul_mat_tile.cu).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -25,5 +27,15 @@ int tile_max_group();
 // one launch, with x given in fp16 (xh: rows of K); partial sums in scratch.
 void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
                   size_t scratch_bytes);
+
+// Whether the MMA tile kernel takes dst (Q4_0, Q8_0, Q4_K, Q6_K; K a
+// multiple of 256; WEIR_CUDA_TILE_MMA=0 turns it off for comparisons).
+bool mma_tile_fits(const Tensor& dst);
+// x as fp16, permuted as the MMA tile kernel reads it, rows of K at the
+// start of c.scratch; returns the bytes they take, rounded up to 256.
+size_t mma_convert_x(const Tensor& x, int64_t K, int64_t T, const OpCtx& c);
+// As tile_mul_mat, on the MMA tile kernel; xh from mma_convert_x.
+void mma_tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
+                      size_t scratch_bytes);
 
 }  // namespace weir::cuda

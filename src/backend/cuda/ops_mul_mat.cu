@@ -8,8 +8,10 @@
 //    dequantize 8 elements at a time in registers and multiply with x in
 //    float.
 //  - Small batches (up to tile_max_tokens(), batched decode): quantized W
-//    dequantized tile by tile in shared memory and met with x on the
-//    tensor cores in one kernel (ops_mul_mat_tile.cu).
+//    read once per 64 tokens and met with x on the tensor cores in one
+//    kernel: its bytes go straight to mma fragments for the common types
+//    (ops_mul_mat_mma.cu), else through an fp16 tile in shared memory
+//    (ops_mul_mat_tile.cu).
 //  - More tokens (prefill): tensor cores through cuBLAS: W is dequantized to
 //    fp16 (F16 and BF16 weights are used as they are) in slices of rows that
 //    fit the scratch, x is converted once, and cublasGemmEx computes
@@ -246,9 +248,12 @@ size_t convert_x(const Tensor& x, int64_t K, int64_t T, bool bf16, const OpCtx& 
 void tile_products(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Tensor& dst = *dsts[0];
   if (mul_mat_scratch_bytes(dst) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
-  const size_t xb = convert_x(*dst.src[1], dst.src[0]->ne[0], dst.n_rows(), false, c);
-  tile_mul_mat(dsts, n, c, static_cast<const __half*>(c.scratch), static_cast<char*>(c.scratch) + xb,
-               c.scratch_bytes - xb);
+  bool mma = true;
+  for (int j = 0; j < n; ++j) mma = mma && mma_tile_fits(*dsts[j]);
+  const int64_t K = dst.src[0]->ne[0], T = dst.n_rows();
+  const size_t xb = mma ? mma_convert_x(*dst.src[1], K, T, c) : convert_x(*dst.src[1], K, T, false, c);
+  (mma ? mma_tile_mul_mat : tile_mul_mat)(dsts, n, c, static_cast<const __half*>(c.scratch),
+                                          static_cast<char*>(c.scratch) + xb, c.scratch_bytes - xb);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/dequant_half.cuh"
 #include "backend/cuda/mul_mat_tile.h"
+#include "backend/cuda/tile_common.cuh"
 
 namespace weir::cuda {
 namespace {
@@ -52,16 +53,6 @@ struct Tile {
   static constexpr size_t kSmem = kHalfBytes + 2 * size_t(BN) * kPitch;
 };
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // Starts copying the bytes of rows n0 .. n0 + BN - 1 for the step at k0
 // into buf; bytes past a row's end are zero-filled, never read.
 template <DType T>
@@ -81,21 +72,6 @@ __device__ __forceinline__ void load_raw(uint8_t* buf, const uint8_t* W, size_t 
   }
 }
 
-// Up to kMaxMats products on the same x in one launch (q, k and v; gate
-// and up): blockIdx.x runs over the row blocks of each in turn. Split K's
-// partial sums are kept as [split][T][cols], the products side by side.
-constexpr int kMaxMats = 3;
-struct TileMats {
-  const uint8_t* w[kMaxMats];
-  size_t stride[kMaxMats];
-  int64_t rows[kMaxMats];
-  int64_t first_block[kMaxMats + 1];  // row blocks before each
-  int64_t col[kMaxMats + 1];          // partial-sum columns before each
-  float* y[kMaxMats];
-  int64_t ldy[kMaxMats];
-  int n;
-};
-
 // y_j [T][N_j] (or split blockIdx.z's partial sums) = W_j [N_j][K] xh [T][K]^T
 // over K range [blockIdx.z * k_split, +k_split); xh: x in fp16, rows of K.
 template <DType WT_>
@@ -111,8 +87,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   uint8_t* raw = smem + S::kHalfBytes;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wn = (warp % (BN / WN)) * WN, wt = (warp / (BN / WN)) * WT;
-  int mat = 0;
-  while (mat + 1 < m.n && int64_t(blockIdx.x) >= m.first_block[mat + 1]) ++mat;
+  const int mat = tile_mat_of(m);
   const uint8_t* __restrict__ W = m.w[mat];
   const size_t w_stride = m.stride[mat];
   const int64_t N = m.rows[mat];
@@ -212,12 +187,6 @@ __global__ void sum_splits_kernel(const float* __restrict__ part, int S, int64_t
   }
 }
 
-int64_t env_int(const char* name, int64_t dflt) {
-  const char* e = std::getenv(name);
-  const long long v = e ? std::atoll(e) : 0;
-  return v > 0 ? v : dflt;
-}
-
 int64_t k_steps(int64_t K) { return (K + BK - 1) / BK; }
 
 // The most splits of K that scratch holds partial sums for, cols columns.
@@ -229,7 +198,7 @@ int max_splits(int64_t K, int64_t T, int64_t cols) {
 }  // namespace
 
 int64_t tile_max_tokens() {
-  static const int64_t n = env_int("WEIR_CUDA_TILE_MAX_T", 64);
+  static const int64_t n = tile_env_int("WEIR_CUDA_TILE_MAX_T", 64);
   return n;
 }
 
@@ -248,12 +217,8 @@ size_t tile_scratch_bytes(const Tensor& dst) {
 
 int tile_max_group() { return kMaxMats; }
 
-void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
-                  size_t scratch_bytes) {
-  const Tensor& dst = *dsts[0];
-  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
-  const DType wt = dst.src[0]->dtype;
-  const int64_t K = dst.src[0]->ne[0], T = dst.n_rows();
+TileMats tile_mats(const Tensor* const* dsts, int n, int rows) {
+  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", *dsts[0], "bad product group");
   TileMats m{};
   m.n = n;
   for (int j = 0; j < n; ++j) {
@@ -261,16 +226,56 @@ void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half
     m.w[j] = static_cast<const uint8_t*>(W.data);
     m.stride[j] = W.nb[1];
     m.rows[j] = W.ne[1];
-    m.first_block[j + 1] = m.first_block[j] + blocks_for(W.ne[1], BN);
+    m.first_block[j + 1] = m.first_block[j] + blocks_for(W.ne[1], rows);
     m.col[j + 1] = m.col[j] + W.ne[1];
     m.y[j] = static_cast<float*>(dsts[j]->data);
     m.ldy[j] = int64_t(dsts[j]->nb[1] / 4);
   }
+  return m;
+}
+
+void sum_splits(const float* part, int S, int64_t T, const TileMats& m, const OpCtx& c) {
+  const unsigned g = unsigned(std::min<int64_t>(blocks_for(T * m.col[m.n], 256), int64_t(c.sm_count) * 8));
+  launch_kernel(sum_splits_kernel, g, 256, 0, c.stream, part, S, T, m);
+  WEIR_CUDA_CHECK_LAUNCH();
+}
+
+int tile_splits(int64_t blocks, int64_t slots, int64_t steps, int64_t T, int64_t cols, size_t weight_bytes,
+                size_t part_bytes) {
+  // Cost in bytes: the weights, stretched by the idle share of the last
+  // wave, plus split K's partial sums written and read back.
+  const double split_bytes = 2.0 * double(T) * double(cols) * sizeof(float);
+  const int64_t most = std::min<int64_t>({kMaxSplits, steps, int64_t(part_bytes / (size_t(T) * size_t(cols) * 4))});
+  int best = 1;
+  double best_cost = 0;
+  for (int64_t s = 1; s <= std::max<int64_t>(1, most); ++s) {
+    const int64_t per = (steps + s - 1) / s, S = (steps + per - 1) / per;  // no empty split
+    if (S != s) continue;
+    const int64_t waves = (blocks * S + slots - 1) / slots;
+    const double cost =
+        double(weight_bytes) * double(waves * slots) / double(blocks * S) + (S > 1 ? S * split_bytes : 0);
+    if (s == 1 || cost < best_cost) best = int(S), best_cost = cost;
+  }
+  return best;
+}
+
+int64_t tile_env_int(const char* name, int64_t dflt) {
+  const char* e = std::getenv(name);
+  const long long v = e ? std::atoll(e) : 0;
+  return v > 0 ? v : dflt;
+}
+
+void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
+                  size_t scratch_bytes) {
+  const Tensor& dst = *dsts[0];
+  const DType wt = dst.src[0]->dtype;
+  const int64_t K = dst.src[0]->ne[0], T = dst.n_rows();
+  const TileMats m = tile_mats(dsts, n, BN);
   const int64_t cols = m.col[n], have = m.first_block[n] * blocks_for(T, BT);
   // Split K until the GPU has about WEIR_CUDA_TILE_BLOCKS (default 4)
   // blocks per SM, each split at least kMinSplitSteps K steps, as far as
   // scratch holds the partial sums.
-  const int64_t want = int64_t(c.sm_count) * env_int("WEIR_CUDA_TILE_BLOCKS", 4);
+  const int64_t want = int64_t(c.sm_count) * tile_env_int("WEIR_CUDA_TILE_BLOCKS", 4);
   const int64_t fits = int64_t(scratch_bytes / (size_t(T) * size_t(cols) * sizeof(float)));
   int64_t S = std::max<int64_t>(1, std::min<int64_t>({max_splits(K, T, cols), (want + have - 1) / have, fits}));
   const int64_t per = (k_steps(K) + S - 1) / S;
@@ -291,10 +296,7 @@ void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half
   });
   if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(wt));
   WEIR_CUDA_CHECK_LAUNCH();
-  if (!part) return;
-  const unsigned g = unsigned(std::min<int64_t>(blocks_for(T * cols, 256), int64_t(c.sm_count) * 8));
-  launch_kernel(sum_splits_kernel, g, 256, 0, c.stream, static_cast<const float*>(part), int(S), T, m);
-  WEIR_CUDA_CHECK_LAUNCH();
+  if (part) sum_splits(part, int(S), T, m, c);
 }
 
 }  // namespace weir::cuda

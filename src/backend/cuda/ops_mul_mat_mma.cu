@@ -1,0 +1,297 @@
+// mul_mat for small batches (9-64 tokens) of Q4_0, Q8_0, Q4_K and Q6_K
+// weights: the MMA tile kernel. A block takes 256 weight rows and 64
+// tokens; its eight warps take 32 rows each, all 64 tokens. Per step of K,
+// the quantized rows and the x tile come to shared memory by cp.async
+// (double-buffered), the scale groups are decoded once into a table, and
+// each warp turns its rows' bytes straight into mma.sync A fragments in
+// registers (mma_frag.cuh): no fp16 copy of W is written anywhere. x is
+// stored permuted so that a fragment's four k-slots are four consecutive
+// elements of one scale group, fetched by ldmatrix.
+//
+// The WMMA tile kernel (ops_mul_mat_tile.cu) dequantizes into an fp16
+// tile in shared memory and stays for the other types and shapes; it is
+// also the reference the tests hold this kernel to.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/mma_frag.cuh"
+#include "backend/cuda/mul_mat_tile.h"
+#include "backend/cuda/tile_common.cuh"
+
+namespace weir::cuda {
+namespace {
+
+constexpr int kRows = 256, kTokens = 64, kThreads = 256, kWarpRows = 32, kNT = kTokens / 8;
+static_assert(kThreads / 32 * kWarpRows == kRows, "warps cover the rows");
+
+// Shared memory for W type T: two stages of (x tile, raw rows), then the
+// scale table. Raw rows are copied from the 16-byte boundary below their
+// first byte, so each has 16 bytes of room; x rows are padded by 8 halves
+// so ldmatrix's eight 16-byte rows fall in different banks.
+template <DType T>
+struct MmaTile {
+  static constexpr int BK = MmaW<T>::BK;
+  static constexpr int kRawBytes = BK / Q<T>::QK * Q<T>::BYTES;
+  static constexpr int kPitch = (kRawBytes + 15) / 16 * 16 + 16;
+  static constexpr int kChunks = kPitch / 16;
+  static constexpr int kXPitch = BK + 8;  // halves
+  static constexpr size_t kX = size_t(kTokens) * kXPitch * sizeof(__half);
+  static constexpr size_t kRaw = size_t(kRows) * kPitch;
+  static constexpr size_t kStage = kX + kRaw;
+  static constexpr int kTablePitch = MmaW<T>::kGroups + 1;  // odd: rows in different banks
+  static constexpr size_t kSmem = 2 * kStage + size_t(kRows) * kTablePitch * sizeof(MmaScale);
+  static_assert(kChunks <= 16 && kRows == kThreads, "a half warp copies a row; a thread decodes a row's scales");
+  static_assert(kSmem <= 227 * 1024, "fits an SM's shared memory");
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Starts copying step k0's raw bytes of rows n0.. and its x tile (tokens
+// t0..) into one stage; tokens past T are zero. A warp copies whole x rows
+// and two weight rows at a time, 16 bytes a lane, so each instruction
+// reads a few contiguous spans.
+template <DType T>
+__device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, size_t w_stride, int64_t N, int64_t n0,
+                                           const __half* xh, int64_t K, int64_t T_, int64_t t0, int64_t k0) {
+  using S = MmaTile<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int kXChunks = S::BK / 8, kPerInst = 32 / kXChunks;  // tokens a warp copies at once
+  __half* xs = reinterpret_cast<__half*>(stage);
+  {
+    const int q = lane % kXChunks;
+#pragma unroll
+    for (int i = 0; i < kTokens / (kThreads / 32 * kPerInst); ++i) {
+      const int t = (i * (kThreads / 32) + warp) * kPerInst + lane / kXChunks;
+      // Tokens past T are left as they are: their columns are never stored.
+      if (t0 + t < T_) cp_async16(xs + t * S::kXPitch + 8 * q, xh + (t0 + t) * K + k0 + 8 * q);
+    }
+  }
+  constexpr int kWarpRowsCopied = kRows / (kThreads / 32);
+  const int q = lane & 15, r0 = warp * kWarpRowsCopied + (lane >> 4);
+  // Aligned rows are kRawBytes / 16 whole chunks; others start up to 15
+  // bytes into their first chunk and may end inside their last.
+  if (q >= (MmaW<T>::kAligned ? S::kRawBytes / 16 : S::kChunks)) return;
+  uint8_t* raw = stage + S::kX + r0 * S::kPitch + 16 * q;
+  const uint8_t* src = W + size_t(n0 + r0) * w_stride + size_t(k0 / Q<T>::QK) * Q<T>::BYTES;
+  const int rows = int(std::min<int64_t>(N - n0 - r0, kWarpRowsCopied));
+#pragma unroll 4
+  for (int r = 0; r < rows; r += 2, raw += 2 * S::kPitch, src += 2 * w_stride) {
+    if constexpr (MmaW<T>::kAligned) {
+      cp_async16(raw, src + 16 * q);
+    } else {
+      const int delta = int(uintptr_t(src) & 15), left = delta + S::kRawBytes - 16 * q;  // bytes from this chunk on
+      if (left >= 16)
+        cp_async16(raw, src - delta + 16 * q);
+      else if (left > 0)
+        cp_async16(raw, src - delta + 16 * q, left);
+    }
+  }
+}
+
+// y_j [T][N_j] (or split blockIdx.z's partial sums) = W_j [N_j][K] x [T][K]^T
+// over K range [blockIdx.z * k_split, +k_split); xh: x in fp16, permuted
+// (mma_x_source), rows of K.
+template <DType WT>
+__global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64_t K, const __half* __restrict__ xh,
+                                                               int64_t T_, int64_t k_split, float* __restrict__ part) {
+  using S = MmaTile<WT>;
+  using F = MmaW<WT>;
+  pdl_wait();
+  extern __shared__ __align__(128) uint8_t smem[];
+  MmaScale* table = reinterpret_cast<MmaScale*>(smem + 2 * S::kStage);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int mat = tile_mat_of(m);
+  const uint8_t* __restrict__ W = m.w[mat];
+  const size_t w_stride = m.stride[mat];
+  const int64_t N = m.rows[mat];
+  const int64_t n0 = (int64_t(blockIdx.x) - m.first_block[mat]) * kRows, t0 = int64_t(blockIdx.y) * kTokens;
+  const int64_t kb = int64_t(blockIdx.z) * k_split, ke = std::min(K, kb + k_split);
+
+  float acc[2][kNT][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+
+  // ldmatrix rows: lanes 0-7 and 8-15 the first 8 tokens of a pair of
+  // n-tiles at k and k + 8, lanes 16-31 the next 8.
+  const int x_row = (lane & 7) + 8 * (lane >> 4), x_col = 8 * ((lane >> 3) & 1);
+
+  load_stage<WT>(smem, W, w_stride, N, n0, xh, K, T_, t0, kb);
+  cp_async_commit();
+  for (int64_t k0 = kb, step = 0; k0 < ke; k0 += S::BK, ++step) {
+    uint8_t* stage = smem + (step & 1) * S::kStage;
+    cp_async_wait<0>();
+    __syncthreads();  // this stage landed; every warp is done with the last
+    if (k0 + S::BK < ke) {
+      load_stage<WT>(smem + ((step + 1) & 1) * S::kStage, W, w_stride, N, n0, xh, K, T_, t0, k0 + S::BK);
+      cp_async_commit();
+    }
+    const uint8_t* raw = stage + S::kX;
+    const size_t off = size_t(k0 / Q<WT>::QK) * Q<WT>::BYTES;
+    auto row_bytes = [&](int r) {
+      return raw + r * S::kPitch + int(uintptr_t(W + size_t(n0 + r) * w_stride + off) & 15);
+    };
+    {  // thread tid decodes row tid's scale groups
+      const bool live = n0 + tid < N;
+      const uint8_t* rb = row_bytes(tid);
+#pragma unroll
+      for (int grp = 0; grp < F::kGroups; ++grp)
+        table[tid * S::kTablePitch + grp] = live ? F::scale(rb, grp) : MmaScale{0, 0};
+    }
+    __syncthreads();
+
+    const unsigned xs = unsigned(__cvta_generic_to_shared(stage)) + unsigned((x_row * S::kXPitch + x_col) * 2);
+    const uint8_t* rows[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) rows[mt][h] = row_bytes(warp * kWarpRows + 16 * mt + 8 * h + g);
+#pragma unroll
+    for (int ch = 0; ch < S::BK / 128; ++ch) {
+      typename F::Regs regs[2][2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) regs[mt][h] = F::load(rows[mt][h], ch, c);
+#pragma unroll
+      for (int nib = 0; nib < 2; ++nib) {
+        MmaScale sc[2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            sc[mt][h] = table[(warp * kWarpRows + 16 * mt + 8 * h + g) * S::kTablePitch + F::group(ch, nib, c)];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int j = 8 * ch + 4 * nib + i;
+          uint32_t b[kNT / 2][4];
+#pragma unroll
+          for (int p = 0; p < kNT / 2; ++p) ldmatrix_x4(b[p], xs + unsigned((16 * p * S::kXPitch + 16 * j) * 2));
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            const uint2 f0 = F::frag(regs[mt][0], nib, i, c), f1 = F::frag(regs[mt][1], nib, i, c);
+            const uint32_t bias = F::bias(nib, c);
+            const uint32_t a[4] = {mma_dequant(f0.x, bias, sc[mt][0]), mma_dequant(f1.x, bias, sc[mt][1]),
+                                   mma_dequant(f0.y, bias, sc[mt][0]), mma_dequant(f1.y, bias, sc[mt][1])};
+#pragma unroll
+            for (int p = 0; p < kNT / 2; ++p) {
+              mma16816(acc[mt][2 * p], a, b[p][0], b[p][1]);
+              mma16816(acc[mt][2 * p + 1], a, b[p][2], b[p][3]);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  float* out = part ? part + int64_t(blockIdx.z) * T_ * m.col[m.n] + m.col[mat] : m.y[mat];
+  const int64_t ld = part ? m.col[m.n] : m.ldy[mat];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t n = n0 + warp * kWarpRows + 16 * mt + g + 8 * (e >> 1), t = t0 + 8 * nt + 2 * c + (e & 1);
+        if (n < N && t < T_) out[t * ld + n] = acc[mt][nt][e];
+      }
+}
+
+// x rows to fp16 in the order mma_x_source gives, within groups of 256.
+__global__ void convert_x_permuted_kernel(Rows x, int64_t K, int64_t T, __half* out) {
+  pdl_wait();
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * K; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / K, k = i % K, k_src = k / 256 * 256 + mma_x_source(int(k % 256));
+    const float v = reinterpret_cast<const float*>(x.row(t))[k_src];
+    out[i] = __float2half_rn(fminf(fmaxf(v, -65504.0f), 65504.0f));
+  }
+}
+
+bool mma_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("WEIR_CUDA_TILE_MMA");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+template <DType WT>
+void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpCtx& c, void* scratch,
+            size_t scratch_bytes) {
+  using S = MmaTile<WT>;
+  static const int per_sm = [] {  // shared memory beyond the default 48 KB
+    WEIR_CUDA_CHECK(
+        cudaFuncSetAttribute(mma_tile_kernel<WT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
+    int n = 0;
+    WEIR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mma_tile_kernel<WT>, kThreads, S::kSmem));
+    return std::max(1, n);
+  }();
+  size_t weight_bytes = 0;
+  for (int j = 0; j < m.n; ++j) weight_bytes += size_t(m.rows[j]) * m.stride[j];
+  const int64_t blocks = m.first_block[m.n] * blocks_for(T, kTokens), steps = (K + S::BK - 1) / S::BK;
+  const int splits =
+      tile_splits(blocks, int64_t(c.sm_count) * per_sm, steps, T, m.col[m.n], weight_bytes, scratch_bytes);
+  const int64_t per = (steps + splits - 1) / splits;
+  float* part = splits > 1 ? static_cast<float*>(scratch) : nullptr;
+  const dim3 grid(unsigned(m.first_block[m.n]), blocks_for(T, kTokens), unsigned(splits));
+  launch_kernel(mma_tile_kernel<WT>, grid, kThreads, S::kSmem, c.stream, m, K, xh, T, per * S::BK, part);
+  WEIR_CUDA_CHECK_LAUNCH();
+  if (part) sum_splits(part, splits, T, m, c);
+}
+
+}  // namespace
+
+bool mma_tile_fits(const Tensor& dst) {
+  const Tensor& W = *dst.src[0];
+  if (!mma_enabled() || W.ne[0] % 256) return false;
+  bool has = false, aligned = false;
+  dispatch_dtype(W.dtype, [&]<DType WT>() {
+    if constexpr (MmaW<WT>::kHas) {
+      has = true;
+      aligned = !MmaW<WT>::kAligned || (reinterpret_cast<uintptr_t>(W.data) % 16 == 0 && W.nb[1] % 16 == 0);
+    }
+  });
+  return has && aligned;
+}
+
+size_t mma_convert_x(const Tensor& x, int64_t K, int64_t T, const OpCtx& c) {
+  const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
+  launch_kernel(convert_x_permuted_kernel, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(c.scratch));
+  WEIR_CUDA_CHECK_LAUNCH();
+  return (size_t(T * K * 2) + 255) / 256 * 256;
+}
+
+void mma_tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
+                      size_t scratch_bytes) {
+  const Tensor& dst = *dsts[0];
+  const DType wt = dst.src[0]->dtype;
+  const TileMats m = tile_mats(dsts, n, kRows);
+  bool ok = false;
+  dispatch_dtype(wt, [&]<DType WT>() {
+    if constexpr (MmaW<WT>::kHas) {
+      ok = true;
+      launch<WT>(m, dst.src[0]->ne[0], xh, dst.n_rows(), c, scratch, scratch_bytes);
+    }
+  });
+  if (!ok) bad_operands("mul_mat", dst, std::string("no MMA tile kernel for W type ") + dtype_name(wt));
+}
+
+}  // namespace weir::cuda
