@@ -21,8 +21,12 @@
 //       without factors.
 //   gelu_mul(a, b)                                -> gelu_tanh(a) * b
 //   silu_mul(a, b)                                -> silu(a) * b = a / (1 + e^-a) * b
-//   attention(q [D, Hq, T], k [D, Hkv, S], v [D, Hkv, S], mask [S, T], scale)
-//       -> [D*Hq, T]; head h uses kv head h / (Hq/Hkv); mask adds 0 or -inf
+//   attention(q [D, Hq, T], k [D, Hkv, S], v [D, Hkv, S], mask [S, T], scale,
+//             separate_tokens)
+//       -> [D*Hq, T]; head h uses kv head h / (Hq/Hkv); mask adds 0 or -inf.
+//       separate_tokens (iparams[0]) is a hint that no two tokens see the
+//       same keys (a decode step of one token per sequence): kernels should
+//       take tokens one at a time rather than share key reads among them.
 //   set_rows(dst [K, N], src [K, T], idx I32 [T]) -> dst with dst[:, idx[t]] = src[:, t]
 //   sample(logits [V, n], params [5, n])          -> I32 [n]: a token per row, as
 //       engine/sampler.h's chain without the repetition penalty. Row j's
@@ -75,7 +79,7 @@ class Graph {
   Tensor* rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale);
   Tensor* gelu_mul(Tensor* a, Tensor* b);
   Tensor* silu_mul(Tensor* a, Tensor* b);
-  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale);
+  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
 

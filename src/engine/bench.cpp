@@ -161,6 +161,7 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   // which is what llama.cpp's physical batch (ubatch) is.
   sp.n_batch = std::min(t.n_batch, t.n_ubatch);
   sp.kv_type = o.kv_type;
+  sp.n_seq = std::max(1, t.n_parallel);
   Session s(model, backend, sp);
   TokenSource src(model, o.seed);
 

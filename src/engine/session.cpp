@@ -37,7 +37,7 @@ struct Session::Step {
 };
 
 Session::Session(const Model& model, Backend& backend, SessionParams p)
-    : model_(model), backend_(backend), p_(p), kv_(model.hparams(), p.n_ctx, p.kv_type, backend),
+    : model_(model), backend_(backend), p_(p), kv_(model.hparams(), p.n_ctx, p.kv_type, backend, p.n_seq),
       n_vocab_(model.hparams().n_vocab) {
   if (p_.n_batch <= 0) throw Error("session: batch size must be positive");
   sampled_ = backend_.alloc_host(sizeof(int32_t));
@@ -67,8 +67,8 @@ size_t Session::activation_bytes() const {
   return n;
 }
 
-Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample) {
-  const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample);
+Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate) {
+  const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample, separate);
   auto it = steps_.find(key);
   if (it != steps_.end()) {
     it->second->last_used = ++use_clock_;
@@ -84,7 +84,7 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
   }
   auto st = std::make_unique<Step>();
   st->last_used = ++use_clock_;
-  st->fg = model_.build(n_tokens, n_kv, n_out, kv_);
+  st->fg = model_.build(n_tokens, n_kv, n_out, kv_, separate);
   ForwardGraph& fg = st->fg;
   if (sample) {
     Graph& g = *fg.graph;
@@ -118,7 +118,7 @@ void Session::prepare(int64_t n_tokens) {
   if (n_tokens < 1 || n_past() + n_tokens > p_.n_ctx) throw Error("session: cannot prepare a step past the context");
   const int64_t T = std::min(n_tokens, p_.n_batch);
   // The same n_kv eval() computes after claiming T cells after the current ones.
-  step_for(T, padded_span(std::max(kv_.extent(), n_past() + T), T, p_.n_ctx), 1, false);
+  step_for(T, padded_span(std::max(kv_.extent(), n_past() + T), T, p_.n_ctx), 1, false, false);
 }
 
 void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq) {
@@ -127,14 +127,17 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
   const int64_t n_swa = model_.hparams().n_swa;
   float* m = static_cast<float*>(st.host(fg.mask));
   float* ms = fg.mask_swa ? static_cast<float*>(st.host(fg.mask_swa)) : nullptr;
-  const float ninf = -INFINITY;
+  // A cell is visible to token t if it holds an earlier (or the same)
+  // position of t's sequence: all masked, then the sequence's own cells.
+  std::fill_n(m, pos.size() * size_t(n_kv), -INFINITY);
+  if (ms) std::fill_n(ms, pos.size() * size_t(n_kv), -INFINITY);
   for (size_t t = 0; t < pos.size(); ++t) {
     const int32_t p = pos[t];
-    for (int64_t j = 0; j < n_kv; ++j) {
+    for (int32_t j : kv_.cells_of(seq[t])) {
       const int32_t cp = kv_.cell_pos(j);
-      const bool visible = cp >= 0 && kv_.cell_seq(j) == seq[t] && cp <= p;
-      m[size_t(t) * size_t(n_kv) + size_t(j)] = visible ? 0.0f : ninf;
-      if (ms) ms[size_t(t) * size_t(n_kv) + size_t(j)] = visible && p - cp < n_swa ? 0.0f : ninf;
+      if (j >= n_kv || cp > p) continue;
+      m[size_t(t) * size_t(n_kv) + size_t(j)] = 0.0f;
+      if (ms && p - cp < n_swa) ms[size_t(t) * size_t(n_kv) + size_t(j)] = 0.0f;
     }
   }
 }
@@ -165,7 +168,10 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     throw Error("session: KV cache full");
   }
   const int64_t n_kv = padded_span(kv_.extent(), int64_t(T), p_.n_ctx);
-  Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample);
+  std::vector<int32_t> distinct = seq;
+  std::sort(distinct.begin(), distinct.end());
+  const bool separate = T > 1 && std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
+  Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate);
   ForwardGraph& fg = st.fg;
   std::memcpy(st.host(fg.tokens), tokens.data(), T * sizeof(int32_t));
   std::memcpy(st.host(fg.pos), pos.data(), T * sizeof(int32_t));

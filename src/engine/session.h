@@ -27,6 +27,9 @@ struct SessionParams {
   int64_t n_ctx = 4096;    // KV cache cells
   int64_t n_batch = 512;   // tokens per forward step (prompt processing)
   DType kv_type = DType::F32;
+  // Sequences decoded side by side (0 .. n_seq - 1): the cache gives each a
+  // region of n_ctx / n_seq cells, so attention reads only its own keys.
+  int n_seq = 1;
 };
 
 // Sampling on the backend (the sample op, core/graph.h): no repetition
@@ -82,7 +85,7 @@ class Session {
 
  private:
   struct Step;
-  Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample);
+  Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate);
   void fill_masks(Step& st, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq);
   void drop_steps();  // releases the graphs' plans, then the graphs
   // Claims cache cells for tokens[i] at the end of sequence seq[i], fills
@@ -104,7 +107,8 @@ class Session {
   Rng rng_;                          // the backend sampler's draws
   uint64_t rng_seed_ = 0;
   bool rng_seeded_ = false;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::unique_ptr<Step>> steps_;
+  // Graphs by (tokens, keys, outputs, sample, one token per sequence).
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<Step>> steps_;
   uint64_t use_clock_ = 0;  // for evicting the least recently used step
 };
 

@@ -51,11 +51,11 @@ class Gemma3 final : public Model {
     }
   }
 
-  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv) const override {
+  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens) const override {
     const HParams& h = hp_;
     const int64_t Dk = h.head_dim_k;
     const int64_t Hq = h.n_head, Hkv = h.n_head_kv;
-    ForwardGraph fg = begin_forward(T, n_kv, n_out, h.n_swa > 0);
+    ForwardGraph fg = begin_forward(T, n_kv, n_out, h.n_swa > 0, separate_tokens);
     Graph& g = *fg.graph;
 
     auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };

@@ -9,9 +9,14 @@
 
 namespace weir {
 
-KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend)
-    : n_cells_(n_cells), type_(type), k_row_(row_bytes(type, hp.n_embd_k())),
-      v_row_(row_bytes(type, hp.n_embd_v())) {
+KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend, int n_regions)
+    : n_cells_(n_cells),
+      type_(type),
+      k_row_(row_bytes(type, hp.n_embd_k())),
+      v_row_(row_bytes(type, hp.n_embd_v())),
+      n_regions_(std::max(1, n_regions)) {
+  region_ = n_cells / n_regions_;
+  if (region_ < 1) n_regions_ = 1, region_ = n_cells;
   if (type != DType::F32 && type != DType::F16) throw Error("kv cache: type must be f32 or f16");
   if (n_cells <= 0) throw Error("kv cache: context size must be positive");
   const size_t per_layer = (k_row_ + v_row_) * size_t(n_cells);
@@ -33,29 +38,51 @@ KVCache::~KVCache() = default;
 std::vector<int32_t> KVCache::claim(const std::vector<int32_t>& pos, int32_t seq) {
   std::vector<int32_t> cells;
   cells.reserve(pos.size());
-  int64_t i = head_;
-  for (int64_t scanned = 0; cells.size() < pos.size() && scanned < n_cells_; ++scanned) {
-    if (pos_[size_t(i)] < 0) cells.push_back(int32_t(i));
+  auto take = [&](int64_t i) {
+    if (pos_[size_t(i)] >= 0) return;
+    pos_[size_t(i)] = pos[cells.size()];
+    seq_[size_t(i)] = seq;
+    cells.push_back(int32_t(i));
+  };
+  std::vector<int32_t>& mine = cells_[seq];
+  if (n_regions_ > 1 && seq >= 0 && seq < n_regions_) {
+    // The region's free cells after this sequence's last one, then the rest.
+    const int64_t r0 = int64_t(seq) * region_, r1 = seq + 1 == n_regions_ ? n_cells_ : r0 + region_;
+    const int64_t after = mine.empty() || mine.back() < r0 || mine.back() >= r1 ? r0 : mine.back() + 1;
+    for (int64_t i = after; i < r1 && cells.size() < pos.size(); ++i) take(i);
+    for (int64_t i = r0; i < after && cells.size() < pos.size(); ++i) take(i);
+  }
+  for (int64_t scanned = 0, i = head_; cells.size() < pos.size() && scanned < n_cells_; ++scanned) {
+    take(i);
     i = (i + 1) % n_cells_;
   }
-  if (cells.size() < pos.size()) return {};
-  for (size_t t = 0; t < pos.size(); ++t) {
-    pos_[size_t(cells[t])] = pos[t];
-    seq_[size_t(cells[t])] = seq;
+  if (cells.size() < pos.size()) {  // full: undo
+    for (int32_t c : cells) pos_[size_t(c)] = seq_[size_t(c)] = -1;
+    if (mine.empty()) cells_.erase(seq);
+    return {};
   }
-  head_ = (cells.back() + 1) % n_cells_;
+  if (n_regions_ == 1) head_ = (cells.back() + 1) % n_cells_;
+  mine.insert(mine.end(), cells.begin(), cells.end());
   return cells;
+}
+
+const std::vector<int32_t>& KVCache::cells_of(int32_t seq) const {
+  static const std::vector<int32_t> none;
+  const auto it = cells_.find(seq);
+  return it == cells_.end() ? none : it->second;
 }
 
 void KVCache::clear() {
   std::fill(pos_.begin(), pos_.end(), -1);
   std::fill(seq_.begin(), seq_.end(), -1);
+  cells_.clear();
   head_ = 0;
 }
 
 void KVCache::remove_seq(int32_t seq) {
   for (size_t i = 0; i < pos_.size(); ++i)
     if (seq_[i] == seq) pos_[i] = seq_[i] = -1;
+  cells_.erase(seq);
   head_ = 0;
 }
 

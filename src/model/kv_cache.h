@@ -2,9 +2,14 @@
 // the position and sequence of the token it holds. Cells are shared by all
 // sequences, so one cache serves many (continuous batching comes later); the
 // attention mask, built from the cell table each step, keeps them apart.
+// With n_regions > 1, sequence s < n_regions claims cells from region s
+// (n_cells / n_regions cells) first, so each sequence's cells stay
+// contiguous and in order while sequences decode side by side: attention
+// then reads one span of keys per token, not the whole cache.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -17,7 +22,7 @@ class KVCache {
  public:
   // K and V memory comes from the backend that runs the graphs (device
   // memory for a GPU); the cell table stays on the host.
-  KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend);
+  KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend, int n_regions = 1);
   ~KVCache();
   KVCache(const KVCache&) = delete;
   KVCache& operator=(const KVCache&) = delete;
@@ -41,6 +46,8 @@ class KVCache {
 
   int32_t cell_pos(int64_t i) const { return pos_[size_t(i)]; }
   int32_t cell_seq(int64_t i) const { return seq_[size_t(i)]; }
+  // The cells sequence seq holds, in the order claimed.
+  const std::vector<int32_t>& cells_of(int32_t seq) const;
 
  private:
   int64_t n_cells_;
@@ -49,7 +56,10 @@ class KVCache {
   std::unique_ptr<Buffer> mem_;
   std::vector<void*> k_, v_;
   std::vector<int32_t> pos_, seq_;  // pos -1: free
-  int64_t head_ = 0;               // search start for free cells
+  int64_t head_ = 0;                // search start for free cells
+  int n_regions_ = 1;
+  int64_t region_ = 0;                                       // cells a region
+  std::unordered_map<int32_t, std::vector<int32_t>> cells_;  // of each sequence
 };
 
 }  // namespace weir

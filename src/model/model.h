@@ -20,6 +20,7 @@ namespace weir {
 struct ForwardGraph {
   std::unique_ptr<Graph> graph;
   int64_t n_tokens = 0, n_kv = 0, n_out = 0;
+  bool separate_tokens = false;  // one token per sequence (attention's hint)
   Tensor* tokens = nullptr;    // I32 [n_tokens]
   Tensor* pos = nullptr;       // I32 [n_tokens]
   Tensor* kv_cells = nullptr;  // I32 [n_tokens]: cache cell of each token
@@ -42,7 +43,10 @@ class Model {
   size_t weight_bytes() const;
   uint64_t n_params() const;
 
-  virtual ForwardGraph build(int64_t n_tokens, int64_t n_kv, int64_t n_out, KVCache& kv) const = 0;
+  // separate_tokens: each token belongs to a different sequence (batched
+  // decode), which attention kernels can use.
+  virtual ForwardGraph build(int64_t n_tokens, int64_t n_kv, int64_t n_out, KVCache& kv,
+                             bool separate_tokens) const = 0;
 
  protected:
   explicit Model(GGUFFile f);

@@ -4,13 +4,14 @@
 
 namespace weir {
 
-ForwardGraph begin_forward(int64_t T, int64_t n_kv, int64_t n_out, bool with_swa) {
+ForwardGraph begin_forward(int64_t T, int64_t n_kv, int64_t n_out, bool with_swa, bool separate_tokens) {
   ForwardGraph fg;
   fg.graph = std::make_unique<Graph>();
   Graph& g = *fg.graph;
   fg.n_tokens = T;
   fg.n_kv = n_kv;
   fg.n_out = n_out;
+  fg.separate_tokens = separate_tokens;
   fg.tokens = g.input(DType::I32, {T}, "tokens");
   fg.pos = g.input(DType::I32, {T}, "pos");
   fg.kv_cells = g.input(DType::I32, {T}, "kv_cells");
@@ -31,7 +32,7 @@ Tensor* cached_attention(Graph& g, const ForwardGraph& fg, KVCache& kv, int il, 
   const size_t esz = traits(kv.dtype()).type_size;
   Tensor* kview = g.view(kc, {Dk, Hkv, n_kv}, {size_t(Dk) * esz, kv.k_row_bytes()}, 0);
   Tensor* vview = g.view(vc, {Dv, Hkv, n_kv}, {size_t(Dv) * esz, kv.v_row_bytes()}, 0);
-  return g.attention(q, kview, vview, mask, scale);
+  return g.attention(q, kview, vview, mask, scale, fg.separate_tokens);
 }
 
 }  // namespace weir

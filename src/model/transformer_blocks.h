@@ -9,7 +9,7 @@
 namespace weir {
 
 // A ForwardGraph with its graph and inputs made (mask_swa only if with_swa).
-ForwardGraph begin_forward(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool with_swa);
+ForwardGraph begin_forward(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool with_swa, bool separate_tokens);
 
 // Writes this batch's k [Dk, Hkv, T] and v [Dv * Hkv, T] into layer il's
 // cache cells (fg.kv_cells), then attends q [Dk, Hq, T] over the first n_kv

@@ -27,7 +27,11 @@ namespace {
 
 using cuda::test::DeviceBuffer;
 
-enum class MaskKind { None, Causal, Window, Random };
+// Sequences: token t is the newest of sequence t, whose cells are a region
+// of S / T cells (t * S / T on, a length of its own), as a batched decode
+// step with a region per sequence sees them; Interleaved: sequence t holds
+// cells t, t + T, t + 2T, ... (one shared ring).
+enum class MaskKind { None, Causal, Window, Random, Sequences, Interleaved };
 
 struct AttnCase {
   std::string name;
@@ -43,6 +47,7 @@ struct AttnCase {
   int masked_row = -1; // a token whose keys are all masked
   float scale = 0.0f;  // 0: 1/sqrt(D)
   int sm = 0;          // OpCtx::sm_count; 0: the device's
+  bool separate = false;  // the separate_tokens hint (graph.h)
 };
 
 // The kernel the CUDA op picks (ops_attention.cu): tensor cores for F16
@@ -52,7 +57,7 @@ bool uses_tensor_cores(const AttnCase& c) {
   const size_t es = c.kv == DType::F16 ? 2 : 4;
   const bool aligned = (size_t(c.kv_off) * es) % 16 == 0 && (size_t(c.kv_pad) * es) % 16 == 0;
   return c.kv == DType::F16 && (c.D == 64 || c.D == 128 || c.D == 256) && aligned &&
-         c.T * (c.Hq / c.Hkv) > 8;
+         c.T * (c.Hq / c.Hkv) > 8 && !c.separate;
 }
 
 // Host buffers of one case; tensors are made over them (host) or over device
@@ -95,6 +100,11 @@ struct AttnData {
         if (c.mask == MaskKind::Causal) vis = j <= pos;
         if (c.mask == MaskKind::Window) vis = j <= pos && j > pos - c.window;
         if (c.mask == MaskKind::Random) vis = coin(rng);
+        if (c.mask == MaskKind::Sequences) {
+          const int region = c.S / c.T, len = 1 + (t * 37) % region;
+          vis = j >= t * region && j < t * region + len;
+        }
+        if (c.mask == MaskKind::Interleaved) vis = j % c.T == t && j <= pos;
         visible[size_t(t)][size_t(j)] = vis && t != c.masked_row;
       }
     }
@@ -158,6 +168,7 @@ struct AttnData {
     ts.dst.src[2] = &ts.v;
     ts.dst.src[3] = &ts.mask;
     ts.dst.fparams[0] = scale();
+    ts.dst.iparams[0] = c.separate ? 1 : 0;
   }
 
   float kv_at(const std::vector<uint8_t>& buf, int j, int g, int d) const {
@@ -306,6 +317,21 @@ TEST(CudaAttention, Decode) {
   cases.push_back(cases[0]);
   cases.back().name += ", 4096 cells f32";
   cases.back().kv = F32, cases.back().used = -1;
+  for (const auto& c : cases) check_case(c);
+}
+
+// Batched decode: one token per sequence, with the separate_tokens hint
+// (a block per token and kv-head group, reading only that token's keys).
+TEST(CudaAttention, SeparateTokens) {
+  WEIR_REQUIRE_GPU();
+  std::vector<AttnCase> cases = {
+      mk("llama 8B, 64 sequences in regions", 128, 32, 8, 64, 64 * 129, F16, MaskKind::Sequences),
+      mk("gemma3, 16 sequences in regions", 256, 4, 1, 16, 16 * 40, F16, MaskKind::Sequences),
+      mk("gqa 6 (2 rows a block), interleaved", 128, 12, 2, 20, 600, F16, MaskKind::Interleaved),
+      mk("f32 mha, 5 sequences", 64, 4, 4, 5, 500, F32, MaskKind::Sequences),
+  };
+  cases[0].used = 64 * 129 - 40;
+  for (auto& c : cases) c.separate = true;
   for (const auto& c : cases) check_case(c);
 }
 

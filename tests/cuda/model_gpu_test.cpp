@@ -189,6 +189,7 @@ void batched_matches_alone(const std::string& path, int n_seq) {
   }
   SessionParams sp;
   sp.n_ctx = 64 * n_seq;
+  sp.n_seq = n_seq;  // a region each: attention takes each token apart
   sp.kv_type = DType::F16;
   Session s(*model, *gpu, sp);
   std::vector<int32_t> seqs, last;

@@ -42,7 +42,10 @@ std::vector<int32_t> alone(const Model& m, Backend& b, const std::vector<int32_t
   return out;
 }
 
-void check_arch(const std::string& arch) {
+// n_seq > 1: the cache in regions (16 cells each here, so sequence 0,
+// with 9 + 12 tokens, overflows its region into the shared cells).
+void check_arch(const std::string& arch, int n_seq) {
+  SCOPED_TRACE(arch + " n_seq " + std::to_string(n_seq));
   auto model = Model::load(synth_tiny(arch));
   CpuBackend cpu(2);
   const int steps = 12;
@@ -60,6 +63,7 @@ void check_arch(const std::string& arch) {
 
   SessionParams sp;
   sp.n_ctx = 64;
+  sp.n_seq = n_seq;
   Session s(*model, cpu, sp);
   BackendSampling greedy;
   greedy.temperature = 0;
@@ -85,8 +89,14 @@ void check_arch(const std::string& arch) {
     EXPECT_EQ(s.seq_len(seq_ids[i]), int64_t(prompts[i].size()) - 1 + steps);  // the last sampled token is not in yet
 }
 
-TEST(BatchedDecode, MatchesEachSequenceAloneLlama) { check_arch("llama"); }
-TEST(BatchedDecode, MatchesEachSequenceAloneGemma3) { check_arch("gemma3"); }  // sliding-window masks
+TEST(BatchedDecode, MatchesEachSequenceAloneLlama) {
+  check_arch("llama", 1);
+  check_arch("llama", 4);
+}
+TEST(BatchedDecode, MatchesEachSequenceAloneGemma3) {  // sliding-window masks
+  check_arch("gemma3", 1);
+  check_arch("gemma3", 4);
+}
 
 TEST(BatchedDecode, RejectsRepeatedSequences) {
   auto model = Model::load(synth_tiny("llama"));

@@ -14,8 +14,11 @@
 // unnormalized output with its running (max, sum), and attn_combine merges
 // them. With one split the kernel writes the normalized output itself.
 //
-// - attn_vec (CUDA cores; decode, F32 caches, any D that is a multiple of 8):
-//   R <= 8 rows per block, 128 threads. A key row is read by L lanes (8
+// - attn_vec (CUDA cores; decode, F32 caches, any D that is a multiple of 8,
+//   and batched decode, where each token is of another sequence: graph.h's
+//   separate_tokens hint): R <= 8 rows per block, 128 threads; with the
+//   hint, a block's rows are of one token, so it reads only that token's
+//   span of keys (the KV cache keeps a sequence's cells together). A key row is read by L lanes (8
 //   elements = one 16-byte F16 load each); every thread holds its 8 dims of q
 //   for the R rows, so a key group computes R partial dots, reduced across
 //   its L lanes by a transposing butterfly (R - 1 + log2(L/R) shuffles for R
@@ -41,6 +44,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
@@ -723,6 +727,7 @@ __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
 struct Shape {
   int64_t D = 0, Hq = 0, Hkv = 0, T = 0, S = 0;
   bool f16 = false;
+  bool separate = false;  // no two tokens see the same keys (graph.h's hint)
 };
 
 struct Plan {
@@ -761,7 +766,12 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   Plan pl;
   const int64_t G = s.Hq / s.Hkv, rows = s.T * G, dc = s.D / 8;
   while (pl.L < dc) pl.L *= 2;
-  while (pl.R < rows && pl.R < kVecMaxRows) pl.R *= 2;
+  // Separate tokens: a block takes rows of one token only (R divides G), so
+  // it reads that token's keys alone.
+  if (s.separate)
+    while (pl.R < kVecMaxRows && G % (2 * pl.R) == 0) pl.R *= 2;
+  else
+    while (pl.R < rows && pl.R < kVecMaxRows) pl.R *= 2;
   const int kpt = (s.f16 ? 8 : 4) / (pl.R == 8 ? 2 : 1);
   pl.TK = kThreads / pl.L * kpt;
   const int64_t ntiles = cdiv(s.S, pl.TK);
@@ -818,6 +828,12 @@ Shape check(const Tensor& dst) {
   Shape s;
   s.D = q->ne[0], s.Hq = q->ne[1], s.T = q->ne[2], s.Hkv = k->ne[1], s.S = k->ne[2];
   s.f16 = k->dtype == DType::F16;
+  // WEIR_CUDA_ATTN_SEPARATE=0 ignores the hint (for comparisons).
+  static const bool hint = [] {
+    const char* e = std::getenv("WEIR_CUDA_ATTN_SEPARATE");
+    return !(e && std::string(e) == "0");
+  }();
+  s.separate = hint && dst.iparams[0] != 0 && q->ne[2] > 1;
   if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 ||
       s.Hq % s.Hkv != 0 || mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq ||
       dst.ne[1] != s.T || q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || mask->ne[2] != 1 ||
@@ -831,7 +847,9 @@ Shape check(const Tensor& dst) {
   return s;
 }
 
-bool mma_eligible(const Shape& s) { return s.f16 && mma_dims(s.D) && s.T * (s.Hq / s.Hkv) > kVecMaxRows; }
+bool mma_eligible(const Shape& s) {
+  return s.f16 && mma_dims(s.D) && s.T * (s.Hq / s.Hkv) > kVecMaxRows && !s.separate;
+}
 
 
 template <int L, int R>

@@ -1,0 +1,72 @@
+// KVCache cell claims: one shared ring, or a region per sequence so that
+// each sequence's cells stay contiguous and in order while sequences decode
+// side by side; a full region spills into free cells elsewhere, and a full
+// cache claims nothing.
+#include "model/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace weir {
+namespace {
+
+HParams tiny_hp() {
+  HParams hp;
+  hp.n_layer = 1;
+  hp.n_head_kv = 1;
+  hp.head_dim_k = hp.head_dim_v = 8;
+  return hp;
+}
+
+std::vector<int32_t> range(int32_t a, int32_t b) {
+  std::vector<int32_t> v;
+  for (int32_t i = a; i < b; ++i) v.push_back(i);
+  return v;
+}
+
+TEST(KVCache, RegionsKeepEachSequenceContiguous) {
+  CpuBackend cpu(1);
+  KVCache kv(tiny_hp(), 32, DType::F32, cpu, 4);  // regions of 8 cells
+  EXPECT_EQ(kv.claim(range(0, 3), 0), range(0, 3));
+  EXPECT_EQ(kv.claim(range(0, 2), 2), range(16, 18));
+  for (int32_t p = 0; p < 4; ++p) {  // decode steps, side by side
+    EXPECT_EQ(kv.claim({3 + p}, 0), std::vector<int32_t>{3 + p});
+    EXPECT_EQ(kv.claim({2 + p}, 2), std::vector<int32_t>{18 + p});
+  }
+  EXPECT_EQ(kv.cells_of(0), range(0, 7));
+  EXPECT_EQ(kv.cell_seq(18), 2);
+  EXPECT_EQ(kv.cell_pos(18), 2);
+  // Region 0 has one cell left: the second spills to the first free cell.
+  EXPECT_EQ(kv.claim({7, 8}, 0), (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(kv.claim({0}, 1), std::vector<int32_t>{9});
+  kv.remove_seq(0);
+  EXPECT_TRUE(kv.cells_of(0).empty());
+  EXPECT_EQ(kv.cell_pos(3), -1);
+  EXPECT_EQ(kv.claim({0}, 0), std::vector<int32_t>{0});
+}
+
+TEST(KVCache, FullCacheClaimsNothing) {
+  CpuBackend cpu(1);
+  KVCache kv(tiny_hp(), 8, DType::F32, cpu, 2);
+  EXPECT_EQ(kv.claim(range(0, 6), 1), (std::vector<int32_t>{4, 5, 6, 7, 0, 1}));
+  EXPECT_TRUE(kv.claim(range(0, 3), 0).empty());  // two cells left
+  EXPECT_EQ(kv.cell_pos(2), -1);                  // the failed claim took none
+  EXPECT_TRUE(kv.cells_of(0).empty());
+  EXPECT_EQ(kv.claim(range(0, 2), 0), (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(kv.extent(), 8);
+}
+
+TEST(KVCache, OneRegionIsARing) {
+  CpuBackend cpu(1);
+  KVCache kv(tiny_hp(), 8, DType::F32, cpu);
+  EXPECT_EQ(kv.claim(range(0, 3), 5), range(0, 3));
+  EXPECT_EQ(kv.claim(range(0, 2), 1), range(3, 5));
+  EXPECT_EQ(kv.claim({3}, 5), std::vector<int32_t>{5});
+  EXPECT_EQ(kv.cells_of(5), (std::vector<int32_t>{0, 1, 2, 5}));
+}
+
+}  // namespace
+}  // namespace weir
