@@ -331,6 +331,7 @@ TEST(CudaAttention, SeparateTokens) {
       mk("f32 mha, 5 sequences", 64, 4, 4, 5, 500, F32, MaskKind::Sequences),
   };
   cases[0].used = 64 * 129 - 40;
+  cases[1].masked_row = 3;  // a token that sees no key at all
   for (auto& c : cases) c.separate = true;
   for (const auto& c : cases) check_case(c);
 }

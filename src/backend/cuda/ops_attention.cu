@@ -18,7 +18,8 @@
 //   and batched decode, where each token is of another sequence: graph.h's
 //   separate_tokens hint): R <= 8 rows per block, 128 threads; with the
 //   hint, a block's rows are of one token, so it reads only that token's
-//   span of keys (the KV cache keeps a sequence's cells together). A key row is read by L lanes (8
+//   span of keys (the KV cache keeps a sequence's cells together), found
+//   by the attn_ranges pre-pass rather than each block scanning the mask. A key row is read by L lanes (8
 //   elements = one 16-byte F16 load each); every thread holds its 8 dims of q
 //   for the R rows, so a key group computes R partial dots, reduced across
 //   its L lanes by a transposing butterfly (R - 1 + log2(L/R) shuffles for R
@@ -77,7 +78,7 @@ struct Params {
   int64_t o_nb1;  // floats
   float* part_o;    // [split][t][h][D], unnormalized
   float2* part_ml;  // [split][t][h]: (max, sum), log2 units
-  const int2* ranges;  // attn_mma: [t][chunk] (first, last + 1) unmasked key
+  const int2* ranges;  // attn_mma, separate attn_vec: [t][chunk] (first, last + 1) unmasked key
   int n_rchunks;
   int D, Hq, G, T, S, rows;  // rows = T * G per kv head
   float qscale;              // scale * log2(e)
@@ -241,11 +242,20 @@ __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
   __syncthreads();
   {
     int lo = INT_MAX, hi = -1;
-    for (int t = t_first; t <= t_last; ++t) {
-      const float* mr = p.mask + t * p.m_nb1;
+    if (p.ranges) {  // from attn_ranges' per-token spans, clipped to the split
+      const int n = (t_last - t_first + 1) * p.n_rchunks;
+      for (int i = tid; i < n; i += kThreads) {
+        const int2 x = p.ranges[int64_t(t_first) * p.n_rchunks + i];
+        const int a = max(x.x, kb), b = min(x.y, ke) - 1;
+        if (a <= b) lo = min(lo, a), hi = max(hi, b);
+      }
+    } else {
+      for (int t = t_first; t <= t_last; ++t) {
+        const float* mr = p.mask + t * p.m_nb1;
 #pragma unroll 4
-      for (int j = kb + tid; j < ke; j += kThreads)
-        if (__ldg(mr + j) != -INFINITY) lo = min(lo, j), hi = max(hi, j);
+        for (int j = kb + tid; j < ke; j += kThreads)
+          if (__ldg(mr + j) != -INFINITY) lo = min(lo, j), hi = max(hi, j);
+      }
     }
     lo = __reduce_min_sync(0xffffffffu, lo);
     hi = __reduce_max_sync(0xffffffffu, hi);
@@ -783,6 +793,10 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   }
   pl.splits = std::max(n, 1);
   if (pl.splits == 1) pl.chunk = int(std::max<int64_t>(s.S, 1));
+  if (s.separate) {  // one pass over the mask finds every token's span
+    pl.n_rchunks = int(std::max<int64_t>(1, cdiv(s.S, kRangeChunk)));
+    pl.ranges_bytes = round256(size_t(s.T) * size_t(pl.n_rchunks) * sizeof(int2));
+  }
   set_partials(pl, s);
   return pl;
 }
@@ -949,11 +963,13 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   p.chunk = pl.chunk;
   p.n_rchunks = pl.n_rchunks;
 
-  if (pl.mma) {
+  if (pl.ranges_bytes) {
     const bool m16 = aligned16(mask->data) && mask->nb[1] % 16 == 0;
-    launch_kernel(attn_ranges, dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.stream, 
-        p.mask, p.m_nb1, p.S, m16, const_cast<int2*>(p.ranges));
+    launch_kernel(attn_ranges, dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.stream, p.mask, p.m_nb1, p.S,
+                  m16, const_cast<int2*>(p.ranges));
     WEIR_CUDA_CHECK_LAUNCH();
+  }
+  if (pl.mma) {
     const dim3 grid(unsigned(cdiv(p.rows, kBM)), unsigned(s.Hkv), unsigned(pl.splits));
     switch (s.D) {
       case 64: launch_mma<64>(p, grid, c.stream); break;
