@@ -22,8 +22,15 @@
 #     bench     weir bench -ngl 99 on the models (median of 5: -r 5)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
-#     ab        tg128 with and without the environment in WEIR_GPU_AB_ENV (e.g.
-#               "WEIR_CUDA_PREFETCH=0"), interleaved, 2 rounds (not run by default)
+#     base      builds the sources before a change into /tmp/weir-base (in the
+#               background, beside the build stage): this tree with the patch
+#               WEIR_GPU_BASE_PATCH (default ab.patch: `git diff BASE > ab.patch`
+#               before the call) taken back out (not run by default)
+#     ab        tg128, interleaved rounds (WEIR_GPU_AB_ROUNDS, default 3; median of 5
+#               each): A is the base build when there is one, else this build; B is
+#               this build with the environment in WEIR_GPU_AB_ENV (e.g.
+#               "WEIR_CUDA_PDL=0"); scripts/ab-bench.sh prints the medians (not
+#               run by default)
 # Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
 # below) narrows the models; OUT, when set, receives the logs.
 set -euo pipefail
@@ -60,6 +67,23 @@ run_logged() {  # NAME LOG CMD...: runs CMD, its output to LOG and the end of it
   if "$@" >"$log" 2>&1; then tail -"${TAIL:-25}" "$log"; else tail -"${TAIL:-60}" "$log"; failed+=("$name"); fi
 }
 
+base_dir=/tmp/weir-base
+base_pid=
+if has base; then
+  patch_file=$(realpath "${WEIR_GPU_BASE_PATCH:-ab.patch}")
+  [ -f "$patch_file" ] || { echo "base: no $patch_file (git diff BASE > $patch_file)"; exit 1; }
+  rm -rf "$base_dir" && mkdir -p "$base_dir"
+  tar --exclude="./build*" --exclude=./.git -cf - . | tar -xf - -C "$base_dir"
+  (cd "$base_dir" && patch -s -R -p1 <"$patch_file") ||
+    { echo "base: $patch_file does not come back out of this tree"; exit 1; }
+  (
+    cd "$base_dir"
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS="${WEIR_CUDA_ARCHS:-90}" \
+      -DWEIR_DEPS_DIR="$base_dir/$carry" && cmake --build build -j "$(nproc)" --target weir
+  ) >"$log_dir/base-build.log" 2>&1 &
+  base_pid=$!
+fi
+
 if has build; then
   step build
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
@@ -72,6 +96,11 @@ if has build; then
   cmake --build "$build" -j "$(nproc)" --target weir weir_cuda_tests >"$log_dir/build.log" 2>&1 ||
     { grep -E -A5 'error|Error' "$log_dir/build.log" | head -60; exit 1; }
   echo "built with archs $archs"
+fi
+
+if [ -n "$base_pid" ]; then
+  step "base build"
+  if wait "$base_pid"; then echo "base built: $base_dir/build/weir"; else tail -30 "$log_dir/base-build.log"; failed+=(base); fi
 fi
 
 if has test; then
@@ -178,19 +207,14 @@ if has profile; then
 fi
 
 if has ab; then
-  step "A/B: default vs ${WEIR_GPU_AB_ENV:-(nothing)}"
+  a_bin=$build/weir
+  [ -x "$base_dir/build/weir" ] && has base && a_bin=$base_dir/build/weir
+  step "A/B: $a_bin vs $build/weir ${WEIR_GPU_AB_ENV:-}"
   for m in "${selected[@]}"; do
     p=$(path_of "${m%%:*}")
-    for round in 1 2; do
-      for side in A B; do
-        envs=()
-        [ $side = B ] && read -r -a envs <<<"${WEIR_GPU_AB_ENV:-}"
-        r=$(env "${envs[@]}" "$build/weir" bench -m "$p" -ngl 99 -p 0 -n 128 -r 5 -o csv 2>/dev/null |
-          awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "avg_ts") c = i } NR > 1 { gsub(/"/, "", $c); print $c }') ||
-          failed+=(ab)
-        echo "$(basename "$p") round $round $side: $r t/s"
-      done
-    done
+    echo "--- $(basename "$p")"
+    B_ENV=${WEIR_GPU_AB_ENV:-} scripts/ab-bench.sh "${WEIR_GPU_AB_ROUNDS:-3}" "$a_bin" "$build/weir" -- \
+      -m "$p" -ngl 99 -p 0 -n 128 -r 5 || failed+=(ab)
   done
 fi
 

@@ -105,6 +105,7 @@ struct CudaBackend::Plan {
   std::vector<int> fused;
   std::vector<bool> x_quantized;  // mul_mat node i reuses the 8-bit x already in scratch
   std::vector<bool> quantize_out;  // the launch at node i writes its result as 8-bit x for the next
+  std::vector<bool> w_fixed;       // mul_mat (group) at node i: no kernel writes its weights
   // Ropes and set_rows launched together from node i (op_rope_store): the
   // nodes [i, i + rope_store[i]) (0: not such a launch); a rope whose only
   // reader is a set_rows writes into its cache (rope_into: that node), and
@@ -362,6 +363,20 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
     i = j;
   }
   plan_rope_store(p, readers);
+  // Products whose weights no kernel of the graph writes: leaves that no
+  // set_rows targets (the KV cache is a leaf too).
+  std::vector<bool> written(g.tensors().size(), false);
+  for (const Tensor* t : p.nodes)
+    if (t->op == Op::SetRows) written[size_t(t->src[0]->storage()->id)] = true;
+  p.w_fixed.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    bool fixed = p.nodes[i]->op == Op::MulMat;
+    for (size_t k = i; fixed && k < i + size_t(p.group[i]); ++k) {
+      const Tensor* w = p.nodes[k]->src[0]->storage();
+      fixed = w->op == Op::Leaf && w->id >= 0 && !written[size_t(w->id)];
+    }
+    p.w_fixed[i] = fixed;
+  }
   // A norm or GLU whose result the next launch, a product, quantizes: the
   // norm or GLU writes the 8-bit blocks itself.
   p.quantize_out.assign(n, false);
@@ -495,6 +510,7 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       continue;
     }
     c.x_quantized = p.x_quantized[i];
+    c.w_fixed = p.w_fixed[i];
     if (p.group[i] > 1) {
       op_mul_mat_group(&p.nodes[i], p.group[i], c);
       i += size_t(p.group[i] - 1);

@@ -29,6 +29,9 @@ struct OpCtx {
   // rms_norm(+mul), add+rms_norm+mul, GLUs: also write the result to
   // scratch as 8-bit blocks (q8_act.cuh) for the product launched next.
   bool quantize_out = false;
+  // mul_mat: no kernel of the graph writes the weights (src[0], every
+  // product of a group), so a kernel may read them before pdl_wait().
+  bool w_fixed = false;
 };
 
 void op_get_rows(const Tensor& dst, const OpCtx& c);

@@ -88,8 +88,10 @@ inline unsigned blocks_for(int64_t n, int per_block) { return unsigned((n + per_
 // Programmatic dependent launch (Hopper): kernels are launched allowed to
 // start before the kernel ahead of them on the stream has finished, so a
 // launch's latency overlaps the tail of the one before. Every kernel of
-// this backend calls pdl_wait() first: it lets the next kernel launch, then
-// waits until the previous grid has completed and its writes are visible.
+// this backend calls pdl_wait() before it reads anything an earlier kernel
+// may write (first, or after loading weights only): it lets the next kernel
+// launch, then waits until the previous grid has completed and its writes
+// are visible.
 // WEIR_CUDA_PDL=0 turns it off (for comparisons).
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

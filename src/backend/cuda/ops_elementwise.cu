@@ -69,10 +69,17 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
 template <int NV>
 __global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r,
                                  bool add, Rows xs, Q8Act q8) {
-  pdl_wait();
   const int64_t row = blockIdx.x, n4 = K / 4;
+  float4 v[NV], g[NV];
+  // The norm weights first: no kernel writes them, so they are read before
+  // pdl_wait(), while the kernel ahead finishes, not after the reduction.
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+    g[j] = w && i < n4 ? reinterpret_cast<const float4*>(w)[i] : make_float4(1, 1, 1, 1);
+  }
+  pdl_wait();
   const float4* xr = reinterpret_cast<const float4*>(x.row(row));
-  float4 v[NV];
   float s = 0.0f;
 #pragma unroll
   for (int j = 0; j < NV; ++j) {
@@ -92,10 +99,7 @@ __global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const flo
     const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
     const bool live = i < n4;
     float4 o = make_float4(v[j].x * scale, v[j].y * scale, v[j].z * scale, v[j].w * scale);
-    if (w && live) {
-      const float4 g = reinterpret_cast<const float4*>(w)[i];
-      o = make_float4(o.x * g.x, o.y * g.y, o.z * g.z, o.w * g.w);
-    }
+    if (w) o = make_float4(o.x * g[j].x, o.y * g[j].y, o.z * g[j].z, o.w * g[j].w);
     if (live) yr[i] = o;
     if (q8.q) q8_store4(q8, row, i, o, live);
   }

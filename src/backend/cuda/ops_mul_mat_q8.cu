@@ -18,10 +18,15 @@
 // serves R rows: x loads from L1, not DRAM, were what limited these kernels
 // (Nsight Compute: L1 at 88% of its throughput, DRAM at 42%). WPR warps per
 // row group (more for short matrices, so enough warps are in flight to
-// cover the memory latency); threads walk their chunks kUnroll at a time;
-// the rows' sums are combined by warp shuffles and, across warps, in
-// shared memory.
+// cover the memory latency); threads walk their chunks U at a time, all
+// U chunks of all R rows loaded before the first dot product, and the first
+// step's loads issued before pdl_wait() (weights no kernel writes), so they
+// overlap the end of the kernel ahead; the rows' sums are combined by warp
+// shuffles and, across warps, in shared memory.
 #include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_util.cuh"
@@ -63,30 +68,39 @@ __device__ __forceinline__ int dot16(const uint32_t* w, const int4& x, int acc) 
   acc = dp4a(w[2], x.z, acc);
   return dp4a(w[3], x.w, acc);
 }
-// N 32-bit words from a 2-byte-aligned address: aligned loads, joined.
+// N 32-bit words from a 2-byte-aligned address, in two steps so that the
+// loads of many chunks are in flight before any is used: load() reads the
+// aligned words around them, join() shifts them into place.
 template <int N>
-__device__ __forceinline__ void words_at(const uint8_t* p, uint32_t* out) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
-  const uint32_t sh = uint32_t(a & 3) * 8;
-  uint32_t v[N + 1];
+struct Words {
+  uint32_t v[N + 1];  // one word past: in the row (a scale or the next block)
+  uint32_t sh;
+  __device__ __forceinline__ void load(const uint8_t* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
+    sh = uint32_t(a & 3) * 8;
 #pragma unroll
-  for (int i = 0; i <= N; ++i) v[i] = w[i];  // one word past: in the row (a scale or the next block)
+    for (int i = 0; i <= N; ++i) v[i] = w[i];
+  }
+  __device__ __forceinline__ void join(uint32_t* out) const {
 #pragma unroll
-  for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(v[i], v[i + 1], sh);
-}
-__device__ __forceinline__ float h2f_at(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
+    for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(v[i], v[i + 1], sh);
+  }
+};
+__device__ __forceinline__ __half h_at(const uint8_t* p) { return *reinterpret_cast<const __half*>(p); }
 // Bits 0..3 of t to bit 4 of bytes 0..3.
 __device__ __forceinline__ uint32_t spread4(uint32_t t) { return ((t * 0x00204081u) & 0x01010101u) << 4; }
 
-// A type's chunks: CHUNKS per block of QK weights; dot(b, chunk, x, e0, acc)
-// adds the chunk's products of R weight rows (the chunk's block in row r at
-// b[r]) with tokens 0..NT-1 into acc[r][t]. The rows share the x loads: a
-// warp takes R rows so that each x load serves R of them.
+// A type's chunks: CHUNKS per block of QK weights. load(b, c, raw) reads
+// chunk c of the block at b into registers, as stored; dot(raw, c, x, e0,
+// acc) adds the chunk's products of R weight rows (raw[r]) with tokens
+// 0..NT-1 into acc[r][t]. The kernel loads every chunk of an unrolled step
+// before the first dot, so the step costs one memory latency, not one per
+// chunk (the compiler, left to itself, issued the second row's loads only
+// after the first row's dot products). The rows share the x loads: a warp
+// takes R rows so that each x load serves R of them.
 template <int R, int NT>
 using Acc = float[R][NT];
-template <int R>
-using Blocks = const uint8_t* const[R];
 
 // A 32-weight block of R rows, unsigned quants lo (elements 0..15) and hi
 // (16..31), scale d, offset -off, with tokens 0..NT-1.
@@ -107,15 +121,20 @@ __device__ __forceinline__ void legacy_dot(const uint32_t (&lo)[R][4], const uin
 
 struct DotQ4_0 {
   static constexpr int QK = 32, BYTES = 18, CHUNKS = 1;
+  struct Raw {
+    Words<4> q;
+    __half d;
+  };
+  __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 2), w.d = h_at(b); }
   template <int NT, int R>
-  __device__ static void dot(Blocks<R>& b, int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+  __device__ static void dot(const Raw (&w)[R], int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     uint32_t lo[R][4], hi[R][4];
     float d[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       uint32_t q[4];
-      words_at<4>(b[r] + 2, q);
-      d[r] = h2f_at(b[r]);
+      w[r].q.join(q);
+      d[r] = __half2float(w[r].d);
 #pragma unroll
       for (int i = 0; i < 4; ++i) lo[r][i] = q[i] & 0x0F0F0F0Fu, hi[r][i] = (q[i] >> 4) & 0x0F0F0F0Fu;
     }
@@ -124,15 +143,20 @@ struct DotQ4_0 {
 };
 struct DotQ5_0 {
   static constexpr int QK = 32, BYTES = 22, CHUNKS = 1;
+  struct Raw {
+    Words<5> q;  // qh, then 16 quant bytes
+    __half d;
+  };
+  __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 2), w.d = h_at(b); }
   template <int NT, int R>
-  __device__ static void dot(Blocks<R>& b, int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+  __device__ static void dot(const Raw (&w)[R], int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     uint32_t lo[R][4], hi[R][4];
     float d[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       uint32_t q[5];
-      words_at<5>(b[r] + 2, q);  // qh, then 16 quant bytes
-      d[r] = h2f_at(b[r]);
+      w[r].q.join(q);
+      d[r] = __half2float(w[r].d);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         lo[r][i] = (q[1 + i] & 0x0F0F0F0Fu) | spread4((q[0] >> (4 * i)) & 15);
@@ -144,14 +168,19 @@ struct DotQ5_0 {
 };
 struct DotQ8_0 {
   static constexpr int QK = 32, BYTES = 34, CHUNKS = 1;
+  struct Raw {
+    Words<8> q;
+    __half d;
+  };
+  __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 2), w.d = h_at(b); }
   template <int NT, int R>
-  __device__ static void dot(Blocks<R>& b, int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+  __device__ static void dot(const Raw (&w)[R], int, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     uint32_t q[R][8];
     float d[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      words_at<8>(b[r] + 2, q[r]);
-      d[r] = h2f_at(b[r]);
+      w[r].q.join(q[r]);
+      d[r] = __half2float(w[r].d);
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -168,8 +197,16 @@ struct DotQ8_0 {
 template <bool Five>
 struct DotQK45 {
   static constexpr int QK = 256, BYTES = Five ? 176 : 144, CHUNKS = 8;
+  struct Raw {
+    uint4 q, hd, h;  // the chunk's quants; d, dmin and the 12 scale bytes; q5_K's high bits
+  };
+  __device__ static void load(const uint8_t* b, int c, Raw& w) {
+    w.q = *reinterpret_cast<const uint4*>(b + (Five ? 48 : 16) + 16 * c);
+    w.hd = *reinterpret_cast<const uint4*>(b);
+    if constexpr (Five) w.h = *reinterpret_cast<const uint4*>(b + 16 + 16 * (c % 2));
+  }
   template <int NT, int R>
-  __device__ static void dot(Blocks<R>& b, int c, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+  __device__ static void dot(const Raw (&w)[R], int c, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     const int g = c / 2, p = 16 * (c % 2), jl = 2 * g, jh = 2 * g + 1;
     // The 6-bit scales and mins of sub-blocks 2g and 2g + 1 (scale_min_k4
     // for a pair): g < 2 keeps them whole in bytes 2g.. (scales) and 4 + 2g..
@@ -184,9 +221,8 @@ struct DotQK45 {
     float2 dd[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const uint4 qv = *reinterpret_cast<const uint4*>(b[r] + (Five ? 48 : 16) + 16 * c);
-      const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-      const uint4 hd = *reinterpret_cast<const uint4*>(b[r]);  // d, dmin, then the 12 scale bytes
+      const uint32_t q[4] = {w[r].q.x, w[r].q.y, w[r].q.z, w[r].q.w};
+      const uint4 hd = w[r].hd;
       const uint32_t wsc = (lowg ? hd.y : hd.w) >> sh, wmn = (lowg ? hd.z : hd.w) >> (lowg ? sh : sh + 4);
       const uint32_t top_sc = lowg ? 0 : hd.y >> sh, top_mn = lowg ? 0 : hd.z >> sh;
       scl[r] = float((wsc & m) | ((top_sc >> 6) & 3) << 4);
@@ -196,8 +232,7 @@ struct DotQK45 {
 #pragma unroll
       for (int i = 0; i < 4; ++i) lo[r][i] = q[i] & 0x0F0F0F0Fu, hi[r][i] = (q[i] >> 4) & 0x0F0F0F0Fu;
       if constexpr (Five) {
-        const uint4 hv = *reinterpret_cast<const uint4*>(b[r] + 16 + p);
-        const uint32_t h[4] = {hv.x, hv.y, hv.z, hv.w};
+        const uint32_t h[4] = {w[r].h.x, w[r].h.y, w[r].h.z, w[r].h.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           lo[r][i] |= ((h[i] >> jl) & 0x01010101u) << 4;
@@ -226,25 +261,38 @@ struct DotQK45 {
 // positions have their own scale, so the -32 is applied to the quants.
 struct DotQ6K {
   static constexpr int QK = 256, BYTES = 210, CHUNKS = 8;
+  struct Raw {
+    Words<4> ql, qh;
+    int8_t sa, sb;  // the scales of the low and the high nibbles' positions
+    __half d;
+  };
+  __device__ static void load(const uint8_t* b, int c, Raw& w) {
+    const int h = c / 4, sa = (c / 2) % 2, l = 16 * (c % 2);
+    w.ql.load(b + 16 * c);
+    w.qh.load(b + 128 + 32 * h + l);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    w.sa = sc[8 * h + 2 * sa + l / 16];
+    w.sb = sc[8 * h + 2 * (sa + 2) + l / 16];
+    w.d = h_at(b + 208);
+  }
   template <int NT, int R>
-  __device__ static void dot(Blocks<R>& b, int c, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
+  __device__ static void dot(const Raw (&w)[R], int c, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     const int h = c / 4, sa = (c / 2) % 2, sb = sa + 2, l = 16 * (c % 2);
     int a[R][4], z[R][4];
     float fa[R], fb[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       uint32_t ql[4], qh[4];
-      words_at<4>(b[r] + 16 * c, ql);
-      words_at<4>(b[r] + 128 + 32 * h + l, qh);
+      w[r].ql.join(ql);
+      w[r].qh.join(qh);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         a[r][i] = __vsubss4(int((ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sa)) & 0x03030303u) << 4)), 0x20202020);
         z[r][i] = __vsubss4(int(((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sb)) & 0x03030303u) << 4)), 0x20202020);
       }
-      const int8_t* sc = reinterpret_cast<const int8_t*>(b[r] + 192);
-      const float d = h2f_at(b[r] + 208);
-      fa[r] = d * float(sc[8 * h + 2 * sa + l / 16]);
-      fb[r] = d * float(sc[8 * h + 2 * sb + l / 16]);
+      const float d = __half2float(w[r].d);
+      fa[r] = d * float(w[r].sa);
+      fb[r] = d * float(w[r].sb);
     }
     const int64_t ba = e0 / 32 + 4 * h + sa, bb = e0 / 32 + 4 * h + sb;
 #pragma unroll
@@ -291,11 +339,13 @@ __device__ __forceinline__ void locate(const Mats& m, int64_t row, const uint8_t
 // Rows per warp: 2 (sharing the x loads) while the accumulators stay few.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
+// early: W is written by no kernel of the graph, so the first step's
+// weights are loaded before pdl_wait(), while the kernel ahead finishes.
 template <class D, int NT, int WPR>
-__global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq) {
-  pdl_wait();
+__global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early) {
   constexpr int R = rows_per_warp(NT);
-  constexpr int kRowsPerBlock = kWarps / WPR * R, kThreadsPerRow = 32 * WPR, kUnroll = 2;
+  // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100.
+  constexpr int kRowsPerBlock = kWarps / WPR * R, kThreadsPerRow = 32 * WPR, U = 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
   const int sub = (warp % WPR) * 32 + lane;
@@ -309,23 +359,32 @@ __global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t
     locate(m, live[r] ? row0 + r : 0, &w[r], &y[r], &ldy[r]);  // a dead row reads row 0, never stored
   }
   const int64_t chunks = (K / D::QK) * D::CHUNKS;
+  // A step: U chunks a thread, every one loaded first (past the end: the
+  // last chunk again, loaded but not used), then the dot products.
+  typename D::Raw raw[U][R];
+  const auto load_step = [&](int64_t i0) {
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const int64_t i = min(i0 + int64_t(k) * kThreadsPerRow, chunks - 1), blk = i / D::CHUNKS;
+#pragma unroll
+      for (int r = 0; r < R; ++r) D::load(w[r] + blk * D::BYTES, int(i % D::CHUNKS), raw[k][r]);
+    }
+  };
+  const bool preloaded = early && live[0];
+  if (preloaded) load_step(sub);
+  pdl_wait();
   float acc[R][NT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
   if (live[0]) {
-    for (int64_t i0 = sub; i0 < chunks; i0 += kThreadsPerRow * kUnroll) {
+    for (int64_t i0 = sub; i0 < chunks; i0 += kThreadsPerRow * U) {
+      if (!preloaded || i0 != sub) load_step(i0);
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
+      for (int k = 0; k < U; ++k) {
         const int64_t i = i0 + int64_t(k) * kThreadsPerRow;
-        if (i < chunks) {
-          const int64_t blk = i / D::CHUNKS;
-          const uint8_t* b[R];
-#pragma unroll
-          for (int r = 0; r < R; ++r) b[r] = w[r] + blk * D::BYTES;
-          D::template dot<NT, R>(b, int(i % D::CHUNKS), xq, blk * D::QK, acc);
-        }
+        if (i < chunks) D::template dot<NT, R>(raw[k], int(i % D::CHUNKS), xq, i / D::CHUNKS * D::QK, acc);
       }
     }
   }
@@ -342,17 +401,28 @@ int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
   return wpr;
 }
 
+// WEIR_CUDA_MV_EARLY=0 keeps every weight load after pdl_wait() (for
+// comparisons: early loads gave 8B q4_K decode +3%, 1B q4_0 +5%, H100).
+bool early_loads() {
+  static const bool on = [] {
+    const char* e = std::getenv("WEIR_CUDA_MV_EARLY");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 template <class D, int NT>
 void launch_nt(const Mats& m, int64_t K, const OpCtx& c, const XQ& xq) {
   constexpr int R = rows_per_warp(NT);
+  const bool early = c.w_fixed && early_loads();
   const int wpr = warps_per_row((m.total + R - 1) / R, (K / D::QK) * D::CHUNKS, c.sm_count);
   const unsigned grid = blocks_for(m.total, kWarps / wpr * R);
   if (wpr == 1)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, m, K, xq);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, m, K, xq, early);
   else if (wpr == 2)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 2>, grid, 32 * kWarps, 0, c.stream, m, K, xq);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 2>, grid, 32 * kWarps, 0, c.stream, m, K, xq, early);
   else
-    launch_kernel(q8_mat_vec_kernel<D, NT, 4>, grid, 32 * kWarps, 0, c.stream, m, K, xq);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 4>, grid, 32 * kWarps, 0, c.stream, m, K, xq, early);
 }
 
 template <class D>
