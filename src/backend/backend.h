@@ -42,6 +42,9 @@ struct BackendStats {
   // Launches one run of the last planned graph makes, after fusing nodes
   // (CUDA: kernels or fused groups); 0 where a backend does not count.
   uint64_t planned_launches = 0;
+  // Nodes (kernels) in the last recording of a graph for replay; 0 where a
+  // backend does not record.
+  uint64_t recorded_nodes = 0;
 };
 
 // A block of memory a backend allocated: device memory (Backend::alloc) or
@@ -61,7 +64,7 @@ class Buffer {
 class Event {
  public:
   virtual ~Event() = default;
-  virtual void wait() = 0;         // host waits
+  virtual void wait() = 0;  // host waits
   virtual bool is_done() const = 0;
 };
 

@@ -160,8 +160,9 @@ TEST_F(CudaOps, MmaTileProducts) {
         // fp16 x and weights (scales rounded to fp16 first): ~2e-4 here; a
         // wrong scale group or a k-slot out of place gives 1e-1.
         EXPECT_LT(e, 2e-3) << dtype_name(wt) << " K " << K << " N " << N << " T " << T;
-        if (T == 64) std::printf("[ error  ] MMA tile %s K %lld N %lld T 64: %.2e\n", dtype_name(wt),
-                                 static_cast<long long>(K), static_cast<long long>(N), e);
+        if (T == 64)
+          std::printf("[ error  ] MMA tile %s K %lld N %lld T 64: %.2e\n", dtype_name(wt), static_cast<long long>(K),
+                      static_cast<long long>(N), e);
       }
     }
   }
@@ -383,27 +384,71 @@ TEST_F(CudaOps, RopesAndCacheWritesInOneLaunch) {
 // A norm (with the residual add) or a GLU hands its result to the product
 // after it as 8-bit blocks: no launch quantizes x.
 TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
-  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
-    const int64_t K = 512, F = 768, T = 2;
-    const auto wg = random_weights(wt, K, F, 51), wu = random_weights(wt, K, F, 52), wd = random_weights(wt, F, K, 53);
-    const auto build = [&](Graph& g) {
-      Tensor* s = g.add(g.input(DType::F32, {K, T}, "x"), g.input(DType::F32, {K, T}, "r"));
-      Tensor* cur = g.mul(g.rms_norm(s, 1e-6f), g.input(DType::F32, {K}, "wn"));
-      Tensor* gate = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wg.data()), "wg"), cur);
-      Tensor* up = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wu.data()), "wu"), cur);
-      Tensor* y = g.mul_mat(g.external(wt, {F, K}, const_cast<uint8_t*>(wd.data()), "wd"), g.silu_mul(gate, up));
-      return std::vector<Tensor*>{y, s};
-    };
-    const Inputs in = {{"x", floats(randn(size_t(K * T), 61))},
-                       {"r", floats(randn(size_t(K * T), 62))},
-                       {"wn", floats(randn(size_t(K), 63))}};
-    uint64_t launches = 0;
-    const auto c = run_outputs(*cpu_, build, in, 1);
-    const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
-    EXPECT_EQ(launches, 4u) << "add+norm+mul, gate/up, silu_mul, down";
-    EXPECT_LT(rel_err(gg[0], c[0]), 3e-2) << dtype_name(wt);
-    EXPECT_LT(rel_err(gg[1], c[1]), 1e-6) << dtype_name(wt);
-  }
+  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::Q6_K})
+    for (Op act : {Op::SiluMul, Op::GeluMul})
+      for (int64_t T : {int64_t(1), int64_t(2), int64_t(5)}) {
+        const int64_t K = 512, F = 768;
+        const auto wg = random_weights(wt, K, F, 51), wu = random_weights(wt, K, F, 52),
+                   wd = random_weights(wt, F, K, 53);
+        const auto build = [&](Graph& g) {
+          Tensor* s = g.add(g.input(DType::F32, {K, T}, "x"), g.input(DType::F32, {K, T}, "r"));
+          Tensor* cur = g.mul(g.rms_norm(s, 1e-6f), g.input(DType::F32, {K}, "wn"));
+          // Models make the two products in either order (argument evaluation).
+          Tensor *gate, *up;
+          if (T == 2) {
+            up = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wu.data()), "wu"), cur);
+            gate = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wg.data()), "wg"), cur);
+          } else {
+            gate = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wg.data()), "wg"), cur);
+            up = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wu.data()), "wu"), cur);
+          }
+          Tensor* h = act == Op::SiluMul ? g.silu_mul(gate, up) : g.gelu_mul(gate, up);
+          Tensor* y = g.mul_mat(g.external(wt, {F, K}, const_cast<uint8_t*>(wd.data()), "wd"), h);
+          return std::vector<Tensor*>{y, s};
+        };
+        const Inputs in = {{"x", floats(randn(size_t(K * T), 61))},
+                           {"r", floats(randn(size_t(K * T), 62))},
+                           {"wn", floats(randn(size_t(K), 63))}};
+        uint64_t launches = 0;
+        const auto c = run_outputs(*cpu_, build, in, 1);
+        const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+        const std::string what = std::string(dtype_name(wt)) + " " + op_name(act) + " T " + std::to_string(T);
+        EXPECT_EQ(launches, 4u) << "add+norm+mul, gate/up, glu, down: " << what;
+        EXPECT_EQ(gpu_->stats().recorded_nodes, 4u) << what;
+        EXPECT_LT(rel_err(gg[0], c[0]), 3e-2) << what;
+        EXPECT_LT(rel_err(gg[1], c[1]), 1e-6) << what;
+      }
+}
+
+// Attention hands its output to the product after it (the o-projection) as
+// 8-bit blocks: the kernel that merges the key splits writes them (long
+// spans), or the attention kernel itself (one split): 3 and 2 kernels, where
+// the product quantizing x itself made 4 and 3.
+TEST_F(CudaOps, AttentionQuantizesForTheProductAfterIt) {
+  const int64_t D = 128, Hq = 8, Hkv = 2, N = 96;
+  const auto wo = random_weights(DType::Q4_K, D * Hq, N, 71);
+  for (int64_t S : {int64_t(24), int64_t(2048)})
+    for (int64_t T : {int64_t(1), int64_t(3)}) {
+      const auto build = [&](Graph& g) {
+        Tensor* att = g.attention(g.input(DType::F32, {D, Hq, T}, "q"), g.input(DType::F32, {D, Hkv, S}, "k"),
+                                  g.input(DType::F32, {D, Hkv, S}, "v"), g.input(DType::F32, {S, T}, "mask"),
+                                  1.0f / std::sqrt(float(D)));
+        Tensor* y = g.mul_mat(g.external(DType::Q4_K, {D * Hq, N}, const_cast<uint8_t*>(wo.data()), "wo"), att);
+        return std::vector<Tensor*>{y, att};
+      };
+      std::vector<float> mask(size_t(S * T));
+      for (int64_t t = 0; t < T; ++t)  // causal: token t sees keys up to S - T + t
+        for (int64_t j = 0; j < S; ++j) mask[size_t(t * S + j)] = j <= S - T + t ? 0.0f : -INFINITY;
+      const Inputs in = {{"q", floats(randn(size_t(D * Hq * T), 81))},
+                         {"k", floats(randn(size_t(D * Hkv * S), 82))},
+                         {"v", floats(randn(size_t(D * Hkv * S), 83))},
+                         {"mask", floats(mask)}};
+      const auto c = run_outputs(*cpu_, build, in, 1);
+      const auto gg = run_outputs(*gpu_, build, in, 3);
+      EXPECT_EQ(gpu_->stats().recorded_nodes, S > 64 ? 3u : 2u) << "S " << S << " T " << T;
+      EXPECT_LT(rel_err(gg[1], c[1]), 1e-4) << "attention, S " << S << " T " << T;
+      EXPECT_LT(rel_err(gg[0], c[0]), 3e-2) << "product, S " << S << " T " << T;
+    }
 }
 
 TEST_F(CudaOps, ReplayFollowsNewInputs) {

@@ -103,7 +103,7 @@ struct CudaBackend::Plan {
   // Nodes run fused with node i: 1 (rms_norm i, mul i + 1) or 2 (add i,
   // rms_norm i + 1, mul i + 2); 0 for the rest.
   std::vector<int> fused;
-  std::vector<bool> x_quantized;  // mul_mat node i reuses the 8-bit x already in scratch
+  std::vector<bool> x_quantized;   // mul_mat node i reuses the 8-bit x already in scratch
   std::vector<bool> quantize_out;  // the launch at node i writes its result as 8-bit x for the next
   std::vector<bool> w_fixed;       // mul_mat (group) at node i: no kernel writes its weights
   // Ropes and set_rows launched together from node i (op_rope_store): the
@@ -116,7 +116,7 @@ struct CudaBackend::Plan {
   size_t span(size_t i) const {
     return size_t(rope_store[i] > 0 ? rope_store[i] : group[i] > 1 ? group[i] : 1 + fused[i]);
   }
-  std::vector<int> group;         // products launched together from node i (1: alone)
+  std::vector<int> group;            // products launched together from node i (1: alone)
   std::vector<const void*> weights;  // host addresses of the weights it holds
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_generation = 0;
@@ -356,8 +356,8 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
   p.group.assign(n, 1);
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
-    while (j < n && int(j - i) < mul_mat_max_group() && p.nodes[i]->op == Op::MulMat &&
-           p.nodes[j]->op == Op::MulMat && can_group_mul_mat(*p.nodes[i], *p.nodes[j]))
+    while (j < n && int(j - i) < mul_mat_max_group() && p.nodes[i]->op == Op::MulMat && p.nodes[j]->op == Op::MulMat &&
+           can_group_mul_mat(*p.nodes[i], *p.nodes[j]))
       ++j;
     p.group[i] = int(j - i);
     i = j;
@@ -386,7 +386,8 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
     size_t next = i + p.span(i);
     while (next < n && p.skip[next]) ++next;
     const Tensor& out = *p.nodes[i + size_t(p.fused[i])];
-    const bool producer = p.fused[i] > 0 || out.op == Op::SiluMul || out.op == Op::GeluMul || out.op == Op::RmsNorm;
+    const bool producer = p.fused[i] > 0 || out.op == Op::SiluMul || out.op == Op::GeluMul || out.op == Op::RmsNorm ||
+                          out.op == Op::Attention;
     if (producer && next < n && p.nodes[next]->op == Op::MulMat && can_quantize_for(out, *p.nodes[next]))
       p.quantize_out[i] = true;
     i = next;
@@ -432,7 +433,8 @@ void CudaBackend::plan_rope_store(Plan& p, const std::vector<int>& readers) cons
           const Tensor* table = t.src[0]->storage();
           bool clear = true;
           for (size_t m = r + 1; m < j && clear; ++m)
-            clear = !reads(*p.nodes[m], table) && !(p.nodes[m]->op == Op::SetRows && p.nodes[m]->src[0]->storage() == table);
+            clear = !reads(*p.nodes[m], table) &&
+                    !(p.nodes[m]->op == Op::SetRows && p.nodes[m]->src[0]->storage() == table);
           if (clear) {
             p.rope_into[r] = int(j);
             p.skip[j] = true;
@@ -542,8 +544,8 @@ std::string profile_key(const Tensor& t) {
   std::string k = op_name(t.op);
   if (t.op == Op::MulMat) {
     const Tensor& w = *t.src[0];
-    k += " " + std::string(dtype_name(w.dtype)) + " " + std::to_string(w.ne[1]) + "x" + std::to_string(w.ne[0]) +
-         " T" + std::to_string(t.n_rows());
+    k += " " + std::string(dtype_name(w.dtype)) + " " + std::to_string(w.ne[1]) + "x" + std::to_string(w.ne[0]) + " T" +
+         std::to_string(t.n_rows());
   } else if (t.op == Op::Attention) {
     k += " D" + std::to_string(t.src[0]->ne[0]) + " Hq" + std::to_string(t.src[0]->ne[1]) + " T" +
          std::to_string(t.src[0]->ne[2]) + " S" + std::to_string(t.src[1]->ne[2]);
@@ -597,14 +599,13 @@ void CudaBackend::profile_plan(Plan& p) {
     cudaGraphExecDestroy(exec);
     sum += ms;
     const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
-    std::string key = p.fused[i] == 1     ? "rms_norm+mul" + rows
-                      : p.fused[i] == 2   ? "add+rms_norm+mul" + rows
+    std::string key = p.fused[i] == 1   ? "rms_norm+mul" + rows
+                      : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
                       : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows
-                                          : profile_key(*p.nodes[i]);
+                                        : profile_key(*p.nodes[i]);
     if (p.quantize_out[i]) key += " +q8";
     if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
-    ProfileStat& st = profile_stats_[key +
-                                     (p.x_quantized[i] ? " (x shared)" : "")];
+    ProfileStat& st = profile_stats_[key + (p.x_quantized[i] ? " (x shared)" : "")];
     ++st.calls;
     st.ms += ms;
     for (int k = 0; k < p.group[i]; ++k)
@@ -623,8 +624,9 @@ void CudaBackend::print_profile() const {
   double total = 0;
   for (const auto& [k, s] : v)
     if (k[0] != '(') total += s.ms;
-  std::fprintf(stderr, "weir CUDA profile (%s): %.3f ms of kernels in the profiled graphs\n%-52s %8s %10s %9s %6s %9s\n", prop_.name, total,
-               "node", "calls", "total ms", "us/call", "share", "GB/s");
+  std::fprintf(stderr,
+               "weir CUDA profile (%s): %.3f ms of kernels in the profiled graphs\n%-52s %8s %10s %9s %6s %9s\n",
+               prop_.name, total, "node", "calls", "total ms", "us/call", "share", "GB/s");
   for (const auto& [k, s] : v)
     std::fprintf(stderr, "%-52s %8llu %10.3f %9.2f %5.1f%% %9.1f\n", k.c_str(), (unsigned long long)s.calls, s.ms,
                  1e3 * s.ms / double(s.calls), 100.0 * s.ms / total, s.bytes > 0 ? s.bytes / (s.ms * 1e-3) / 1e9 : 0.0);
@@ -651,6 +653,8 @@ void CudaBackend::run_graph(Graph& g) {
         throw;
       }
       WEIR_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      size_t n_nodes = 0;
+      if (cudaGraphGetNodes(graph, nullptr, &n_nodes) == cudaSuccess) stats_.recorded_nodes = n_nodes;
       const cudaError_t e = cudaGraphInstantiate(&p.exec, graph, 0);
       cudaGraphDestroy(graph);
       WEIR_CUDA_CHECK(e);

@@ -63,7 +63,7 @@ void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mu
 bool can_quantize_for(const Tensor& out, const Tensor& product);
 void op_binary(const Tensor& dst, const OpCtx& c);  // add, mul
 void op_scale(const Tensor& dst, const OpCtx& c);
-void op_glu(const Tensor& dst, const OpCtx& c);     // gelu_mul, silu_mul
+void op_glu(const Tensor& dst, const OpCtx& c);  // gelu_mul, silu_mul
 void op_rope(const Tensor& dst, const OpCtx& c);
 // Ropes and set_rows in one launch (those of one attention block: q's rope,
 // k's rope, the KV-cache writes). A rope with `into` writes its result

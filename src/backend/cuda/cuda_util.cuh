@@ -28,8 +28,8 @@ inline Rows rows_of(const Tensor& t) {
 }
 
 inline std::string shape_of(const Tensor& t) {
-  return t.name + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," + std::to_string(t.ne[2]) +
-         "," + std::to_string(t.ne[3]) + "]";
+  return t.name + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," + std::to_string(t.ne[2]) + "," +
+         std::to_string(t.ne[3]) + "]";
 }
 
 [[noreturn]] inline void bad_operands(const char* op, const Tensor& dst, const std::string& why) {
@@ -45,7 +45,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // The end of a row-per-warp product: each warp's per-token partial sums
 // of its R rows (acc[r][t]) reduced over the WPR warps of a row (shared
 // memory when more than one) and stored to y[r][t * ldy[r]] where live[r].
-// Every thread of the block calls it.
+// Every thread of the block calls it, and every thread returns from it.
 template <int NT, int WPR, int WARPS, int R>
 __device__ __forceinline__ void store_row_sums(float (&acc)[R][NT], int warp, int lane, const bool (&live)[R],
                                                float* const (&y)[R], const int64_t (&ldy)[R]) {
@@ -61,20 +61,20 @@ __device__ __forceinline__ void store_row_sums(float (&acc)[R][NT], int warp, in
 #pragma unroll
         for (int t = 0; t < NT; ++t) part[warp][r][t] = acc[r][t];
     __syncthreads();
-    if (warp % WPR != 0 || lane != 0) return;
+    if (warp % WPR == 0 && lane == 0) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (!live[r]) continue;
+      for (int r = 0; r < R; ++r) {
+        if (!live[r]) continue;
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        float s = 0.0f;
+        for (int t = 0; t < NT; ++t) {
+          float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < WPR; ++j) s += part[warp + j][r][t];
-        y[r][t * ldy[r]] = s;
+          for (int j = 0; j < WPR; ++j) s += part[warp + j][r][t];
+          y[r][t * ldy[r]] = s;
+        }
       }
     }
-  } else {
-    if (lane != 0) return;
+  } else if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
       if (live[r])
@@ -111,6 +111,18 @@ inline int mat_vec_warps_per_sm(int dflt) {
   return n > 0 ? n : dflt;
 }
 
+// Decode products load their first weights before pdl_wait() when no kernel
+// of the graph writes them (OpCtx::w_fixed); WEIR_CUDA_MV_EARLY=0 keeps every
+// load after it (for comparisons: early loads gave 8B q4_K decode +3% and
+// 1B q4_0 +5% on an H100).
+inline bool mat_vec_early_loads() {
+  static const bool on = [] {
+    const char* e = std::getenv("WEIR_CUDA_MV_EARLY");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 inline bool pdl_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("WEIR_CUDA_PDL");
@@ -129,8 +141,7 @@ inline bool pdl_enabled() {
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic
 // dependent launch where it is on; launch errors throw.
 template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                   Args&&... args) {
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;

@@ -49,22 +49,24 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/q8_act.cuh"
 #include "core/error.h"
 
 namespace weir::cuda {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kThreads = 128;     // both kernels
-constexpr int kMaxSplits = 128;   // attn_combine keeps the split weights in shared memory
-constexpr int kMinSplitKeys = 64;  // keys per split at least
-constexpr int kMaxSms = 160;      // splits are planned for at most this many SMs (scratch bound)
+constexpr int kThreads = 128;                          // both kernels
+constexpr int kMaxSplits = 128;                        // attn_combine keeps the split weights in shared memory
+constexpr int kMinSplitKeys = 64;                      // keys per split at least
+constexpr int kMaxSms = 160;                           // splits are planned for at most this many SMs (scratch bound)
 constexpr size_t kMaxPartialBytes = size_t(16) << 20;  // cap on split partials
-constexpr int kRangeChunk = 4096;  // keys per attn_ranges block
-constexpr int kBM = 64;            // attn_mma rows per block
-constexpr int kVecMaxRows = 8;     // attn_vec rows per block, and the mma threshold
+constexpr int kRangeChunk = 4096;                      // keys per attn_ranges block
+constexpr int kBM = 64;                                // attn_mma rows per block
+constexpr int kVecMaxRows = 8;                         // attn_vec rows per block, and the mma threshold
 
 struct Params {
   const float* q;
@@ -75,15 +77,16 @@ struct Params {
   const float* mask;
   int64_t m_nb1;  // floats
   float* out;
-  int64_t o_nb1;  // floats
-  float* part_o;    // [split][t][h][D], unnormalized
-  float2* part_ml;  // [split][t][h]: (max, sum), log2 units
+  int64_t o_nb1;       // floats
+  float* part_o;       // [split][t][h][D], unnormalized
+  float2* part_ml;     // [split][t][h]: (max, sum), log2 units
   const int2* ranges;  // attn_mma, separate attn_vec: [t][chunk] (first, last + 1) unmasked key
   int n_rchunks;
   int D, Hq, G, T, S, rows;  // rows = T * G per kv head
   float qscale;              // scale * log2(e)
   int splits, chunk;         // attn_vec: keys per split (a multiple of its tile)
   bool q16, kv16;            // q rows / K and V rows 16-byte aligned
+  Q8Act q8;                  // the output also as 8-bit blocks (attn_combine, attn_vec with one split)
 };
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -92,9 +95,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ float2 h2_to_f2(uint32_t u) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&u));
-}
+__device__ __forceinline__ float2 h2_to_f2(uint32_t u) { return __half22float2(*reinterpret_cast<const __half2*>(&u)); }
 
 __device__ __forceinline__ uint32_t pack_h2(float a, float b) {
   const __half2 h = __floats2half2_rn(a, b);
@@ -194,10 +195,10 @@ __device__ __forceinline__ int row_of(int c) {
 template <int L, int R, typename KV>
 __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
   pdl_wait();
-  constexpr int NKG = kThreads / L;  // key groups
+  constexpr int NKG = kThreads / L;                                  // key groups
   constexpr int KPT = (sizeof(KV) == 2 ? 8 : 4) / (R == 8 ? 2 : 1);  // keys per thread per tile
-  constexpr int TK = NKG * KPT;      // keys per tile
-  constexpr int DL = L * 8;          // dims covered by a key group
+  constexpr int TK = NKG * KPT;                                      // keys per tile
+  constexpr int DL = L * 8;                                          // dims covered by a key group
   constexpr int SC = R * TK, RED = NKG * R * DL;
   constexpr int NPL = (TK + 31) / 32;  // scores per lane in the softmax
   __shared__ __align__(16) float sh[SC > RED ? SC : RED];
@@ -380,8 +381,10 @@ __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
     for (int k = 0; k < NKG; ++k) s += sh[(k * R + r) * DL + d];
     const int row = row0 + r, t = row / G, h = g * G + row % G;
     if (p.splits == 1) {
-      const float l = l_s[r];
-      p.out[t * p.o_nb1 + int64_t(h) * D + d] = l > 0.f ? s / l : 0.f;
+      const float l = l_s[r], o = l > 0.f ? s / l : 0.f;
+      p.out[t * p.o_nb1 + int64_t(h) * D + d] = o;
+      // D % 32 == 0 with q8: a warp's 32 consecutive i are one block of dims.
+      if (p.q8.q) q8_store_block(p.q8, t, (int64_t(h) * D + d) / 32, o);
     } else {
       const int64_t pr = (int64_t(split) * p.T + t) * p.Hq + h;
       p.part_o[pr * D + d] = s;
@@ -415,8 +418,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 }
 // d += a b: m16n8k16, f16 inputs, f32 accumulators.
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -424,8 +426,8 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 
 template <int D>
 struct MmaCfg {
-  static constexpr int BN = D >= 256 ? 32 : 64;  // keys per tile
-  static constexpr int LD = D + 8;               // shared row stride in halves (conflict-free ldmatrix)
+  static constexpr int BN = D >= 256 ? 32 : 64;               // keys per tile
+  static constexpr int LD = D + 8;                            // shared row stride in halves (conflict-free ldmatrix)
   static constexpr int smem_bytes = (kBM + 4 * BN) * LD * 2;  // Q, then K and V twice
 };
 
@@ -502,7 +504,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
     }
   };
 
-  const bool active = row0 + warp * 16 < rows;  // the warp has a valid row
+  const bool active = row0 + warp * 16 < rows;                 // the warp has a valid row
   const int ra = row0 + warp * 16 + (lane >> 2), rb = ra + 8;  // this thread's rows
   const float* mra = ra < rows ? p.mask + (ra / G) * p.m_nb1 : nullptr;
   const float* mrb = rb < rows ? p.mask + (rb / G) * p.m_nb1 : nullptr;
@@ -640,8 +642,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
 
 // attn_ranges: grid (T, ceil(S / kRangeChunk)), 256 threads. For token t and
 // chunk c: (first, last + 1) unmasked key of the chunk, (S, 0) when none.
-__global__ void __launch_bounds__(256) attn_ranges(const float* mask, int64_t m_nb1, int S, bool m16,
-                                                   int2* out) {
+__global__ void __launch_bounds__(256) attn_ranges(const float* mask, int64_t m_nb1, int S, bool m16, int2* out) {
   pdl_wait();
   __shared__ int red[2][8];
   const int t = blockIdx.x, chunk = blockIdx.y, tid = threadIdx.x;
@@ -701,6 +702,7 @@ __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
   for (int w = 0; w < NW; ++w) M = fmaxf(M, red_m[w]);
   if (M == -INFINITY) {  // every key masked
     if (warp == 0 && d < D) out[d] = 0.f;
+    if (warp == 0 && p.q8.q) q8_store_block(p.q8, t, int64_t(h) * (D / 32) + blockIdx.y, 0.f);
     return;
   }
   float L = 0.f;
@@ -728,6 +730,8 @@ __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
 #pragma unroll
     for (int w = 0; w < NW; ++w) sa += red_a[w][lane], sl += red_l[w];
     out[d] = sa / sl;
+    // D % 32 == 0 here: the warp's 32 dims are one block of the product's x.
+    if (p.q8.q) q8_store_block(p.q8, t, int64_t(h) * (D / 32) + blockIdx.y, sa / sl);
   }
 }
 
@@ -742,7 +746,7 @@ struct Shape {
 
 struct Plan {
   bool mma = false;
-  int L = 8, R = 1, TK = 1;  // attn_vec
+  int L = 8, R = 1, TK = 1;   // attn_vec
   int splits = 1, chunk = 0;  // attn_vec: keys per split
   int n_rchunks = 0;          // attn_mma: ranges per token
   size_t ranges_bytes = 0, ml_bytes = 0, o_bytes = 0;
@@ -785,8 +789,8 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   const int kpt = (s.f16 ? 8 : 4) / (pl.R == 8 ? 2 : 1);
   pl.TK = kThreads / pl.L * kpt;
   const int64_t ntiles = cdiv(s.S, pl.TK);
-  int n = std::min(max_splits, pick_splits(cdiv(rows, pl.R) * s.Hkv, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)),
-                                           sm, 2 * int64_t(sm), s));
+  int n = std::min(max_splits, pick_splits(cdiv(rows, pl.R) * s.Hkv, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)), sm,
+                                           2 * int64_t(sm), s));
   if (n > 1) {
     pl.chunk = int(cdiv(ntiles, n) * pl.TK);
     n = int(cdiv(s.S, pl.chunk));
@@ -806,8 +810,8 @@ Plan plan_mma(const Shape& s, int sm, int max_splits = kMaxSplits) {
   pl.mma = true;
   const int64_t G = s.Hq / s.Hkv, rows = s.T * G;
   const int bn = s.D >= 256 ? MmaCfg<256>::BN : MmaCfg<128>::BN;
-  pl.splits = std::min(max_splits, pick_splits(cdiv(rows, kBM) * s.Hkv, cdiv(s.S, std::max(bn, kMinSplitKeys)), sm,
-                                               int64_t(sm), s));
+  pl.splits = std::min(
+      max_splits, pick_splits(cdiv(rows, kBM) * s.Hkv, cdiv(s.S, std::max(bn, kMinSplitKeys)), sm, int64_t(sm), s));
   pl.n_rchunks = int(std::max<int64_t>(1, cdiv(s.S, kRangeChunk)));
   pl.ranges_bytes = round256(size_t(s.T) * size_t(pl.n_rchunks) * sizeof(int2));
   set_partials(pl, s);
@@ -825,8 +829,8 @@ Shape check(const Tensor& dst) {
   const std::string where = "attention " + dst.name;
   if (!q || !k || !v || !mask) throw Error(where + ": missing operands");
   auto shape = [](const Tensor* t) {
-    return t->name + "[" + std::to_string(t->ne[0]) + "," + std::to_string(t->ne[1]) + "," +
-           std::to_string(t->ne[2]) + "," + std::to_string(t->ne[3]) + "]";
+    return t->name + "[" + std::to_string(t->ne[0]) + "," + std::to_string(t->ne[1]) + "," + std::to_string(t->ne[2]) +
+           "," + std::to_string(t->ne[3]) + "]";
   };
   if (q->dtype != DType::F32 || q->nb[0] != 4 || q->nb[1] % 4 || q->nb[2] % 4)
     throw Error(where + ": q " + q->name + " must be F32 with contiguous rows and strides a multiple of 4");
@@ -848,23 +852,20 @@ Shape check(const Tensor& dst) {
     return !(e && std::string(e) == "0");
   }();
   s.separate = hint && dst.iparams[0] != 0 && q->ne[2] > 1;
-  if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 ||
-      s.Hq % s.Hkv != 0 || mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq ||
-      dst.ne[1] != s.T || q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || mask->ne[2] != 1 ||
-      mask->ne[3] != 1)
-    throw Error(where + ": shapes q " + shape(q) + ", k " + shape(k) + ", v " + shape(v) + ", mask " +
-                shape(mask) + " do not fit");
+  if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 || s.Hq % s.Hkv != 0 ||
+      mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq || dst.ne[1] != s.T || q->ne[3] != 1 ||
+      k->ne[3] != 1 || v->ne[3] != 1 || mask->ne[2] != 1 || mask->ne[3] != 1)
+    throw Error(where + ": shapes q " + shape(q) + ", k " + shape(k) + ", v " + shape(v) + ", mask " + shape(mask) +
+                " do not fit");
   if (s.D <= 0 || s.D % 8 != 0 || s.D > 256)
     throw Error(where + ": head size " + std::to_string(s.D) + " not supported (a multiple of 8 up to 256)");
-  if (s.T * s.Hq > INT32_MAX / 2 || s.S > INT32_MAX / 2)
-    throw Error(where + ": too many tokens or keys");
+  if (s.T * s.Hq > INT32_MAX / 2 || s.S > INT32_MAX / 2) throw Error(where + ": too many tokens or keys");
   return s;
 }
 
 bool mma_eligible(const Shape& s) {
   return s.f16 && mma_dims(s.D) && s.T * (s.Hq / s.Hkv) > kVecMaxRows && !s.separate;
 }
-
 
 template <int L, int R>
 void launch_vec_r(const Params& p, bool f16, dim3 grid, cudaStream_t st) {
@@ -899,6 +900,12 @@ void launch_mma(const Params& p, dim3 grid, cudaStream_t st) {
 
 }  // namespace
 
+// Scratch ahead of the partials for the output as 8-bit blocks (OpCtx::
+// quantize_out: the decode product after attention reads them there).
+size_t q8_reserve(const Shape& s) {
+  return s.T <= kMaxQ8Tokens && s.D % 32 == 0 ? round256(q8_act_bytes(s.D * s.Hq, s.T)) : 0;
+}
+
 size_t attention_scratch_bytes(const Tensor& dst) {
   Shape s;
   try {
@@ -909,7 +916,7 @@ size_t attention_scratch_bytes(const Tensor& dst) {
   if (s.T == 0) return 0;
   size_t n = plan_vec(s, kMaxSms).scratch();
   if (mma_eligible(s)) n = std::max(n, plan_mma(s, kMaxSms).scratch());
-  return n;
+  return n + q8_reserve(s);
 }
 
 void op_attention(const Tensor& dst, const OpCtx& c) {
@@ -933,40 +940,49 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   p.rows = p.T * p.G;
   p.qscale = dst.fparams[0] * kLog2e;
   p.q16 = aligned16(q->data) && q->nb[1] % 16 == 0 && q->nb[2] % 16 == 0;
-  p.kv16 = aligned16(k->data) && aligned16(v->data) && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 &&
-           v->nb[1] % 16 == 0 && v->nb[2] % 16 == 0;
+  p.kv16 = aligned16(k->data) && aligned16(v->data) && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && v->nb[1] % 16 == 0 &&
+           v->nb[2] % 16 == 0;
   const bool out8 = (reinterpret_cast<uintptr_t>(dst.data) & 7) == 0 && dst.nb[1] % 8 == 0;
 
+  // The output as 8-bit blocks at the start of scratch (quantize_out), the
+  // partials after them.
+  const size_t q8_bytes = c.quantize_out ? q8_reserve(s) : 0;
+  if (c.quantize_out && (q8_bytes == 0 || q8_bytes > c.scratch_bytes))
+    throw Error("attention " + dst.name + ": cannot write its output as 8-bit blocks");
+  const size_t room = c.scratch_bytes - q8_bytes;
   // The path, and splits that fit the scratch memory the plan gave.
   Plan pl;
   bool fits = false;
   if (mma_eligible(s) && p.kv16 && out8) {
     for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
       pl = plan_mma(s, sm, ms);
-      fits = pl.scratch() <= c.scratch_bytes;
+      fits = pl.scratch() <= room;
       if (pl.splits == 1) break;
     }
   }
   if (!fits) {
     for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
       pl = plan_vec(s, sm, ms);
-      fits = pl.scratch() <= c.scratch_bytes;
+      fits = pl.scratch() <= room;
       if (pl.splits == 1) break;
     }
   }
   if (!fits) throw Error("attention " + dst.name + ": scratch memory too small");
-  char* scratch = static_cast<char*>(c.scratch);
+  char* scratch = static_cast<char*>(c.scratch) + q8_bytes;
   p.ranges = pl.ranges_bytes ? reinterpret_cast<const int2*>(scratch) : nullptr;
   p.part_ml = pl.ml_bytes ? reinterpret_cast<float2*>(scratch + pl.ranges_bytes) : nullptr;
   p.part_o = pl.o_bytes ? reinterpret_cast<float*>(scratch + pl.ranges_bytes + pl.ml_bytes) : nullptr;
   p.splits = pl.splits;
   p.chunk = pl.chunk;
   p.n_rchunks = pl.n_rchunks;
+  // The 8-bit blocks for the product after: attn_combine writes them, or
+  // attn_vec with one split.
+  if (c.quantize_out) p.q8 = Q8Act::in(c.scratch, s.D * s.Hq, s.T);
 
   if (pl.ranges_bytes) {
     const bool m16 = aligned16(mask->data) && mask->nb[1] % 16 == 0;
-    launch_kernel(attn_ranges, dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.stream, p.mask, p.m_nb1, p.S,
-                  m16, const_cast<int2*>(p.ranges));
+    launch_kernel(attn_ranges, dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.stream, p.mask, p.m_nb1, p.S, m16,
+                  const_cast<int2*>(p.ranges));
     WEIR_CUDA_CHECK_LAUNCH();
   }
   if (pl.mma) {
@@ -987,6 +1003,9 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   WEIR_CUDA_CHECK_LAUNCH();
   if (pl.splits > 1) {
     launch_kernel(attn_combine, dim3(unsigned(s.T * s.Hq), unsigned(cdiv(s.D, 32))), kThreads, 0, c.stream, p);
+    WEIR_CUDA_CHECK_LAUNCH();
+  } else if (c.quantize_out && pl.mma) {
+    q8_quantize_rows(dst, c);  // attn_mma's own output does not write them
     WEIR_CUDA_CHECK_LAUNCH();
   }
 }

@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/glu.cuh"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/q8_act.cuh"
 
@@ -37,8 +38,8 @@ __device__ __forceinline__ float block_sum(float s) {
 // times w (a row) when given. With r (the residual), x = x + r first, and
 // written back to xs. With q8.q, y is also quantized to 8 bits (K a
 // multiple of 32: each warp's elements are one block).
-__global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r,
-                                bool add, Rows xs, Q8Act q8) {
+__global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r, bool add,
+                                Rows xs, Q8Act q8) {
   pdl_wait();
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = const_cast<float*>(reinterpret_cast<const float*>(y.row(blockIdx.x)));
@@ -67,8 +68,8 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
 // aligned, K a multiple of 4): x is read once, and the quantization takes
 // 4 elements a lane.
 template <int NV>
-__global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r,
-                                 bool add, Rows xs, Q8Act q8) {
+__global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r, bool add,
+                                 Rows xs, Q8Act q8) {
   const int64_t row = blockIdx.x, n4 = K / 4;
   float4 v[NV], g[NV];
   // The norm weights first: no kernel writes them, so they are read before
@@ -165,21 +166,8 @@ struct ScaleF {
   __device__ float operator()(float a, float) const { return a * s; }
 };
 
-__device__ __forceinline__ float gelu_tanh(float x) {
-  const float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  const float kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
-}
-struct GeluMulF {
-  __device__ float operator()(float a, float b) const { return gelu_tanh(a) * b; }
-};
-struct SiluMulF {
-  __device__ float operator()(float a, float b) const { return a / (1.0f + expf(-a)) * b; }
-};
-
 bool rows_aligned16(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0 &&
-         t.nb[3] % 16 == 0;
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0 && t.nb[3] % 16 == 0;
 }
 
 template <class F>
@@ -192,11 +180,11 @@ void map(const Tensor& dst, const Tensor& a, const Tensor* b, const OpCtx& c, F 
   const dim3 grid(blocks_for(n, 256), unsigned(std::min<int64_t>(rows, 65535)));
   const Rows rb = b ? rows_of(*b) : rows_of(a);
   if (vec)
-    launch_kernel(map_kernel<4, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr,
-                  bcast, f);
+    launch_kernel(map_kernel<4, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr, bcast,
+                  f);
   else
-    launch_kernel(map_kernel<1, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr,
-                  bcast, f);
+    launch_kernel(map_kernel<1, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr, bcast,
+                  f);
 }
 
 // rms_norm_kernel's launch: the float4 kernel where rows allow it.
@@ -205,8 +193,7 @@ void launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const
   const bool add = r != nullptr;
   const Rows rr = rows_of(add ? *r : y), rxs = rows_of(add ? *xs : y);
   const bool vec = K % 4 == 0 && K / 4 <= 4 * 1024 && rows_aligned16(x) && rows_aligned16(y) &&
-                   (!add || (rows_aligned16(*r) && rows_aligned16(*xs))) &&
-                   reinterpret_cast<uintptr_t>(w) % 16 == 0;
+                   (!add || (rows_aligned16(*r) && rows_aligned16(*xs))) && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (!vec) {
     const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
     launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add,
@@ -246,7 +233,8 @@ void glu(const Tensor& dst, const OpCtx& c, F f) {
 bool can_quantize_for(const Tensor& out, const Tensor& product) {
   return mul_mat_quantizes_x(product) && product.src[1] == &out && out.dtype == DType::F32 && out.nb[0] == 4 &&
          out.ne[0] % 32 == 0 &&
-         (out.op == Op::Mul || out.op == Op::RmsNorm || out.op == Op::SiluMul || out.op == Op::GeluMul);
+         (out.op == Op::Mul || out.op == Op::RmsNorm || out.op == Op::SiluMul || out.op == Op::GeluMul ||
+          (out.op == Op::Attention && out.src[0] && out.src[0]->ne[0] % 32 == 0));  // a head's dims: whole blocks
 }
 
 void op_rms_norm(const Tensor& dst, const OpCtx& c) {
@@ -277,8 +265,7 @@ bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tens
   const Tensor* b = add.src[1];
   return add.op == Op::Add && norm.src[0] == &add && can_fuse_rms_norm_mul(norm, mul) && a && b &&
          a->dtype == DType::F32 && b->dtype == DType::F32 && a->nb[0] == 4 && b->nb[0] == 4 && add.nb[0] == 4 &&
-         a->ne[0] == add.ne[0] && b->ne[0] == add.ne[0] && a->n_rows() == add.n_rows() &&
-         b->n_rows() == add.n_rows();
+         a->ne[0] == add.ne[0] && b->ne[0] == add.ne[0] && a->n_rows() == add.n_rows() && b->n_rows() == add.n_rows();
 }
 
 void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul, const OpCtx& c) {

@@ -45,11 +45,12 @@ constexpr size_t kSliceBytes = size_t(256) << 20;
 // kUnroll groups of each row at a time with all their loads issued first.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
+// early (F16): W is written by no kernel of the graph, so the first step's
+// rows are loaded before pdl_wait(), while the kernel ahead finishes.
 template <DType T, int NT, int WPR>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, Rows x, float* __restrict__ y,
-                   int64_t ldy) {
-  pdl_wait();
+                   int64_t ldy, bool early) {
   constexpr int R = rows_per_warp(NT);
   // F16 rows are kept as loaded (16 bytes for 8 weights) until used, so
   // twice as many loads fit in the registers.
@@ -70,6 +71,21 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     ld[r] = ldy;
   }
   constexpr int G = Q<T>::QK / 8;  // groups of 8 per block
+  const int64_t groups = K / 8;
+  // The raw rows of a step (F16): every group loaded first, past the end the
+  // last group again (loaded, not used).
+  uint4 raw[kRaw ? kUnroll : 1][R];
+  const auto load_raw = [&](int64_t g0) {
+#pragma unroll
+    for (int k = 0; k < (kRaw ? kUnroll : 1); ++k) {
+      const int64_t g = min(g0 + int64_t(k) * kThreadsPerRow, groups - 1);
+#pragma unroll
+      for (int r = 0; r < R; ++r) raw[k][r] = reinterpret_cast<const uint4*>(w[r])[g];
+    }
+  };
+  const bool preloaded = kRaw && early && live[0];
+  if (preloaded) load_raw(sub);
+  pdl_wait();
   float acc[R][NT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -78,38 +94,32 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float* xr[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
-  const int64_t groups = K / 8;
-  if (live[0]) {
-    for (int64_t g0 = sub; g0 < groups; g0 += kThreadsPerRow * kUnroll) {
-      if constexpr (kRaw) {
-        uint4 raw[kUnroll][R];
+  if (!live[0]) {
+    store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
+    return;
+  }
+  for (int64_t g0 = sub; g0 < groups; g0 += kThreadsPerRow * kUnroll) {
+    if constexpr (kRaw) {
+      if (!preloaded || g0 != sub) load_raw(g0);
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
-          if (g < groups)
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
+        if (g >= groups) break;
 #pragma unroll
-            for (int r = 0; r < R; ++r) raw[k][r] = reinterpret_cast<const uint4*>(w[r])[g];
-        }
+        for (int t = 0; t < NT; ++t) {
+          const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
+          const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
-          if (g >= groups) break;
-#pragma unroll
-          for (int t = 0; t < NT; ++t) {
-            const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
-            const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-              const __half2* h = reinterpret_cast<const __half2*>(&raw[k][r]);
-              const float2 u0 = __half22float2(h[0]), u1 = __half22float2(h[1]), u2 = __half22float2(h[2]),
-                           u3 = __half22float2(h[3]);
-              acc[r][t] +=
-                  u0.x * a.x + u0.y * a.y + u1.x * a.z + u1.y * a.w + u2.x * b.x + u2.y * b.y + u3.x * b.z + u3.y * b.w;
-            }
+          for (int r = 0; r < R; ++r) {
+            const __half2* h = reinterpret_cast<const __half2*>(&raw[k][r]);
+            const float2 u0 = __half22float2(h[0]), u1 = __half22float2(h[1]), u2 = __half22float2(h[2]),
+                         u3 = __half22float2(h[3]);
+            acc[r][t] +=
+                u0.x * a.x + u0.y * a.y + u1.x * a.z + u1.y * a.w + u2.x * b.x + u2.y * b.y + u3.x * b.z + u3.y * b.w;
           }
         }
-        continue;
       }
+    } else {
       float v[kUnroll][R][8];
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
@@ -155,12 +165,13 @@ void mat_vec_nt(const Tensor& dst, const OpCtx& c) {
   const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96);
   while (wpr < kWarpsPerBlock && warp_rows * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
   const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
+  const bool early = c.w_fixed && mat_vec_early_loads();
   if (wpr == 1)
-    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
+    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy, early);
   else if (wpr == 2)
-    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
+    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy, early);
   else
-    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy);
+    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy, early);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,9 +25,6 @@
 // shuffles and, across warps, in shared memory.
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-#include <string>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
@@ -47,7 +44,9 @@ struct XQ {
   __device__ __forceinline__ const int4* q16(int t, int64_t k) const {  // 16 quants from element k
     return reinterpret_cast<const int4*>(q + t * K + k);
   }
-  __device__ __forceinline__ float2 ds_of(int t, int64_t blk32) const { return __half22float2(ds[t * (K / 32) + blk32]); }
+  __device__ __forceinline__ float2 ds_of(int t, int64_t blk32) const {
+    return __half22float2(ds[t * (K / 32) + blk32]);
+  }
 };
 
 // One warp per 32-element block of x: lane l quantizes element l.
@@ -330,8 +329,12 @@ __device__ __forceinline__ void locate(const Mats& m, int64_t row, const uint8_t
 #pragma unroll
   for (int j = 0; j < kMaxMats - 1; ++j)
     if (mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], mi = j + 1;
-  *w = (mi == 0 ? m.w[0] : mi == 1 ? m.w[1] : m.w[2]) +
-       size_t(row) * (mi == 0 ? m.stride[0] : mi == 1 ? m.stride[1] : m.stride[2]);
+  *w = (mi == 0   ? m.w[0]
+        : mi == 1 ? m.w[1]
+                  : m.w[2]) +
+       size_t(row) * (mi == 0   ? m.stride[0]
+                      : mi == 1 ? m.stride[1]
+                                : m.stride[2]);
   *y = (mi == 0 ? m.y[0] : mi == 1 ? m.y[1] : m.y[2]) + row;
   *ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
 }
@@ -401,20 +404,10 @@ int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
   return wpr;
 }
 
-// WEIR_CUDA_MV_EARLY=0 keeps every weight load after pdl_wait() (for
-// comparisons: early loads gave 8B q4_K decode +3%, 1B q4_0 +5%, H100).
-bool early_loads() {
-  static const bool on = [] {
-    const char* e = std::getenv("WEIR_CUDA_MV_EARLY");
-    return !(e && std::string(e) == "0");
-  }();
-  return on;
-}
-
 template <class D, int NT>
 void launch_nt(const Mats& m, int64_t K, const OpCtx& c, const XQ& xq) {
   constexpr int R = rows_per_warp(NT);
-  const bool early = c.w_fixed && early_loads();
+  const bool early = c.w_fixed && mat_vec_early_loads();
   const int wpr = warps_per_row((m.total + R - 1) / R, (K / D::QK) * D::CHUNKS, c.sm_count);
   const unsigned grid = blocks_for(m.total, kWarps / wpr * R);
   if (wpr == 1)
@@ -454,7 +447,9 @@ bool has_q8_mat_vec(DType w) {
   }
 }
 
-size_t q8_act_bytes(int64_t K, int64_t T) { return q8_quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2); }
+size_t q8_act_bytes(int64_t K, int64_t T) {
+  return q8_quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2);
+}
 
 void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Tensor& dst = *dsts[0];
@@ -496,6 +491,14 @@ void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
     case DType::Q6_K: return launch<DotQ6K>(dst, m, K, c, xq);
     default: bad_operands("mul_mat", dst, std::string("no q8 decode kernel for ") + dtype_name(W.dtype));
   }
+}
+
+void q8_quantize_rows(const Tensor& x, const OpCtx& c) {
+  const int64_t K = x.ne[0], T = x.n_rows();
+  if (x.dtype != DType::F32 || x.nb[0] != 4 || K % 32) bad_operands("quantize", x, "rows must be F32, K % 32 == 0");
+  if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("quantize", x, "scratch too small");
+  const int64_t n_xb = (K / 32) * T;
+  launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(x), K, T, Q8Act::in(c.scratch, K, T));
 }
 
 int q8_max_group() { return kMaxMats; }
