@@ -397,8 +397,11 @@ __global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t
 // Warps per row: enough warps in flight to fill the GPU several times over,
 // while each thread-row keeps several chunks of work (1, 2 or 4).
 int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
-  // 48 per SM: 24 was 2% slower and 96 the same (8B q4_K decode, H100).
-  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(48);
+  // 24 per SM (H100, tg128, with the first step loaded before pdl_wait():
+  // 8B q4_K +3.0%, 1B q4_0 +0.9%, gemma3-270m +0.4% over 48; 16: 8B +3.3%,
+  // 1B -0.8%): fewer, longer warps, more of them resident early enough to
+  // load before the kernel ahead ends.
+  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(24);
   int wpr = 1;
   while (wpr < kWarps && warp_rows * wpr < want && chunks >= int64_t(64) * wpr) wpr *= 2;
   return wpr;
