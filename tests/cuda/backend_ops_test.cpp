@@ -349,6 +349,31 @@ std::vector<std::vector<float>> run_outputs(Backend& b, const std::function<std:
 // The decode pattern of an attention block: q and k roped, k and v written
 // into the caches. On the GPU the four are one launch (k's rope writes into
 // the cache itself); the caches and q must match the CPU's.
+// A product whose weights a set_rows of the same graph writes (a table
+// updated in place, as the KV cache is) sees the new rows: its kernel must
+// not load them before pdl_wait(), as it does for weights no kernel writes.
+TEST_F(CudaOps, ProductReadsRowsWrittenInTheSameGraph) {
+  const int64_t K = 256, N = 64, M = 8;
+  std::vector<uint8_t> table(size_t(K * N) * 2);
+  const auto tv = randn(size_t(K * N), 91);
+  for (size_t i = 0; i < tv.size(); ++i) {
+    const uint16_t h = f32_to_fp16(tv[i]);
+    std::memcpy(&table[2 * i], &h, 2);
+  }
+  for (int64_t T : {int64_t(1), int64_t(3)}) {
+    const Builder b = [&](Graph& g) {
+      Tensor* w = g.set_rows(g.input(DType::F16, {K, N}, "table"), g.input(DType::F32, {K, M}, "src"),
+                             g.input(DType::I32, {M}, "idx"));
+      return g.mul_mat(w, g.input(DType::F32, {K, T}, "x"));
+    };
+    const Inputs in = {{"table", table},
+                       {"src", floats(randn(size_t(K * M), 92))},
+                       {"idx", ints({0, 9, 17, 20, 33, 41, 58, 63})},
+                       {"x", floats(randn(size_t(K * T), 93))}};
+    EXPECT_LT(compare(b, in), 2e-5) << "T " << T;
+  }
+}
+
 TEST_F(CudaOps, RopesAndCacheWritesInOneLaunch) {
   const int64_t D = 64, Hq = 4, Hkv = 2, T = 2, N = 9;
   for (DType ct : {DType::F16, DType::F32}) {
