@@ -29,8 +29,9 @@
 #     ab        tg128, interleaved rounds (WEIR_GPU_AB_ROUNDS, default 3; median of 5
 #               each): A is the base build when there is one, else this build; B is
 #               this build with the environment in WEIR_GPU_AB_ENV (e.g.
-#               "WEIR_CUDA_PDL=0"); scripts/ab-bench.sh prints the medians (not
-#               run by default)
+#               "WEIR_CUDA_PDL=0"); WEIR_GPU_AB_ARGS adds bench flags to both (e.g.
+#               "-d 4096" for a deep context); scripts/ab-bench.sh prints the
+#               medians (not run by default)
 # Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
 # below) narrows the models; OUT, when set, receives the logs.
 set -euo pipefail
@@ -213,8 +214,9 @@ if has ab; then
   for m in "${selected[@]}"; do
     p=$(path_of "${m%%:*}")
     echo "--- $(basename "$p")"
+    read -r -a extra <<<"${WEIR_GPU_AB_ARGS:-}"
     B_ENV=${WEIR_GPU_AB_ENV:-} scripts/ab-bench.sh "${WEIR_GPU_AB_ROUNDS:-3}" "$a_bin" "$build/weir" -- \
-      -m "$p" -ngl 99 -p 0 -n 128 -r 5 || failed+=(ab)
+      -m "$p" -ngl 99 -p 0 -n 128 -r 5 "${extra[@]}" || failed+=(ab)
   done
 fi
 
