@@ -26,8 +26,9 @@ struct OpCtx {
   // mul_mat: x is already in scratch as 8-bit blocks, made by the product
   // just before on the same x (q, k and v; gate and up).
   bool x_quantized = false;
-  // rms_norm(+mul), add+rms_norm+mul, GLUs: also write the result to
-  // scratch as 8-bit blocks (q8_act.cuh) for the product launched next.
+  // rms_norm(+mul), add+rms_norm+mul, GLUs, attention: also write the
+  // result to scratch as 8-bit blocks (q8_act.cuh) for the product launched
+  // next.
   bool quantize_out = false;
   // mul_mat: no kernel of the graph writes the weights (src[0], every
   // product of a group), so a kernel may read them before pdl_wait().
