@@ -32,11 +32,34 @@
 #               "WEIR_CUDA_PDL=0"); WEIR_GPU_AB_ARGS adds bench flags to both (e.g.
 #               "-d 4096" for a deep context); scripts/ab-bench.sh prints the
 #               medians (not run by default)
+#     realmodel the real model, carried in parts (below): keeps this call's parts in
+#               /tmp/weir-real-model; once all are there, joins and checks them and
+#               runs CudaModel.RealGemma3 (GPU vs CPU logits and greedy tokens)
 # Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
 # below) narrows the models; OUT, when set, receives the logs.
+#
+# The real model (253 MB) does not fit one call's 64 MiB of carried files:
+#   scripts/gpu-check.sh --pack-model [FILE]   splits FILE (default: the one
+#       scripts/fetch-model.sh fetched) into .gpu-carry-model/part.NN of 48 MiB
+#       and a manifest; then one call a part, back to back so that the machine
+#       stays warm, each carrying .gpu-carry-model/manifest and its part (the
+#       first also .gpu-carry), each running the realmodel stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 carry=.gpu-carry
+
+model_carry=.gpu-carry-model
+if [ "${1:-}" = "--pack-model" ]; then
+  src=${2:-${WEIR_MODELS:-$HOME/.cache/weir}/gemma-3-270m-q4_k_m.gguf}
+  [ -f "$src" ] || { echo "no $src (scripts/fetch-model.sh fetches it)"; exit 1; }
+  rm -rf "$model_carry" && mkdir -p "$model_carry"
+  split -b 48M -d -a 2 "$src" "$model_carry/part."
+  n=$(find "$model_carry" -name 'part.*' | wc -l)
+  printf '%s %s %s\n' "$(basename "$src")" "$n" "$(sha256sum "$src" | cut -d' ' -f1)" >"$model_carry/manifest"
+  cat "$model_carry/manifest"
+  ls "$model_carry"
+  exit 0
+fi
 
 if [ "${1:-}" = "--pack" ]; then
   mkdir -p "$carry/include" "$carry/lib"
@@ -218,6 +241,35 @@ if has ab; then
     B_ENV=${WEIR_GPU_AB_ENV:-} scripts/ab-bench.sh "${WEIR_GPU_AB_ROUNDS:-3}" "$a_bin" "$build/weir" -- \
       -m "$p" -ngl 99 -p 0 -n 128 -r 5 "${extra[@]}" || failed+=(ab)
   done
+fi
+
+if has realmodel; then
+  step "real model, carried in parts"
+  store=/tmp/weir-real-model
+  mkdir -p "$store"
+  if [ -f "$model_carry/manifest" ]; then
+    read -r mname mparts msum <"$model_carry/manifest"
+    for p in "$model_carry"/part.*; do [ -f "$p" ] && cp "$p" "$store/"; done
+    have=$(find "$store" -name 'part.*' | wc -l)
+    echo "parts here: $have of $mparts"
+    if [ "$have" -ge "$mparts" ] && [ ! -f "$store/$mname" ]; then
+      cat "$store"/part.* >"$store/$mname.tmp"
+      if [ "$(sha256sum "$store/$mname.tmp" | cut -d' ' -f1)" = "$msum" ]; then
+        mv "$store/$mname.tmp" "$store/$mname"
+        rm -f "$store"/part.*
+      else
+        echo "joined parts do not match the manifest's sha256"
+        rm -f "$store/$mname.tmp"
+        failed+=(realmodel)
+      fi
+    fi
+    if [ -f "$store/$mname" ]; then
+      WEIR_TEST_MODEL=$store/$mname TAIL=30 run_logged realmodel "$log_dir/realmodel.log" \
+        "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.RealGemma3'
+    fi
+  else
+    echo "no $model_carry/manifest (scripts/gpu-check.sh --pack-model)"
+  fi
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
