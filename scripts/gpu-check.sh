@@ -34,7 +34,9 @@
 #               medians (not run by default)
 #     realmodel the real model, carried in parts (below): keeps this call's parts in
 #               /tmp/weir-real-model; once all are there, joins and checks them and
-#               runs CudaModel.RealGemma3 (GPU vs CPU logits and greedy tokens)
+#               runs the CudaModel.RealGemma3* tests (GPU vs CPU, vs llama.cpp's
+#               reference logits and tokens, vs the float64 forward pass) and
+#               CudaModel.RepeatsBitForBit
 # Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
 # below) narrows the models; OUT, when set, receives the logs.
 #
@@ -70,6 +72,7 @@ if [ "${1:-}" = "--pack" ]; then
   vocab=../shared/ref/qwen2-vocab-deepseek-r1.gguf
   [ -f "$vocab" ] && cp "$vocab" "$carry/"
   [ -f ../shared/ref/ppl-text.txt ] && cp ../shared/ref/ppl-text.txt "$carry/"
+  mkdir -p "$carry/ref" && cp ../shared/ref/gemma3-*.jsonl "$carry/ref/"  # llama.cpp's reference logits
   du -sh "$carry"
   exit 0
 fi
@@ -82,6 +85,8 @@ mkdir -p "$log_dir"
 build=build-gpu
 models=${WEIR_GPU_MODELS:-/tmp/weir-gpu-models}
 export PATH=/usr/local/cuda/bin:$PATH
+# llama.cpp's reference data: beside the checkout where there is one, else carried.
+[ -d ../shared/ref ] || export WEIR_REF_DIR=$PWD/$carry/ref
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 failed=()  # stages that failed; the others still run, the exit status says
@@ -265,7 +270,7 @@ if has realmodel; then
     fi
     if [ -f "$store/$mname" ]; then
       WEIR_TEST_MODEL=$store/$mname TAIL=30 run_logged realmodel "$log_dir/realmodel.log" \
-        "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.RealGemma3'
+        "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.RealGemma3*:CudaModel.RepeatsBitForBit'
     fi
   else
     echo "no $model_carry/manifest (scripts/gpu-check.sh --pack-model)"

@@ -11,6 +11,7 @@
 #include "backend/arena_planner.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/pdl.h"
 #include "core/error.h"
 #include "core/graph.h"
 
@@ -21,11 +22,15 @@ constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
 // Device memory from alloc(): zero-filled, and known to the backend as its
 // own while it lives, so plan() uses it in place instead of copying it.
+// Everything that writes device memory goes on the backend's stream: it is
+// a non-blocking stream, not ordered after work on the legacy default
+// stream (a cudaMemset there could land after our kernels' writes, a
+// cudaMemcpy from pageable memory returns before its DMA is done).
 class DeviceBuffer final : public Buffer {
  public:
-  DeviceBuffer(size_t n, std::map<uintptr_t, size_t>* owned) : owned_(owned) {
+  DeviceBuffer(size_t n, std::map<uintptr_t, size_t>* owned, cudaStream_t stream) : owned_(owned) {
     WEIR_CUDA_CHECK(cudaMalloc(&data_, n ? n : 1));
-    WEIR_CUDA_CHECK(cudaMemset(data_, 0, n ? n : 1));
+    WEIR_CUDA_CHECK(cudaMemsetAsync(data_, 0, n ? n : 1, stream));
     size_ = n;
     (*owned_)[reinterpret_cast<uintptr_t>(data_)] = n ? n : 1;
   }
@@ -129,6 +134,7 @@ struct CudaBackend::Plan {
 };
 
 CudaBackend::CudaBackend(const CudaOptions& o) : opts_(o), device_(o.device) {
+  if (const char* e = std::getenv("WEIR_CUDA_GRAPHS"); e && std::string(e) == "0") opts_.graphs = false;  // diagnostics
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -167,7 +173,9 @@ CudaBackend::~CudaBackend() {
 
 Queue& CudaBackend::queue() { return *queue_; }
 
-std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) { return std::make_unique<DeviceBuffer>(bytes, &owned_); }
+std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
+  return std::make_unique<DeviceBuffer>(bytes, &owned_, stream_);
+}
 std::unique_ptr<Buffer> CudaBackend::alloc_host(size_t bytes) { return std::make_unique<PinnedBuffer>(bytes); }
 
 bool CudaBackend::owns(const void* p) const {
@@ -195,8 +203,9 @@ void* CudaBackend::upload_weight(const Tensor& t) {
     throw Error("cuda backend: out of device memory copying weight '" + t.name + "' (" + std::to_string(n) +
                 " bytes; " + std::to_string(weight_bytes_ >> 20) + " MiB of weights already on the GPU)");
   }
-  WEIR_CUDA_CHECK(cudaMemcpy(d, t.data, n, cudaMemcpyHostToDevice));
-  WEIR_CUDA_CHECK(cudaMemset(static_cast<char*>(d) + n, 0, 16));
+  // On the stream (DeviceBuffer says why): kernels launched after it see it.
+  WEIR_CUDA_CHECK(cudaMemcpyAsync(d, t.data, n, cudaMemcpyHostToDevice, stream_));
+  WEIR_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(d) + n, 0, 16, stream_));
   owned_[reinterpret_cast<uintptr_t>(d)] = n + 16;
   weight_bytes_ += n;
   weights_.emplace(t.data, Weight{d, n, 0});
@@ -260,24 +269,6 @@ void CudaBackend::plan(Graph& g) {
       }
     }
 
-  // Activation memory: inputs first (they live for the whole run), then each
-  // node's output, freed after its last reader.
-  std::vector<int> last_use(size_t(n), -1);
-  std::vector<bool> pinned(size_t(n), false);
-  for (Tensor& t : tensors) {
-    if (t.op == Op::Leaf) continue;
-    for (Tensor* s : t.src)
-      if (s) last_use[size_t(s->storage()->id)] = std::max(last_use[size_t(s->storage()->id)], t.id);
-  }
-  for (Tensor* o : g.outputs()) pinned[size_t(o->storage()->id)] = true;
-  ArenaPlanner arena;
-  std::vector<size_t> offset(size_t(n), 0);
-  std::vector<bool> in_arena(size_t(n), false);
-  for (Tensor& t : tensors)
-    if (t.op == Op::Leaf && t.data == nullptr) {
-      offset[size_t(t.id)] = arena.alloc(t.n_bytes());
-      in_arena[size_t(t.id)] = true;
-    }
   auto plan = std::make_unique<Plan>();
   plan->weights = std::move(held);
   size_t scratch = 0;
@@ -285,19 +276,39 @@ void CudaBackend::plan(Graph& g) {
     if (t.op == Op::Leaf || t.op == Op::View) continue;
     plan->nodes.push_back(&t);
     scratch = std::max(scratch, scratch_for(t));
-    if (t.op != Op::SetRows) {  // set_rows writes into its destination
-      offset[size_t(t.id)] = arena.alloc(t.n_bytes());
-      in_arena[size_t(t.id)] = true;
-    }
-    for (Tensor* s : t.src) {
-      if (!s) continue;
-      Tensor* st = s->storage();
-      if (in_arena[size_t(st->id)] && last_use[size_t(st->id)] == t.id && !pinned[size_t(st->id)] &&
-          st->op != Op::Leaf) {
-        arena.release(offset[size_t(st->id)], st->n_bytes());
-        in_arena[size_t(st->id)] = false;
-      }
-    }
+  }
+  for (Tensor* t : plan->nodes) plan->scratch.push_back(scratch_for(*t));
+  plan_fusion(*plan, g);
+
+  // Activation memory: inputs first (they live for the whole run), then each
+  // node's output, freed after its last reader. A launch runs several nodes
+  // (fused, grouped, ropes and stores) at once, so a tensor is freed only
+  // after the last node of the launch that reads it: no output of a launch
+  // may take memory an input of the same launch still holds (a fused norm's
+  // output over its input, shifted, raced between the kernel's blocks).
+  const size_t nn = plan->nodes.size();
+  std::vector<size_t> launch_end(nn);
+  for (size_t i = 0; i < nn; i += plan->span(i))
+    for (size_t k = i; k < std::min(nn, i + plan->span(i)); ++k) launch_end[k] = std::min(nn, i + plan->span(i)) - 1;
+  std::vector<long> last_use(size_t(n), -1);  // position in plan->nodes
+  std::vector<bool> pinned(size_t(n), false);
+  for (size_t i = 0; i < nn; ++i)
+    for (Tensor* s : plan->nodes[i]->src)
+      if (s) last_use[size_t(s->storage()->id)] = std::max(last_use[size_t(s->storage()->id)], long(launch_end[i]));
+  for (Tensor* o : g.outputs()) pinned[size_t(o->storage()->id)] = true;
+  std::vector<std::vector<Tensor*>> frees(nn);  // storages freed after node i
+  for (Tensor& t : tensors)
+    if (t.op != Op::Leaf && t.op != Op::View && last_use[size_t(t.id)] >= 0 && !pinned[size_t(t.id)])
+      frees[size_t(last_use[size_t(t.id)])].push_back(&t);
+  ArenaPlanner arena;
+  std::vector<size_t> offset(size_t(n), 0);
+  for (Tensor& t : tensors)
+    if (t.op == Op::Leaf && t.data == nullptr) offset[size_t(t.id)] = arena.alloc(t.n_bytes());
+  for (size_t i = 0; i < nn; ++i) {
+    Tensor& t = *plan->nodes[i];
+    if (t.op != Op::SetRows) offset[size_t(t.id)] = arena.alloc(t.n_bytes());  // set_rows writes its destination
+    for (Tensor* f : frees[i])
+      if (f->op != Op::SetRows) arena.release(offset[size_t(f->id)], f->n_bytes());
   }
   plan->bytes = arena.peak();
   if (plan->bytes) {
@@ -307,7 +318,7 @@ void CudaBackend::plan(Graph& g) {
       throw Error("cuda backend: cannot allocate " + std::to_string(plan->bytes >> 20) +
                   " MiB of device memory for a graph's activations");
     }
-    WEIR_CUDA_CHECK(cudaMemset(plan->arena, 0, plan->bytes));
+    WEIR_CUDA_CHECK(cudaMemsetAsync(plan->arena, 0, plan->bytes, stream_));
   }
   char* base = static_cast<char*>(plan->arena);
   for (Tensor& t : tensors) {
@@ -316,8 +327,10 @@ void CudaBackend::plan(Graph& g) {
     else if (t.op != Op::Leaf || t.data == nullptr)
       t.data = base + offset[size_t(t.id)];
   }
-  for (Tensor* t : plan->nodes) plan->scratch.push_back(scratch_for(*t));
-  plan_fusion(*plan, g);
+  check_launch_memory(*plan);
+  if (const char* e = std::getenv("WEIR_CUDA_PLAN_DUMP"); e && *e == '1')  // the launches (diagnostics)
+    for (size_t i = 0; i < plan->nodes.size(); i += plan->span(i))
+      if (!plan->skip[i]) std::fprintf(stderr, "plan %4zu: %s\n", i, launch_label(*plan, i).c_str());
 
   ensure_scratch(std::max<size_t>(scratch, 256));
   stats_.planned_launches = 0;
@@ -327,6 +340,35 @@ void CudaBackend::plan(Graph& g) {
 }
 
 void CudaBackend::release(const Graph& g) { drop_plan(&g); }
+
+// The planner's promise, checked on every plan: no node of a launch writes
+// memory that an input from outside the launch occupies (the blocks of a
+// launch run in no set order, so such an overlap is a race).
+void CudaBackend::check_launch_memory(const Plan& p) {
+  const size_t nn = p.nodes.size();
+  const auto overlap = [](const Tensor* a, const Tensor* b) {
+    const auto* x = static_cast<const char*>(a->data);
+    const auto* y = static_cast<const char*>(b->data);
+    return x && y && x < y + b->n_bytes() && y < x + a->n_bytes();
+  };
+  for (size_t i = 0; i < nn; i += p.span(i)) {
+    const size_t end = std::min(nn, i + p.span(i));
+    const auto inside = [&](const Tensor* t) {
+      for (size_t k = i; k < end; ++k)
+        if (p.nodes[k] == t) return true;
+      return false;
+    };
+    for (size_t k = i; k < end; ++k) {
+      const Tensor* out = p.nodes[k];
+      if (out->op == Op::SetRows) continue;  // writes its table, which no member reads
+      for (size_t j = i; j < end; ++j)
+        for (const Tensor* s : p.nodes[j]->src)
+          if (s && !inside(s->storage()) && s->storage()->op != Op::Leaf && overlap(out, s->storage()))
+            throw Error("cuda backend: the launch at node " + std::to_string(i) + " (" + launch_label(p, i) +
+                        ") writes " + out->name + " over its input " + s->storage()->name);
+    }
+  }
+}
 
 // Kernels that can run as one: an rms_norm whose only reader is the mul
 // right after it (by a row of weights), together with the add right before
@@ -491,6 +533,7 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
   for (size_t i = begin; i < std::min(end, p.nodes.size()); ++i) {
     Tensor* t = p.nodes[i];
     if (p.skip[i]) continue;  // done by the rope before it
+    t_pdl_off = pdl_off_for(t->op) || pdl_off_for_node(i);
     if (p.rope_store[i] > 0) {
       RopeStoreNode jobs[8];
       int nj = 0;
@@ -534,6 +577,7 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       default: throw Error(std::string("cuda backend: no kernel for op ") + op_name(t->op));
     }
   }
+  t_pdl_off = false;
 }
 
 namespace {
@@ -578,6 +622,17 @@ double time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
 
 }  // namespace
 
+std::string CudaBackend::launch_label(const Plan& p, size_t i) {
+  const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
+  std::string key = p.fused[i] == 1   ? "rms_norm+mul" + rows
+                    : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
+                    : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows
+                                      : profile_key(*p.nodes[i]);
+  if (p.quantize_out[i]) key += " +q8";
+  if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
+  return key + (p.x_quantized[i] ? " (x shared)" : "");
+}
+
 // Each node alone, recorded into a graph of its own and replayed: its kernels'
 // time without launch gaps (its inputs are in the cache state the previous
 // replays left). The whole graph's replay time next to the sum says what the
@@ -598,14 +653,7 @@ void CudaBackend::profile_plan(Plan& p) {
     const double ms = time_graph(exec, stream_, reps);
     cudaGraphExecDestroy(exec);
     sum += ms;
-    const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
-    std::string key = p.fused[i] == 1   ? "rms_norm+mul" + rows
-                      : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
-                      : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows
-                                        : profile_key(*p.nodes[i]);
-    if (p.quantize_out[i]) key += " +q8";
-    if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
-    ProfileStat& st = profile_stats_[key + (p.x_quantized[i] ? " (x shared)" : "")];
+    ProfileStat& st = profile_stats_[launch_label(p, i)];
     ++st.calls;
     st.ms += ms;
     for (int k = 0; k < p.group[i]; ++k)

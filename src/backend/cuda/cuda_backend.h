@@ -53,6 +53,9 @@ class CudaBackend final : public Backend {
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
   void ensure_scratch(size_t bytes);
   void profile_plan(Plan& p);
+  // What the launch from node i does, as profiles and plan dumps name it.
+  static std::string launch_label(const Plan& p, size_t i);
+  static void check_launch_memory(const Plan& p);
   void plan_fusion(Plan& p, const Graph& g) const;
   void plan_rope_store(Plan& p, const std::vector<int>& readers) const;
   void print_profile() const;

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "pdl.h"
 
 namespace weir::cuda {
 
@@ -123,21 +124,6 @@ inline bool mat_vec_early_loads() {
   return on;
 }
 
-inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("WEIR_CUDA_PDL");
-    if (e && std::string(e) == "0") return false;
-    int dev = 0, cc = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return cc >= 9;
-  }();
-  return on;
-}
-
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic
 // dependent launch where it is on; launch errors throw.
 template <class... Params, class... Args>
@@ -148,7 +134,7 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  if (pdl_enabled()) {
+  if (pdl_enabled() && !t_pdl_off) {
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;

@@ -334,6 +334,7 @@ __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
           sum += e;
         }
         sum = warp_sum(sum);
+        __syncwarp();  // every lane has read m_s[r] and l_s[r] (racecheck)
         if (lane == 0) {
           m_s[r] = m_new;
           l_s[r] = l_s[r] * alpha + sum;
