@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/arena_planner.h"
+#include "backend/activation_plan.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/pdl.h"
@@ -255,7 +255,6 @@ void CudaBackend::plan(Graph& g) {
   WEIR_CUDA_CHECK(cudaSetDevice(device_));
   drop_plan(&g);  // planned again: the old plan goes
   auto& tensors = g.tensors();
-  const int n = int(tensors.size());
   // Weights (leaves with host data) to device memory; leaves already in our
   // memory (the KV cache) are used in place.
   std::vector<const void*> held;
@@ -280,37 +279,14 @@ void CudaBackend::plan(Graph& g) {
   for (Tensor* t : plan->nodes) plan->scratch.push_back(scratch_for(*t));
   plan_fusion(*plan, g);
 
-  // Activation memory: inputs first (they live for the whole run), then each
-  // node's output, freed after its last reader. A launch runs several nodes
-  // (fused, grouped, ropes and stores) at once, so a tensor is freed only
-  // after the last node of the launch that reads it: no output of a launch
-  // may take memory an input of the same launch still holds (a fused norm's
-  // output over its input, shifted, raced between the kernel's blocks).
+  // Activation memory (backend/activation_plan.h says why by launch).
   const size_t nn = plan->nodes.size();
   std::vector<size_t> launch_end(nn);
   for (size_t i = 0; i < nn; i += plan->span(i))
     for (size_t k = i; k < std::min(nn, i + plan->span(i)); ++k) launch_end[k] = std::min(nn, i + plan->span(i)) - 1;
-  std::vector<long> last_use(size_t(n), -1);  // position in plan->nodes
-  std::vector<bool> pinned(size_t(n), false);
-  for (size_t i = 0; i < nn; ++i)
-    for (Tensor* s : plan->nodes[i]->src)
-      if (s) last_use[size_t(s->storage()->id)] = std::max(last_use[size_t(s->storage()->id)], long(launch_end[i]));
-  for (Tensor* o : g.outputs()) pinned[size_t(o->storage()->id)] = true;
-  std::vector<std::vector<Tensor*>> frees(nn);  // storages freed after node i
-  for (Tensor& t : tensors)
-    if (t.op != Op::Leaf && t.op != Op::View && last_use[size_t(t.id)] >= 0 && !pinned[size_t(t.id)])
-      frees[size_t(last_use[size_t(t.id)])].push_back(&t);
-  ArenaPlanner arena;
-  std::vector<size_t> offset(size_t(n), 0);
-  for (Tensor& t : tensors)
-    if (t.op == Op::Leaf && t.data == nullptr) offset[size_t(t.id)] = arena.alloc(t.n_bytes());
-  for (size_t i = 0; i < nn; ++i) {
-    Tensor& t = *plan->nodes[i];
-    if (t.op != Op::SetRows) offset[size_t(t.id)] = arena.alloc(t.n_bytes());  // set_rows writes its destination
-    for (Tensor* f : frees[i])
-      if (f->op != Op::SetRows) arena.release(offset[size_t(f->id)], f->n_bytes());
-  }
-  plan->bytes = arena.peak();
+  const ActivationPlan act = plan_activations(g, plan->nodes, launch_end);
+  const std::vector<size_t>& offset = act.offset;
+  plan->bytes = act.bytes;
   if (plan->bytes) {
     const cudaError_t e = cudaMalloc(&plan->arena, plan->bytes);
     if (e != cudaSuccess) {
