@@ -27,6 +27,19 @@ std::vector<Tensor*> nodes_of(Graph& g) {
   return v;
 }
 
+// n scale nodes one after the other from x.
+Tensor* scale_chain(Graph& g, Tensor* x, int n) {
+  for (int i = 0; i < n; ++i) x = g.scale(x, 2.0f);
+  return x;
+}
+
+// Launch ends for nodes that each run alone.
+std::vector<size_t> each_alone(size_t n) {
+  std::vector<size_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
 // The first launch whose output overlaps an input from outside it, or "".
 std::string launch_overwrite(const ActivationPlan& p, const std::vector<Tensor*>& nodes,
                              const std::vector<size_t>& end) {
@@ -69,7 +82,7 @@ TEST(ActivationPlan, FusedNormDoesNotWriteOverItsInput) {
   // Node by node, the mul may reuse a's memory (a's last reader, the norm,
   // has run): the same check, told the norm and mul are one launch, catches
   // it. This is the plan the fused launch must not get.
-  const std::vector<size_t> alone = {0, 1, 2, 3};
+  const std::vector<size_t> alone = each_alone(4);
   const ActivationPlan q = plan_activations(ng.g, nodes, alone);
   EXPECT_EQ(launch_overwrite(q, nodes, fused), "normed over a");
   EXPECT_EQ(launch_overwrite(q, nodes, alone), "");
@@ -78,12 +91,9 @@ TEST(ActivationPlan, FusedNormDoesNotWriteOverItsInput) {
 TEST(ActivationPlan, ReusesMemoryAcrossLaunches) {
   Graph g;
   Tensor* x = g.input(DType::F32, {256, 4}, "x");
-  Tensor* y = x;
-  for (int i = 0; i < 6; ++i) y = g.scale(y, 2.0f);
-  g.mark_output(y);
+  g.mark_output(scale_chain(g, x, 6));
   const auto nodes = nodes_of(g);
-  std::vector<size_t> alone(nodes.size());
-  for (size_t i = 0; i < alone.size(); ++i) alone[i] = i;
+  const std::vector<size_t> alone = each_alone(nodes.size());
   const ActivationPlan p = plan_activations(g, nodes, alone);
   // The input and two tensors in flight at a time: a chain needs no more.
   EXPECT_LE(p.bytes, 3 * arena_align_up(256 * 4 * sizeof(float)));
@@ -97,12 +107,9 @@ TEST(ActivationPlan, OutputsAndInputsLiveForTheWholeRun) {
   Tensor* x = g.input(DType::F32, {256, 4}, "x");
   Tensor* out = g.scale(g.add(x, x), 2.0f);
   g.mark_output(out);
-  Tensor* y = out;
-  for (int i = 0; i < 4; ++i) y = g.scale(y, 3.0f);
-  g.mark_output(y);
+  g.mark_output(scale_chain(g, out, 4));
   const auto nodes = nodes_of(g);
-  std::vector<size_t> alone(nodes.size());
-  for (size_t i = 0; i < alone.size(); ++i) alone[i] = i;
+  const std::vector<size_t> alone = each_alone(nodes.size());
   const ActivationPlan p = plan_activations(g, nodes, alone);
   for (size_t i = 0; i < nodes.size(); ++i) {
     EXPECT_FALSE(overlaps(range_of(p, nodes[i]), range_of(p, x))) << i;
