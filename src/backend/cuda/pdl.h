@@ -32,8 +32,9 @@ inline bool pdl_enabled() {
 
 // Diagnostics: WEIR_CUDA_PDL_OFF_OPS, a comma-separated list of op names
 // (op_name), launches those ops' kernels without programmatic dependent
-// launch, to find which one races with its neighbours. The backend sets
-// t_pdl_off for the node it launches.
+// launch: bisecting by op and by node (below) found the launch whose
+// timing exposed a race (a fused norm over its own input, docs/perf.md).
+// The backend sets t_pdl_off for the node it launches.
 inline bool pdl_off_for(Op op) {
   static const std::string list = [] {
     const char* e = std::getenv("WEIR_CUDA_PDL_OFF_OPS");
