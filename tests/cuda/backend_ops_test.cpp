@@ -445,6 +445,50 @@ TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
       }
 }
 
+// The residual norm folded into the products around it (mul_mat_q8.h): a
+// product -> add -> norm -> mul -> products chain runs as two launches, no
+// norm kernel, for up to 4 tokens (5 takes the norm kernel); two layers'
+// worth, so the second fold reuses the memory of the first.
+TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
+  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0})
+    for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
+      const int64_t K = 512, F = 768, N = 96;
+      const auto wa = random_weights(wt, F, K, 91), wg = random_weights(wt, K, F, 92),
+                 wu = random_weights(wt, K, F, 93), wd = random_weights(wt, F, K, 94),
+                 wo = random_weights(wt, K, N, 95);
+      const auto w = [](DType t, int64_t k, int64_t n, const std::vector<uint8_t>& v, Graph& g, const char* name) {
+        return g.external(t, {k, n}, const_cast<uint8_t*>(v.data()), name);
+      };
+      const auto build = [&](Graph& g) {
+        // The add's operands both ways round: the product first, then second.
+        Tensor* s1 = g.add(g.input(DType::F32, {K, T}, "r"),
+                           g.mul_mat(w(wt, F, K, wa, g, "wa"), g.input(DType::F32, {F, T}, "a")));
+        Tensor* x1 = g.mul(g.rms_norm(s1, 1e-5f), g.input(DType::F32, {K}, "wn1"));
+        Tensor* gate = g.mul_mat(w(wt, K, F, wg, g, "wg"), x1);
+        Tensor* up = g.mul_mat(w(wt, K, F, wu, g, "wu"), x1);
+        Tensor* s2 = g.add(g.mul_mat(w(wt, F, K, wd, g, "wd"), g.silu_mul(gate, up)), s1);
+        Tensor* x2 = g.mul(g.rms_norm(s2, 1e-5f), g.input(DType::F32, {K}, "wn2"));
+        Tensor* o = g.mul_mat(w(wt, K, N, wo, g, "wo"), x2);
+        return std::vector<Tensor*>{o, s2, gate, s1};
+      };
+      const Inputs in = {{"a", floats(randn(size_t(F * T), 101))},
+                         {"r", floats(randn(size_t(K * T), 102))},
+                         {"wn1", floats(randn(size_t(K), 103))},
+                         {"wn2", floats(randn(size_t(K), 104))}};
+      uint64_t launches = 0;
+      const auto c = run_outputs(*cpu_, build, in, 1);
+      const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+      const std::string what = std::string(dtype_name(wt)) + " T " + std::to_string(T);
+      const bool fold = T <= 4;
+      EXPECT_EQ(launches, fold ? 5u : 7u) << "wa (+add+norm+mul), gate/up, glu, wd (+add+norm+mul), wo: " << what;
+      EXPECT_EQ(gpu_->stats().recorded_nodes, fold ? 6u : 8u) << "and one quantization of a: " << what;
+      EXPECT_LT(rel_err(gg[0], c[0]), 5e-2) << "o: " << what;
+      EXPECT_LT(rel_err(gg[1], c[1]), 3e-2) << "s2: " << what;
+      EXPECT_LT(rel_err(gg[2], c[2]), 3e-2) << "gate: " << what;
+      EXPECT_LT(rel_err(gg[3], c[3]), 3e-2) << "s1: " << what;
+    }
+}
+
 // Attention hands its output to the product after it (the o-projection) as
 // 8-bit blocks: the kernel that merges the key splits writes them (long
 // spans), or the attention kernel itself (one split): 3 and 2 kernels, where

@@ -118,8 +118,13 @@ struct CudaBackend::Plan {
   std::vector<int> rope_store;
   std::vector<int> rope_into;
   std::vector<bool> skip;
+  // A product at node i that runs with the add, norm and mul after it,
+  // the norm folded into it and into the products of the next launch
+  // (mul_mat_q8.h): those have fold_from = i.
+  std::vector<bool> fold;
+  std::vector<int> fold_from;
   size_t span(size_t i) const {
-    return size_t(rope_store[i] > 0 ? rope_store[i] : group[i] > 1 ? group[i] : 1 + fused[i]);
+    return size_t(fold[i] ? 4 : rope_store[i] > 0 ? rope_store[i] : group[i] > 1 ? group[i] : 1 + fused[i]);
   }
   std::vector<int> group;            // products launched together from node i (1: alone)
   std::vector<const void*> weights;  // host addresses of the weights it holds
@@ -166,6 +171,7 @@ CudaBackend::~CudaBackend() {
   plans_.clear();
   for (auto& [host, w] : weights_) cudaFree(w.dev);
   if (scratch_) cudaFree(scratch_);
+  if (fold_) cudaFree(fold_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -227,15 +233,15 @@ void CudaBackend::drop_plan(const Graph* g) {
   plans_.erase(it);
 }
 
-void CudaBackend::ensure_scratch(size_t bytes) {
-  if (bytes <= scratch_bytes_) return;
+void CudaBackend::ensure(void** mem, size_t* have, size_t bytes) {
+  if (bytes <= *have) return;
   WEIR_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (scratch_) cudaFree(scratch_);
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  WEIR_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
-  scratch_bytes_ = bytes;
-  ++scratch_generation_;  // graphs recorded with the old scratch must be recorded again
+  if (*mem) cudaFree(*mem);
+  *mem = nullptr;
+  *have = 0;
+  WEIR_CUDA_CHECK(cudaMalloc(mem, bytes));
+  *have = bytes;
+  ++scratch_generation_;  // graphs recorded with the old memory must be recorded again
 }
 
 namespace {
@@ -308,7 +314,11 @@ void CudaBackend::plan(Graph& g) {
     for (size_t i = 0; i < plan->nodes.size(); i += plan->span(i))
       if (!plan->skip[i]) std::fprintf(stderr, "plan %4zu: %s\n", i, launch_label(*plan, i).c_str());
 
-  ensure_scratch(std::max<size_t>(scratch, 256));
+  ensure(&scratch_, &scratch_bytes_, std::max<size_t>(scratch, 256));
+  size_t fold = 0;
+  for (size_t i = 0; i < plan->nodes.size(); ++i)
+    if (plan->fold[i]) fold = std::max(fold, fold_norm_bytes(*plan->nodes[i]));
+  if (fold) ensure(&fold_, &fold_bytes_, fold);
   stats_.planned_launches = 0;
   for (size_t i = 0; i < plan->nodes.size(); i += plan->span(i))
     if (!plan->skip[i]) ++stats_.planned_launches;
@@ -359,6 +369,8 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
       if (s) ++readers[size_t(s->id)];
   for (const Tensor* o : g.outputs()) ++readers[size_t(o->id)];
   p.fused.assign(n, 0);
+  p.fold.assign(n, false);
+  p.fold_from.assign(n, -1);
   const auto only_reader_is_next = [&](size_t i) { return readers[size_t(p.nodes[i]->id)] == 1; };
   for (size_t i = 0; i + 1 < n; ++i) {
     if (i + 2 < n && only_reader_is_next(i + 1) &&
@@ -423,6 +435,33 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
     } else if (p.scratch[i] > 0) {
       last_x = nullptr;  // scratch overwritten
     }
+  }
+  plan_norm_folds(p, readers);
+}
+
+// A product whose only reader is an add + rms_norm + mul launch (the
+// residual stream), which hands mul's result to the next launch's products
+// alone: the three run in the product's launch, and the next launch reads
+// the fold (mul_mat_q8.h). Not where the product itself reads a fold.
+void CudaBackend::plan_norm_folds(Plan& p, const std::vector<int>& readers) const {
+  static const bool on = [] {  // WEIR_CUDA_NORM_FOLD=0: a norm kernel instead (for comparisons)
+    const char* e = std::getenv("WEIR_CUDA_NORM_FOLD");
+    return !(e && std::string(e) == "0");
+  }();
+  const size_t n = p.nodes.size();
+  for (size_t i = 0; on && i + 4 < n; ++i) {
+    if (p.skip[i] || p.group[i] != 1 || p.fold_from[i] >= 0 || p.fused[i + 1] != 2 || !p.quantize_out[i + 1]) continue;
+    const Tensor& prod = *p.nodes[i];
+    const Tensor& mul = *p.nodes[i + 3];
+    if (readers[size_t(prod.id)] != 1 || !can_fold_norm(prod, *p.nodes[i + 1], *p.nodes[i + 2], mul)) continue;
+    size_t next = i + 4;
+    while (next < n && p.skip[next]) ++next;
+    if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &mul || !p.x_quantized[next] ||
+        readers[size_t(mul.id)] != p.group[next])
+      continue;
+    p.fold[i] = true;
+    p.fold_from[next] = int(i);
+    i += 3;
   }
 }
 
@@ -506,6 +545,8 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
   c.scratch = scratch_;
   c.scratch_bytes = scratch_bytes_;
   c.sm_count = prop_.multiProcessorCount;
+  c.fold = fold_;
+  c.fold_bytes = fold_bytes_;
   for (size_t i = begin; i < std::min(end, p.nodes.size()); ++i) {
     Tensor* t = p.nodes[i];
     if (p.skip[i]) continue;  // done by the rope before it
@@ -520,6 +561,15 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       continue;
     }
     c.quantize_out = p.quantize_out[i];
+    c.x_quantized = p.x_quantized[i];
+    c.w_fixed = p.w_fixed[i];
+    c.x_folded = p.fold_from[i] >= 0;
+    c.fold_eps = c.x_folded ? p.nodes[size_t(p.fold_from[i]) + 2]->fparams[0] : 0.0f;
+    if (p.fold[i]) {
+      op_mul_mat_fold_norm(*t, *p.nodes[i + 1], *p.nodes[i + 2], *p.nodes[i + 3], c);
+      i += 3;
+      continue;
+    }
     if (p.fused[i] == 1) {
       op_rms_norm_mul(*t, *p.nodes[i + 1], c);
       ++i;
@@ -530,8 +580,6 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       i += 2;
       continue;
     }
-    c.x_quantized = p.x_quantized[i];
-    c.w_fixed = p.w_fixed[i];
     if (p.group[i] > 1) {
       op_mul_mat_group(&p.nodes[i], p.group[i], c);
       i += size_t(p.group[i] - 1);
@@ -600,13 +648,14 @@ double time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
 
 std::string CudaBackend::launch_label(const Plan& p, size_t i) {
   const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
-  std::string key = p.fused[i] == 1   ? "rms_norm+mul" + rows
+  std::string key = p.fold[i]         ? profile_key(*p.nodes[i]) + " +add+rms_norm+mul"
+                    : p.fused[i] == 1 ? "rms_norm+mul" + rows
                     : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
                     : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
   if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
-  return key + (p.x_quantized[i] ? " (x shared)" : "");
+  return key + (p.fold_from[i] >= 0 ? " (x folded)" : p.x_quantized[i] ? " (x shared)" : "");
 }
 
 // Each node alone, recorded into a graph of its own and replayed: its kernels'

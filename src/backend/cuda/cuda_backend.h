@@ -51,13 +51,15 @@ class CudaBackend final : public Backend {
   bool owns(const void* p) const;
   void* upload_weight(const Tensor& t);
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
-  void ensure_scratch(size_t bytes);
+  // Grows *mem (device memory shared by all graphs) to at least bytes.
+  void ensure(void** mem, size_t* have, size_t bytes);
   void profile_plan(Plan& p);
   // What the launch from node i does, as profiles and plan dumps name it.
   static std::string launch_label(const Plan& p, size_t i);
   static void check_launch_memory(const Plan& p);
   void plan_fusion(Plan& p, const Graph& g) const;
   void plan_rope_store(Plan& p, const std::vector<int>& readers) const;
+  void plan_norm_folds(Plan& p, const std::vector<int>& readers) const;
   void print_profile() const;
 
   CudaOptions opts_;
@@ -69,7 +71,7 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
-  std::map<uintptr_t, size_t> owned_;                   // device allocations: base -> size
+  std::map<uintptr_t, size_t> owned_;  // device allocations: base -> size
   struct Weight {
     void* dev;
     size_t bytes;
@@ -79,7 +81,9 @@ class CudaBackend final : public Backend {
   size_t weight_bytes_ = 0;
   void* scratch_ = nullptr;  // per-node temporary memory, shared by all graphs
   size_t scratch_bytes_ = 0;
-  uint64_t scratch_generation_ = 0;  // bumped when scratch moves: recordings go stale
+  void* fold_ = nullptr;  // folded norms' 8-bit x and sums (OpCtx::fold)
+  size_t fold_bytes_ = 0;
+  uint64_t scratch_generation_ = 0;  // bumped when scratch or fold move: recordings go stale
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
   // WEIR_CUDA_PROFILE=1: at each graph's first replay, the kernel time of
   // every node (profile_plan), summed per kind of node; printed at destruction.

@@ -33,6 +33,14 @@ struct OpCtx {
   // mul_mat: no kernel of the graph writes the weights (src[0], every
   // product of a group), so a kernel may read them before pdl_wait().
   bool w_fixed = false;
+  // The residual norm folded into the products around it (mul_mat_q8.h):
+  // fold is device memory a folding product writes; a product with
+  // x_folded reads its x from there (with x_quantized) and scales its
+  // results by 1 / rms (the norm's eps: fold_eps).
+  void* fold = nullptr;
+  size_t fold_bytes = 0;
+  bool x_folded = false;
+  float fold_eps = 0.0f;
 };
 
 void op_get_rows(const Tensor& dst, const OpCtx& c);
@@ -48,6 +56,13 @@ bool mul_mat_quantizes_x(const Tensor& dst);
 bool can_group_mul_mat(const Tensor& a, const Tensor& b);
 int mul_mat_max_group();
 void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c);
+// product -> add -> rms_norm -> mul as one launch, the norm folded into the
+// products around it (mul_mat_q8.h says how); fold_norm_bytes: the memory
+// (OpCtx::fold) it needs.
+bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
+size_t fold_norm_bytes(const Tensor& product);
+void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
+                          const OpCtx& c);
 void op_rms_norm(const Tensor& dst, const OpCtx& c);
 // rms_norm followed by a mul of its output by a row vector, in one kernel
 // (mul's result; the norm's own output is not written).

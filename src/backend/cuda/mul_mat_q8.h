@@ -24,4 +24,24 @@ void q8_quantize_rows(const Tensor& x, const OpCtx& c);
 // The most products one launch takes.
 int q8_max_group();
 
+// The residual norm folded into the products around it: llama's
+//   s = W a + r;  x = rms_norm(s) * w;  y_i = W_i x
+// runs as two launches, not three. 8-bit quantization commutes with a
+// positive scale (the quants of v / rms are those of v; the block's scale
+// is divided by rms), and so does a product, so the product W a (32 rows a
+// block: one 8-bit block of x) adds r, writes s, the 8-bit blocks of s * w
+// and each block's sum of squares of s into fold memory; the products W_i
+// read those blocks as x and multiply their results by 1 / rms, summing the
+// partials in a fixed order (results repeat bit for bit). No norm kernel
+// runs: a third of the small kernels of a llama layer.
+inline constexpr int64_t kMaxFoldTokens = 4;  // the producer takes two rows a warp
+// Fold memory for K elements of T tokens: the 8-bit blocks, then the sums.
+size_t fold_bytes(int64_t K, int64_t T);
+float* fold_sums(void* fold, int64_t K, int64_t T);
+// The launch (can_fold_norm, cuda_ops.h): writes add's result and the fold;
+// mul's result is not written (the products reading it take the fold,
+// OpCtx::x_folded).
+void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
+                          const OpCtx& c);
+
 }  // namespace weir::cuda

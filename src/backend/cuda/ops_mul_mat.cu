@@ -287,6 +287,14 @@ void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
   q8_mat_vec(dsts, n, c);
 }
 
+size_t fold_norm_bytes(const Tensor& product) { return fold_bytes(product.ne[0], product.n_rows()); }
+
+void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
+                          const OpCtx& c) {
+  check(product);
+  q8_mat_vec_fold_norm(product, add, norm, mul, c);
+}
+
 int mul_mat_max_group() { return std::min(q8_max_group(), tile_max_group()); }
 
 bool mul_mat_quantizes_x(const Tensor& dst) {

@@ -339,16 +339,37 @@ __device__ __forceinline__ void locate(const Mats& m, int64_t row, const uint8_t
   *ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
 }
 
+// The residual norm folded into the products around it (mul_mat_q8.h says
+// why). The consumer's side: ss null, none; else its results are scaled by
+// 1 / sqrt(sum(ss[t][0..n)) / k + eps), the partials summed in a fixed order.
+struct FoldIn {
+  const float* ss;
+  int n;
+  float k, eps;
+};
+// The producer's side: s = W a + r (the residual stream) written, the 8-bit
+// blocks of s * w (w: the norm's weights) and each block's sum of squares of s.
+struct FoldOut {
+  Rows r, s;
+  const float* w;
+  Q8Act q8;
+  float* ss;
+};
+
 // Rows per warp: 2 (sharing the x loads) while the accumulators stay few.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
 // early: W is written by no kernel of the graph, so the first step's
 // weights are loaded before pdl_wait(), while the kernel ahead finishes.
-template <class D, int NT, int WPR>
-__global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early) {
+// WARPS warps a block; FOLD: the producer of a folded norm (32 rows a
+// block, one 8-bit block of the next product's x).
+template <class D, int NT, int WPR, int WARPS, bool FOLD>
+__global__ void __launch_bounds__(32 * WARPS)
+    q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early, FoldIn fin, FoldOut fout) {
   constexpr int R = rows_per_warp(NT);
   // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100.
-  constexpr int kRowsPerBlock = kWarps / WPR * R, kThreadsPerRow = 32 * WPR, U = 2;
+  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR, U = 2;
+  static_assert(!FOLD || kRowsPerBlock == 32, "a folding block makes one 32-element block of x");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
   const int sub = (warp % WPR) * 32 + lane;
@@ -375,7 +396,19 @@ __global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t
   };
   const bool preloaded = early && live[0];
   if (preloaded) load_step(sub);
+  float wn = 0.0f;  // FOLD: this lane's norm weight (no kernel writes it)
+  if constexpr (FOLD) wn = fout.w[int64_t(blockIdx.x) * 32 + lane];
   pdl_wait();
+  float fr = 0.0f;  // FOLD: warp t < NT adds token t's residual, loaded now
+  if constexpr (FOLD)
+    if (warp < NT) fr = reinterpret_cast<const float*>(fout.r.row(warp))[int64_t(blockIdx.x) * 32 + lane];
+  float ss[NT];  // folded x: this lane's share of the sum of squares
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    ss[t] = 0.0f;
+    if (fin.ss)
+      for (int j = lane; j < fin.n; j += 32) ss[t] += fin.ss[t * fin.n + j];
+  }
   float acc[R][NT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -391,7 +424,36 @@ __global__ void __launch_bounds__(32 * kWarps) q8_mat_vec_kernel(Mats m, int64_t
       }
     }
   }
-  store_row_sums<NT, WPR, kWarps, R>(acc, warp, lane, live, y, ldy);
+  if (fin.ss)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float inv = 1.0f / sqrtf(warp_sum(ss[t]) / fin.k + fin.eps);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][t] *= inv;
+    }
+  if constexpr (FOLD) {
+    // The block's 32 rows: the sum with the residual, then lane l of warp t
+    // quantizes element l of token t's block.
+    __shared__ float sy[NT][32];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const float v = warp_sum(acc[r][t]);
+        if (lane == 0) sy[t][warp * R + r] = v;
+      }
+    __syncthreads();
+    if (warp < NT) {
+      const int64_t row = int64_t(blockIdx.x) * 32 + lane;
+      const float v = sy[warp][lane] + fr;
+      reinterpret_cast<float*>(const_cast<char*>(fout.s.row(warp)))[row] = v;
+      const float sq = warp_sum(v * v);
+      q8_store_block(fout.q8, warp, blockIdx.x, v * wn);
+      if (lane == 0) fout.ss[int64_t(warp) * gridDim.x + blockIdx.x] = sq;
+    }
+  } else {
+    store_row_sums<NT, WPR, WARPS, R>(acc, warp, lane, live, y, ldy);
+  }
 }
 
 // Warps per row: enough warps in flight to fill the GPU several times over,
@@ -407,33 +469,111 @@ int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
   return wpr;
 }
 
+// A launch's operands past the weights: x, and the folded norm's sides.
+struct Launch {
+  Mats m;
+  int64_t K;
+  XQ xq;
+  FoldIn fin;
+  FoldOut fout;  // its ss null: not a producer
+};
+
 template <class D, int NT>
-void launch_nt(const Mats& m, int64_t K, const OpCtx& c, const XQ& xq) {
+void launch_nt(const Launch& l, const OpCtx& c) {
   constexpr int R = rows_per_warp(NT);
   const bool early = c.w_fixed && mat_vec_early_loads();
-  const int wpr = warps_per_row((m.total + R - 1) / R, (K / D::QK) * D::CHUNKS, c.sm_count);
-  const unsigned grid = blocks_for(m.total, kWarps / wpr * R);
+  if (l.fout.ss) {  // one warp a row pair, 32 rows a block
+    if constexpr (R == 2) {
+      constexpr int kFoldWarps = 16;
+      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kFoldWarps, true>, unsigned(l.m.total / 32), 32 * kFoldWarps, 0,
+                           c.stream, l.m, l.K, l.xq, early, l.fin, l.fout);
+    }
+    throw Error("cuda mul_mat: a folded norm takes at most " + std::to_string(kMaxFoldTokens) + " tokens");
+  }
+  const int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count);
+  const unsigned grid = blocks_for(l.m.total, kWarps / wpr * R);
   if (wpr == 1)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 1>, grid, 32 * kWarps, 0, c.stream, m, K, xq, early);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps, false>, grid, 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early,
+                  l.fin, l.fout);
   else if (wpr == 2)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 2>, grid, 32 * kWarps, 0, c.stream, m, K, xq, early);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 2, kWarps, false>, grid, 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early,
+                  l.fin, l.fout);
   else
-    launch_kernel(q8_mat_vec_kernel<D, NT, 4>, grid, 32 * kWarps, 0, c.stream, m, K, xq, early);
+    launch_kernel(q8_mat_vec_kernel<D, NT, 4, kWarps, false>, grid, 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early,
+                  l.fin, l.fout);
 }
 
 template <class D>
-void launch(const Tensor& dst, const Mats& m, int64_t K, const OpCtx& c, const XQ& xq) {
+void launch(const Tensor& dst, const Launch& l, const OpCtx& c) {
   switch (dst.n_rows()) {
-    case 1: return launch_nt<D, 1>(m, K, c, xq);
-    case 2: return launch_nt<D, 2>(m, K, c, xq);
-    case 3: return launch_nt<D, 3>(m, K, c, xq);
-    case 4: return launch_nt<D, 4>(m, K, c, xq);
-    case 5: return launch_nt<D, 5>(m, K, c, xq);
-    case 6: return launch_nt<D, 6>(m, K, c, xq);
-    case 7: return launch_nt<D, 7>(m, K, c, xq);
-    case 8: return launch_nt<D, 8>(m, K, c, xq);
+    case 1: return launch_nt<D, 1>(l, c);
+    case 2: return launch_nt<D, 2>(l, c);
+    case 3: return launch_nt<D, 3>(l, c);
+    case 4: return launch_nt<D, 4>(l, c);
+    case 5: return launch_nt<D, 5>(l, c);
+    case 6: return launch_nt<D, 6>(l, c);
+    case 7: return launch_nt<D, 7>(l, c);
+    case 8: return launch_nt<D, 8>(l, c);
     default: bad_operands("mul_mat", dst, "q8 decode kernels take at most 8 tokens");
   }
+}
+
+void launch_type(const Tensor& dst, const Launch& l, const OpCtx& c) {
+  switch (dst.src[0]->dtype) {
+    case DType::Q4_0: return launch<DotQ4_0>(dst, l, c);
+    case DType::Q5_0: return launch<DotQ5_0>(dst, l, c);
+    case DType::Q8_0: return launch<DotQ8_0>(dst, l, c);
+    case DType::Q4_K: return launch<DotQK45<false>>(dst, l, c);
+    case DType::Q5_K: return launch<DotQK45<true>>(dst, l, c);
+    case DType::Q6_K: return launch<DotQ6K>(dst, l, c);
+    default: bad_operands("mul_mat", dst, std::string("no q8 decode kernel for ") + dtype_name(dst.src[0]->dtype));
+  }
+}
+
+// The operands of the n products dsts[0..n), checked, with x quantized into
+// scratch unless the plan has it there already (or in c.fold: x_folded).
+Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
+  const Tensor& dst = *dsts[0];
+  const Tensor& W = *dst.src[0];
+  const int64_t K = W.ne[0], T = dst.n_rows();
+  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
+  if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
+  // The weight rows must keep the blocks' natural alignment (16 bytes for
+  // q4_K / q5_K, 2 for the others, read as aligned words).
+  const size_t align = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
+  Launch l{};
+  l.K = K;
+  Mats& m = l.m;
+  m.n = n;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& d = *dsts[i];
+    const Tensor& Wi = *d.src[0];
+    if (Wi.dtype != W.dtype || Wi.ne[0] != K || d.n_rows() != T || d.src[1] != dst.src[1])
+      bad_operands("mul_mat", d, "cannot run in one launch with " + dst.name);
+    if (reinterpret_cast<uintptr_t>(Wi.data) % align || Wi.nb[1] % align)
+      bad_operands("mul_mat", d, "weight rows are not " + std::to_string(align) + "-byte aligned");
+    m.w[i] = static_cast<const uint8_t*>(Wi.data);
+    m.stride[i] = Wi.nb[1];
+    m.rows[i] = Wi.ne[1];
+    m.y[i] = static_cast<float*>(d.data);
+    m.ldy[i] = int64_t(d.nb[1] / 4);
+    m.total += Wi.ne[1];
+  }
+  if (c.x_folded) {
+    if (!c.x_quantized || !c.fold || fold_bytes(K, T) > c.fold_bytes || K % 32)
+      bad_operands("mul_mat", dst, "no folded norm to read x from");
+    const Q8Act act = Q8Act::in(c.fold, K, T);
+    l.xq = XQ{act.q, act.ds, K};
+    l.fin = FoldIn{fold_sums(c.fold, K, T), int(K / 32), float(K), c.fold_eps};
+    return l;
+  }
+  const Q8Act act = Q8Act::in(c.scratch, K, T);
+  if (!c.x_quantized) {
+    const int64_t n_xb = (K / 32) * T;
+    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, act);
+  }
+  l.xq = XQ{act.q, act.ds, K};
+  return l;
 }
 
 }  // namespace
@@ -454,46 +594,38 @@ size_t q8_act_bytes(int64_t K, int64_t T) {
   return q8_quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2);
 }
 
-void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
-  const Tensor& dst = *dsts[0];
-  const Tensor& W = *dst.src[0];
-  const int64_t K = W.ne[0], T = dst.n_rows();
-  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
-  if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
-  // The weight rows must keep the blocks' natural alignment (16 bytes for
-  // q4_K / q5_K, 2 for the others, read as aligned words).
-  const size_t align = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
-  Mats m{};
-  m.n = n;
-  for (int i = 0; i < n; ++i) {
-    const Tensor& d = *dsts[i];
-    const Tensor& Wi = *d.src[0];
-    if (Wi.dtype != W.dtype || Wi.ne[0] != K || d.n_rows() != T || d.src[1] != dst.src[1])
-      bad_operands("mul_mat", d, "cannot run in one launch with " + dst.name);
-    if (reinterpret_cast<uintptr_t>(Wi.data) % align || Wi.nb[1] % align)
-      bad_operands("mul_mat", d, "weight rows are not " + std::to_string(align) + "-byte aligned");
-    m.w[i] = static_cast<const uint8_t*>(Wi.data);
-    m.stride[i] = Wi.nb[1];
-    m.rows[i] = Wi.ne[1];
-    m.y[i] = static_cast<float*>(d.data);
-    m.ldy[i] = int64_t(d.nb[1] / 4);
-    m.total += Wi.ne[1];
-  }
-  const Q8Act act = Q8Act::in(c.scratch, K, T);
-  if (!c.x_quantized) {
-    const int64_t n_xb = (K / 32) * T;
-    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, act);
-  }
-  const XQ xq{act.q, act.ds, K};
-  switch (W.dtype) {
-    case DType::Q4_0: return launch<DotQ4_0>(dst, m, K, c, xq);
-    case DType::Q5_0: return launch<DotQ5_0>(dst, m, K, c, xq);
-    case DType::Q8_0: return launch<DotQ8_0>(dst, m, K, c, xq);
-    case DType::Q4_K: return launch<DotQK45<false>>(dst, m, K, c, xq);
-    case DType::Q5_K: return launch<DotQK45<true>>(dst, m, K, c, xq);
-    case DType::Q6_K: return launch<DotQ6K>(dst, m, K, c, xq);
-    default: bad_operands("mul_mat", dst, std::string("no q8 decode kernel for ") + dtype_name(W.dtype));
-  }
+void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) { launch_type(*dsts[0], prepare(dsts, n, c), c); }
+
+size_t fold_bytes(int64_t K, int64_t T) {
+  return (q8_act_bytes(K, T) + 255) / 256 * 256 + size_t(K / 32) * size_t(T) * sizeof(float);
+}
+
+float* fold_sums(void* fold, int64_t K, int64_t T) {
+  return reinterpret_cast<float*>(static_cast<char*>(fold) + (q8_act_bytes(K, T) + 255) / 256 * 256);
+}
+
+bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
+  const Tensor* W = product.src[0];
+  if (product.op != Op::MulMat || !W || !product.src[1] || !has_q8_mat_vec(W->dtype)) return false;
+  const int64_t T = product.n_rows();
+  const Tensor* r = add.src[0] == &product ? add.src[1] : add.src[1] == &product ? add.src[0] : nullptr;
+  return T >= 1 && T <= kMaxFoldTokens && W->ne[1] % 32 == 0 && product.ne[0] == W->ne[1] && r && r != &product &&
+         can_fuse_add_rms_norm_mul(add, norm, mul) && add.ne[0] == W->ne[1] && add.n_rows() == T &&
+         reinterpret_cast<uintptr_t>(mul.src[1]->data) % 4 == 0;
+}
+
+void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
+                          const OpCtx& c) {
+  if (!can_fold_norm(product, add, norm, mul)) bad_operands("mul_mat", product, "cannot fold " + norm.name);
+  if (c.x_folded) bad_operands("mul_mat", product, "reads the folded x it would write");
+  const Tensor* one[1] = {&product};
+  Launch l = prepare(one, 1, c);
+  const int64_t K = product.ne[0], T = product.n_rows();
+  if (!c.fold || fold_bytes(K, T) > c.fold_bytes) bad_operands("mul_mat", product, "no memory for a folded norm");
+  const Tensor& r = add.src[0] == &product ? *add.src[1] : *add.src[0];
+  l.fout = FoldOut{rows_of(r), rows_of(add), static_cast<const float*>(mul.src[1]->data), Q8Act::in(c.fold, K, T),
+                   fold_sums(c.fold, K, T)};
+  launch_type(product, l, c);
 }
 
 void q8_quantize_rows(const Tensor& x, const OpCtx& c) {
