@@ -406,6 +406,61 @@ TEST_F(CudaOps, RopesAndCacheWritesInOneLaunch) {
   }
 }
 
+// q, k and v products whose results are roped (normal mode) and written
+// into the KV caches by the products' own launch: no rope_store launch
+// after them (up to 4 tokens; 5, or the neox mode, take one).
+TEST_F(CudaOps, ProductsRopeAndWriteTheCacheThemselves) {
+  const int64_t K = 256, D = 64, Hq = 4, Hkv = 2, N = 9;
+  for (DType wt : {DType::Q4_K, DType::Q8_0})
+    for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
+      for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
+        const DType ct = T == 3 ? DType::F32 : DType::F16;
+        // v of another type (as Q4_K_M files have it): its product is a launch of its own.
+        const DType vt = wt == DType::Q4_K ? DType::Q6_K : wt;
+        const auto wq = random_weights(wt, K, D * Hq, 111), wk = random_weights(wt, K, D * Hkv, 112),
+                   wv = random_weights(vt, K, D * Hkv, 113);
+        const auto build = [&](Graph& g) {
+          Tensor* x = g.input(DType::F32, {K, T}, "x");
+          Tensor* pos = g.input(DType::I32, {T}, "pos");
+          Tensor* idx = g.input(DType::I32, {T}, "idx");
+          const RopeParams rp{int(D), 500000.0f, 1.0f, mode, g.input(DType::F32, {D / 2}, "ff")};
+          const auto mm = [&](DType t, const std::vector<uint8_t>& w, int64_t rows, const char* name) {
+            return g.mul_mat(g.external(t, {K, rows}, const_cast<uint8_t*>(w.data()), name), x);
+          };
+          // As a model orders them: the products, then the ropes.
+          Tensor* q = g.reshape(mm(wt, wq, D * Hq, "wq"), {D, Hq, T});
+          Tensor* k = g.reshape(mm(wt, wk, D * Hkv, "wk"), {D, Hkv, T});
+          Tensor* v = mm(vt, wv, D * Hkv, "wv");
+          q = g.rope(q, pos, rp);
+          k = g.rope(k, pos, rp);
+          Tensor* kc = g.set_rows(g.input(ct, {D * Hkv, N}, "kc"), g.reshape(k, {D * Hkv, T}), idx);
+          Tensor* vc = g.set_rows(g.input(ct, {D * Hkv, N}, "vc"), v, idx);
+          Tensor* ids = g.input(DType::I32, {4}, "ids");
+          return std::vector<Tensor*>{q, g.get_rows(kc, ids), g.get_rows(vc, ids)};
+        };
+        std::vector<float> ff(size_t(D / 2));
+        for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + float(i % 5);
+        std::vector<uint8_t> cache(row_bytes(ct, D * Hkv) * N, 0);
+        const std::vector<int32_t> pos = {17, 4000, 123, 5, 77}, idx = {6, 2, 8, 0, 4};
+        const Inputs in = {{"x", floats(randn(size_t(K * T), 121))},
+                           {"pos", ints(std::vector<int32_t>(pos.begin(), pos.begin() + T))},
+                           {"idx", ints(std::vector<int32_t>(idx.begin(), idx.begin() + T))},
+                           {"ids", ints({2, 6, 0, 8})},
+                           {"ff", floats(ff)},
+                           {"kc", cache},
+                           {"vc", cache}};
+        uint64_t launches = 0;
+        const auto c = run_outputs(*cpu_, build, in, 1);
+        const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+        const std::string what = std::string(dtype_name(wt)) + (mode == RopeMode::Normal ? " normal" : " neox") +
+                                 " T " + std::to_string(T) + " cache " + dtype_name(ct);
+        const bool jobs = mode == RopeMode::Normal && T <= 4;
+        const unsigned products = vt == wt ? 1 : 2;
+        EXPECT_EQ(launches, products + (jobs ? 2u : 3u)) << "q/k/v (+ropes and cache writes), two get_rows: " << what;
+        for (size_t i = 0; i < c.size(); ++i) EXPECT_LT(rel_err(gg[i], c[i]), 3e-2) << what << " output " << i;
+      }
+}
+
 // A norm (with the residual add) or a GLU hands its result to the product
 // after it as 8-bit blocks: no launch quantizes x.
 TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {

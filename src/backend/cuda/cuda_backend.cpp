@@ -123,7 +123,19 @@ struct CudaBackend::Plan {
   // (mul_mat_q8.h): those have fold_from = i.
   std::vector<bool> fold;
   std::vector<int> fold_from;
+  // Products at node i whose results go to the rope_store launch after
+  // them, run by the products' own launch (OpCtx::row_jobs): the jobs, one
+  // a product; the product launch nearest to the rope_store launch spans it
+  // (jobs_end: the end of its nodes). Every launch that takes some of its
+  // jobs is planned as one with it for memory (mem_end, from node i: it
+  // writes results of nodes that come later).
+  std::vector<std::vector<RopeStoreNode>> row_jobs;
+  std::vector<size_t> jobs_end;
+  std::vector<size_t> mem_end;
+  // The nodes planned as one for memory from launch i: [i, unit_end(i)).
+  size_t unit_end(size_t i) const { return std::max(i + span(i), mem_end[i]); }
   size_t span(size_t i) const {
+    if (jobs_end[i]) return jobs_end[i] - i;
     return size_t(fold[i] ? 4 : rope_store[i] > 0 ? rope_store[i] : group[i] > 1 ? group[i] : 1 + fused[i]);
   }
   std::vector<int> group;            // products launched together from node i (1: alone)
@@ -289,7 +301,7 @@ void CudaBackend::plan(Graph& g) {
   const size_t nn = plan->nodes.size();
   std::vector<size_t> launch_end(nn);
   for (size_t i = 0; i < nn; i += plan->span(i))
-    for (size_t k = i; k < std::min(nn, i + plan->span(i)); ++k) launch_end[k] = std::min(nn, i + plan->span(i)) - 1;
+    for (size_t k = i; k < std::min(nn, i + plan->span(i)); ++k) launch_end[k] = std::min(nn, plan->unit_end(i)) - 1;
   const ActivationPlan act = plan_activations(g, plan->nodes, launch_end);
   const std::vector<size_t>& offset = act.offset;
   plan->bytes = act.bytes;
@@ -338,7 +350,7 @@ void CudaBackend::check_launch_memory(const Plan& p) {
     return x && y && x < y + b->n_bytes() && y < x + a->n_bytes();
   };
   for (size_t i = 0; i < nn; i += p.span(i)) {
-    const size_t end = std::min(nn, i + p.span(i));
+    const size_t end = std::min(nn, p.unit_end(i));
     const auto inside = [&](const Tensor* t) {
       for (size_t k = i; k < end; ++k)
         if (p.nodes[k] == t) return true;
@@ -371,6 +383,9 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
   p.fused.assign(n, 0);
   p.fold.assign(n, false);
   p.fold_from.assign(n, -1);
+  p.row_jobs.assign(n, {});
+  p.jobs_end.assign(n, 0);
+  p.mem_end.assign(n, 0);
   const auto only_reader_is_next = [&](size_t i) { return readers[size_t(p.nodes[i]->id)] == 1; };
   for (size_t i = 0; i + 1 < n; ++i) {
     if (i + 2 < n && only_reader_is_next(i + 1) &&
@@ -437,6 +452,7 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
     }
   }
   plan_norm_folds(p, readers);
+  plan_row_jobs(p, readers);
 }
 
 // A product whose only reader is an add + rms_norm + mul launch (the
@@ -462,6 +478,65 @@ void CudaBackend::plan_norm_folds(Plan& p, const std::vector<int>& readers) cons
     p.fold[i] = true;
     p.fold_from[next] = int(i);
     i += 3;
+  }
+}
+
+// A rope_store launch whose jobs read the results of the product launches
+// right before it, and nothing else reads those (q, k, v -> rope q, rope k
+// into the cache, v into its cache; in Q4_K_M files v often has a type of
+// its own, a launch of its own): the product launches run the jobs on their
+// results, and no rope_store launch runs.
+void CudaBackend::plan_row_jobs(Plan& p, const std::vector<int>& readers) const {
+  static const bool on = [] {  // WEIR_CUDA_ROW_JOBS=0: a rope_store launch instead (for comparisons)
+    const char* e = std::getenv("WEIR_CUDA_ROW_JOBS");
+    return !(e && std::string(e) == "0");
+  }();
+  const size_t n = p.nodes.size();
+  std::vector<size_t> starts;  // the launches, in order
+  for (size_t i = 0; i < n; i += p.span(i))
+    if (!p.skip[i]) starts.push_back(i);
+  for (size_t s = 0; on && s < starts.size(); ++s) {
+    const size_t j = starts[s];
+    if (p.rope_store[j] <= 0) continue;
+    std::vector<RopeStoreNode> jobs;
+    std::vector<const Tensor*> reads;  // the product each job reads
+    bool ok = true;
+    for (size_t k = j; ok && k < j + size_t(p.rope_store[j]); ++k) {
+      if (p.skip[k]) continue;
+      const Tensor& t = *p.nodes[k];
+      const Tensor* src = t.op == Op::Rope ? t.src[0] : t.src[1];
+      ok = src && readers[size_t(src->storage()->id)] == 1 && (src == src->storage() || readers[size_t(src->id)] == 1);
+      jobs.push_back({&t, p.rope_into[k] >= 0 ? p.nodes[size_t(p.rope_into[k])] : nullptr});
+      reads.push_back(ok ? src->storage() : nullptr);
+    }
+    // The product launches before it, nearest first, until every job has one.
+    std::vector<size_t> takers;
+    std::vector<std::vector<RopeStoreNode>> taken;
+    size_t assigned = 0;
+    for (size_t b = s; ok && assigned < jobs.size() && b-- > 0;) {
+      const size_t i = starts[b];
+      if (p.nodes[i]->op != Op::MulMat || p.fold[i] || !p.row_jobs[i].empty()) {
+        ok = false;
+        break;
+      }
+      std::vector<RopeStoreNode> mine;
+      for (size_t m = 0; ok && m < size_t(p.group[i]); ++m) {
+        size_t q = 0;
+        while (q < jobs.size() && reads[q] != p.nodes[i + m]) ++q;
+        ok = q < jobs.size();
+        if (ok) mine.push_back(jobs[q]), ++assigned;
+      }
+      ok = ok && can_run_row_jobs(&p.nodes[i], p.group[i], mine.data());
+      takers.push_back(i);
+      taken.push_back(std::move(mine));
+    }
+    if (!ok || assigned != jobs.size()) continue;
+    const size_t end = j + size_t(p.rope_store[j]);
+    for (size_t k = 0; k < takers.size(); ++k) {
+      p.row_jobs[takers[k]] = std::move(taken[k]);
+      p.mem_end[takers[k]] = end;
+    }
+    p.jobs_end[takers[0]] = end;
   }
 }
 
@@ -580,9 +655,11 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       i += 2;
       continue;
     }
-    if (p.group[i] > 1) {
+    if (p.group[i] > 1 || !p.row_jobs[i].empty()) {
+      c.row_jobs = p.row_jobs[i].empty() ? nullptr : p.row_jobs[i].data();
       op_mul_mat_group(&p.nodes[i], p.group[i], c);
-      i += size_t(p.group[i] - 1);
+      c.row_jobs = nullptr;
+      i += p.span(i) - 1;
       continue;
     }
     switch (t->op) {
@@ -654,6 +731,7 @@ std::string CudaBackend::launch_label(const Plan& p, size_t i) {
                     : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
+  if (!p.row_jobs[i].empty()) key += " +rope/set_rows";
   if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
   return key + (p.fold_from[i] >= 0 ? " (x folded)" : p.x_quantized[i] ? " (x shared)" : "");
 }

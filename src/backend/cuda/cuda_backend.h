@@ -60,6 +60,7 @@ class CudaBackend final : public Backend {
   void plan_fusion(Plan& p, const Graph& g) const;
   void plan_rope_store(Plan& p, const std::vector<int>& readers) const;
   void plan_norm_folds(Plan& p, const std::vector<int>& readers) const;
+  void plan_row_jobs(Plan& p, const std::vector<int>& readers) const;
   void print_profile() const;
 
   CudaOptions opts_;

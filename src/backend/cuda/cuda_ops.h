@@ -17,6 +17,13 @@
 
 namespace weir::cuda {
 
+// A rope or set_rows node run as a job (rope_job.cuh); a rope with `into`
+// writes its result straight into that set_rows' cache rows.
+struct RopeStoreNode {
+  const Tensor* node;
+  const Tensor* into = nullptr;
+};
+
 struct OpCtx {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -41,6 +48,9 @@ struct OpCtx {
   size_t fold_bytes = 0;
   bool x_folded = false;
   float fold_eps = 0.0f;
+  // mul_mat group: product k's result goes to row_jobs[k] (a rope or
+  // set_rows of it: can_run_row_jobs) instead of its own output.
+  const RopeStoreNode* row_jobs = nullptr;
 };
 
 void op_get_rows(const Tensor& dst, const OpCtx& c);
@@ -59,6 +69,11 @@ void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c);
 // product -> add -> rms_norm -> mul as one launch, the norm folded into the
 // products around it (mul_mat_q8.h says how); fold_norm_bytes: the memory
 // (OpCtx::fold) it needs.
+// Whether the decode products dsts[0..n) can hand their results to jobs
+// (jobs[k] reads product k's result: q and k roped in the normal mode, k
+// into the KV cache, v written into its cache), so that no rope_store launch
+// runs after them.
+bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* jobs);
 bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
 size_t fold_norm_bytes(const Tensor& product);
 void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
@@ -85,10 +100,6 @@ void op_rope(const Tensor& dst, const OpCtx& c);
 // k's rope, the KV-cache writes). A rope with `into` writes its result
 // straight into that set_rows' cache rows (set_rows is then not run; the
 // rope's own result is not written): can_rope_into says when it may.
-struct RopeStoreNode {
-  const Tensor* node;
-  const Tensor* into = nullptr;
-};
 bool can_rope_into(const Tensor& rope, const Tensor& set_rows);
 bool can_rope_store(const Tensor& t);  // a rope or set_rows this launch takes
 int rope_store_max_jobs();

@@ -25,11 +25,14 @@
 // shuffles and, across warps, in shared memory.
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/q8_act.cuh"
+#include "backend/cuda/rope_job.cuh"
 
 namespace weir::cuda {
 namespace {
@@ -356,6 +359,71 @@ struct FoldOut {
   float* ss;
 };
 
+// The products' rows handed to rope / set_rows jobs (rope_job.cuh), one
+// job a product, instead of stored: q and k roped (k into the KV cache), v
+// written into its cache, by the launch that computes them. A rope takes a
+// warp's two rows as a pair (rows 2i and 2i + 1: the normal mode).
+struct RowJobs {
+  RopeJob j[kMaxMats];
+  bool on;
+  FoldIn fin;  // its ss may be null
+};
+// The consumer of a folded norm, its rows stored.
+struct Scaled {
+  FoldIn fin;
+};
+
+__device__ __forceinline__ void which(const Mats& m, int64_t row, int* mi, int64_t* local) {
+  *mi = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxMats - 1; ++j)
+    if (*mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], *mi = j + 1;
+  *local = row;
+}
+
+// The job of the warp's rows (row0: the first) and its row in the job's input.
+__device__ __forceinline__ const RopeJob& job_of(const Mats& m, const RowJobs& jobs, int64_t row0, int64_t* l) {
+  int mi;
+  which(m, row0, &mi, l);
+  return jobs.j[mi == 0 ? 0 : mi == 1 ? 1 : 2];
+}
+
+// A rope job's sin and cos for the warp's pair, by token: computed before
+// the dot products, not after them (the positions and the frequency factors
+// are two dependent loads: at the end they made the launch 2 us longer).
+template <int NT>
+__device__ __forceinline__ void job_angles(const Mats& m, const RowJobs& jobs, int64_t row0, float (&s)[NT],
+                                           float (&c)[NT]) {
+  int64_t l;
+  const RopeJob& J = job_of(m, jobs, row0, &l);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    s[t] = 0.0f, c[t] = 1.0f;
+    if (J.rope) rope_angle(J.pos[t], int(l % J.D) / 2, J.theta_scale, J.freq_scale, J.ff, &s[t], &c[t]);
+  }
+}
+
+template <int NT, int R>
+__device__ __forceinline__ void run_jobs(const float (&acc)[R][NT], const Mats& m, int64_t row0, const RowJobs& jobs,
+                                         const float (&s)[NT], const float (&co)[NT]) {
+  int64_t l;
+  const RopeJob& J = job_of(m, jobs, row0, &l);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (J.rope) {
+      if constexpr (R == 2) {
+        const int64_t h = l / J.D;
+        const int a = int(l % J.D);
+        put(J, t, h, a, acc[0][t] * co[t] - acc[1][t] * s[t]);
+        put(J, t, h, a + 1, acc[0][t] * s[t] + acc[1][t] * co[t]);
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < R; ++r) put(J, t, 0, l + r, acc[r][t]);
+    }
+  }
+}
+
 // Rows per warp: 2 (sharing the x loads) while the accumulators stay few.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
@@ -363,9 +431,17 @@ constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 // weights are loaded before pdl_wait(), while the kernel ahead finishes.
 // WARPS warps a block; FOLD: the producer of a folded norm (32 rows a
 // block, one 8-bit block of the next product's x).
-template <class D, int NT, int WPR, int WARPS, bool FOLD>
-__global__ void __launch_bounds__(32 * WARPS)
-    q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early, FoldIn fin, FoldOut fout) {
+// The end of a launch: Plain stores the rows' sums; Scaled scales them
+// first (a folded norm's consumer); FoldOut (32 rows a block) and RowJobs as
+// above. A type, not a runtime switch, so the plain launches (most of them)
+// run the code they ran before the others came (H100: the extra parameters
+// and the consumer's runtime test in every launch made gemma3-270m decode
+// 4% slower).
+struct Plain {};
+template <class D, int NT, int WPR, int WARPS, class Epi>
+__global__ void __launch_bounds__(32 * WARPS) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
+  constexpr bool FOLD = std::is_same_v<Epi, FoldOut>, JOBS = std::is_same_v<Epi, RowJobs>;
+  constexpr bool SCALED = JOBS || std::is_same_v<Epi, Scaled>;
   constexpr int R = rows_per_warp(NT);
   // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100.
   constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR, U = 2;
@@ -397,18 +473,22 @@ __global__ void __launch_bounds__(32 * WARPS)
   const bool preloaded = early && live[0];
   if (preloaded) load_step(sub);
   float wn = 0.0f;  // FOLD: this lane's norm weight (no kernel writes it)
-  if constexpr (FOLD) wn = fout.w[int64_t(blockIdx.x) * 32 + lane];
+  if constexpr (FOLD) wn = epi.w[int64_t(blockIdx.x) * 32 + lane];
   pdl_wait();
   float fr = 0.0f;  // FOLD: warp t < NT adds token t's residual, loaded now
   if constexpr (FOLD)
-    if (warp < NT) fr = reinterpret_cast<const float*>(fout.r.row(warp))[int64_t(blockIdx.x) * 32 + lane];
+    if (warp < NT) fr = reinterpret_cast<const float*>(epi.r.row(warp))[int64_t(blockIdx.x) * 32 + lane];
   float ss[NT];  // folded x: this lane's share of the sum of squares
+  if constexpr (SCALED)
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    ss[t] = 0.0f;
-    if (fin.ss)
-      for (int j = lane; j < fin.n; j += 32) ss[t] += fin.ss[t * fin.n + j];
-  }
+    for (int t = 0; t < NT; ++t) {
+      ss[t] = 0.0f;
+      if (epi.fin.ss)
+        for (int j = lane; j < epi.fin.n; j += 32) ss[t] += epi.fin.ss[t * epi.fin.n + j];
+    }
+  float js[NT], jc[NT];  // row jobs: the rope's angle
+  if constexpr (JOBS)
+    if (live[0]) job_angles<NT>(m, epi, row0, js, jc);
   float acc[R][NT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -424,13 +504,14 @@ __global__ void __launch_bounds__(32 * WARPS)
       }
     }
   }
-  if (fin.ss)
+  if constexpr (SCALED)
+    if (epi.fin.ss)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const float inv = 1.0f / sqrtf(warp_sum(ss[t]) / fin.k + fin.eps);
+      for (int t = 0; t < NT; ++t) {
+        const float inv = 1.0f / sqrtf(warp_sum(ss[t]) / epi.fin.k + epi.fin.eps);
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][t] *= inv;
-    }
+        for (int r = 0; r < R; ++r) acc[r][t] *= inv;
+      }
   if constexpr (FOLD) {
     // The block's 32 rows: the sum with the residual, then lane l of warp t
     // quantizes element l of token t's block.
@@ -446,11 +527,13 @@ __global__ void __launch_bounds__(32 * WARPS)
     if (warp < NT) {
       const int64_t row = int64_t(blockIdx.x) * 32 + lane;
       const float v = sy[warp][lane] + fr;
-      reinterpret_cast<float*>(const_cast<char*>(fout.s.row(warp)))[row] = v;
+      reinterpret_cast<float*>(const_cast<char*>(epi.s.row(warp)))[row] = v;
       const float sq = warp_sum(v * v);
-      q8_store_block(fout.q8, warp, blockIdx.x, v * wn);
-      if (lane == 0) fout.ss[int64_t(warp) * gridDim.x + blockIdx.x] = sq;
+      q8_store_block(epi.q8, warp, blockIdx.x, v * wn);
+      if (lane == 0) epi.ss[int64_t(warp) * gridDim.x + blockIdx.x] = sq;
     }
+  } else if constexpr (JOBS) {
+    if (reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane) && live[0]) run_jobs<NT, R>(acc, m, row0, epi, js, jc);
   } else {
     store_row_sums<NT, WPR, WARPS, R>(acc, warp, lane, live, y, ldy);
   }
@@ -476,31 +559,45 @@ struct Launch {
   XQ xq;
   FoldIn fin;
   FoldOut fout;  // its ss null: not a producer
+  RowJobs jobs;  // on: the rows go to jobs
 };
+
+// The kernel for NT tokens with WPR warps a row and the launch's end.
+template <class D, int NT, int WPR, class Epi>
+void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
+  constexpr int R = rows_per_warp(NT);
+  launch_kernel(q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>, blocks_for(l.m.total, kWarps / WPR * R), 32 * kWarps, 0,
+                c.stream, l.m, l.K, l.xq, early, epi);
+}
+template <class D, int NT, class Epi>
+void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
+  constexpr int R = rows_per_warp(NT);
+  const int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count);
+  if (wpr == 1) return launch_wpr<D, NT, 1>(l, c, early, epi);
+  if (wpr == 2) return launch_wpr<D, NT, 2>(l, c, early, epi);
+  launch_wpr<D, NT, 4>(l, c, early, epi);
+}
 
 template <class D, int NT>
 void launch_nt(const Launch& l, const OpCtx& c) {
   constexpr int R = rows_per_warp(NT);
   const bool early = c.w_fixed && mat_vec_early_loads();
-  if (l.fout.ss) {  // one warp a row pair, 32 rows a block
-    if constexpr (R == 2) {
+  if constexpr (R == 2) {
+    if (l.fout.ss) {  // one warp a row pair, 32 rows a block
       constexpr int kFoldWarps = 16;
-      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kFoldWarps, true>, unsigned(l.m.total / 32), 32 * kFoldWarps, 0,
-                           c.stream, l.m, l.K, l.xq, early, l.fin, l.fout);
+      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kFoldWarps, FoldOut>, unsigned(l.m.total / 32), 32 * kFoldWarps,
+                           0, c.stream, l.m, l.K, l.xq, early, l.fout);
     }
-    throw Error("cuda mul_mat: a folded norm takes at most " + std::to_string(kMaxFoldTokens) + " tokens");
+    if (l.jobs.on) {
+      RowJobs jobs = l.jobs;
+      jobs.fin = l.fin;
+      return launch_epi<D, NT>(l, c, early, jobs);
+    }
+    if (l.fin.ss) return launch_epi<D, NT>(l, c, early, Scaled{l.fin});
   }
-  const int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count);
-  const unsigned grid = blocks_for(l.m.total, kWarps / wpr * R);
-  if (wpr == 1)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps, false>, grid, 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early,
-                  l.fin, l.fout);
-  else if (wpr == 2)
-    launch_kernel(q8_mat_vec_kernel<D, NT, 2, kWarps, false>, grid, 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early,
-                  l.fin, l.fout);
-  else
-    launch_kernel(q8_mat_vec_kernel<D, NT, 4, kWarps, false>, grid, 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early,
-                  l.fin, l.fout);
+  if (l.fout.ss || l.jobs.on || l.fin.ss)
+    throw Error("cuda mul_mat: folded norms and row jobs take at most " + std::to_string(kMaxFoldTokens) + " tokens");
+  launch_epi<D, NT>(l, c, early, Plain{});
 }
 
 template <class D>
@@ -594,7 +691,42 @@ size_t q8_act_bytes(int64_t K, int64_t T) {
   return q8_quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2);
 }
 
-void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) { launch_type(*dsts[0], prepare(dsts, n, c), c); }
+void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
+  Launch l = prepare(dsts, n, c);
+  if (c.row_jobs) {
+    if (!can_run_row_jobs(dsts, n, c.row_jobs))
+      bad_operands("mul_mat", *dsts[0], "cannot run these rope/set_rows jobs");
+    l.jobs.on = true;
+    for (int k = 0; k < n; ++k) l.jobs.j[k] = make_rope_job(c.row_jobs[k]);
+  }
+  launch_type(*dsts[0], l, c);
+}
+
+bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* jobs) {
+  if (n < 1 || n > kMaxMats) return false;
+  for (int k = 0; k < n; ++k) {
+    const Tensor& d = *dsts[k];
+    const Tensor& job = *jobs[k].node;
+    const int64_t N = d.ne[0], T = d.n_rows();
+    // Two rows a warp (a rope's pair): the kernels for up to 4 tokens.
+    if (d.op != Op::MulMat || !d.src[0] || !has_q8_mat_vec(d.src[0]->dtype) || T < 1 || T > kMaxQ8Tokens ||
+        rows_per_warp(int(T)) != 2 || N % 2 || !d.is_contiguous())
+      return false;
+    const Tensor* src = job.op == Op::Rope ? job.src[0] : job.op == Op::SetRows ? job.src[1] : nullptr;
+    if (!src || src->storage() != &d || (src != &d && (src->view_offset != 0 || !src->is_contiguous()))) return false;
+    if (job.op == Op::Rope) {
+      const int64_t D = src->ne[0], H = src->ne[1];
+      if (!can_rope_store(job) || RopeMode(job.iparams[1]) != RopeMode::Normal || job.iparams[0] != D || D % 2 ||
+          D * H != N || src->ne[2] != T || job.ne[3] != 1 || !job.src[1] || job.src[1]->dtype != DType::I32)
+        return false;
+      if (jobs[k].into && !can_rope_into(job, *jobs[k].into)) return false;
+    } else if (src->ne[0] != N || src->n_rows() != T || !job.src[0] || !job.src[2] || job.src[2]->dtype != DType::I32 ||
+               (job.src[0]->dtype != DType::F32 && job.src[0]->dtype != DType::F16)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 size_t fold_bytes(int64_t K, int64_t T) {
   return (q8_act_bytes(K, T) + 255) / 256 * 256 + size_t(K / 32) * size_t(T) * sizeof(float);

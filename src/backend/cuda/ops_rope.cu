@@ -1,23 +1,14 @@
-// rope (core/graph.h): one thread per rotated pair. theta is built as the
-// CPU reference builds it (backend/cpu/ops_rope.cpp): float(pos) times
-// theta_scale = powf(base, -2/n_rot) once per pair index, divided by the
-// pair's frequency factor, times freq_scale; the repeated products make the
-// angles agree with the CPU's to the last bits.
+// rope (core/graph.h): one thread per rotated pair, the angles as
+// rope_angle (rope_job.cuh) builds them.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/rope_job.cuh"
 
 namespace weir::cuda {
 namespace {
-
-__device__ __forceinline__ void rope_angle(int32_t pos, int p, float theta_scale, float freq_scale, const float* ff,
-                                           float* s, float* c) {
-  float theta = float(pos);
-  for (int k = 0; k < p; ++k) theta *= theta_scale;
-  sincosf(freq_scale * (ff ? theta / ff[p] : theta), s, c);
-}
 
 __global__ void rope_kernel(Rows x, Rows y, const int32_t* pos, const float* ff, int64_t D, int64_t H, int64_t T,
                             int64_t rows, int n_rot, int step, int other, float theta_scale, float freq_scale) {
@@ -43,57 +34,27 @@ __global__ void rope_kernel(Rows x, Rows y, const int32_t* pos, const float* ff,
 __global__ void copy_tail_kernel(Rows x, Rows y, int64_t D, int64_t rows, int n_rot) {
   pdl_wait();
   const int64_t tail = D - n_rot;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * tail; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * tail;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / tail, k = n_rot + i % tail;
     const_cast<float*>(reinterpret_cast<const float*>(y.row(r)))[k] = reinterpret_cast<const float*>(x.row(r))[k];
   }
 }
 
 // Up to kMaxJobs ropes and row copies (set_rows) in one launch; each job has
-// its own range of blocks. A job writes element a of head h of token t to
-// out + (idx ? idx[t] : t) * out_t + h * out_h + a * (f16 ? 2 : 4): a rope's
-// result, or rows of a cache (set_rows, or a rope written straight into
-// the KV cache when set_rows was its only reader).
+// its own range of blocks.
 constexpr int kMaxJobs = 4;
-struct Job {
-  Rows x;  // rope: row h + H t of [D, H, T]; copy: row t of [D, T] (H = 1)
-  char* out;
-  int64_t out_t, out_h;
-  const int32_t* idx;  // cache rows, or null
-  int64_t n_out_rows;  // rows of the cache (idx out of range: skipped)
-  bool f16;
-  int64_t D, H, T;
-  bool rope;
-  const int32_t* pos;
-  const float* ff;
-  int n_rot, step, other;
-  float theta_scale, freq_scale;
-  int64_t items;  // rope: pairs; copy: elements
-};
 struct Jobs {
-  Job j[kMaxJobs];
+  RopeJob j[kMaxJobs];
   unsigned first_block[kMaxJobs + 1];
   int n;
 };
-
-__device__ __forceinline__ void put(const Job& J, int64_t t, int64_t h, int64_t a, float v) {
-  int64_t row = t;
-  if (J.idx) {
-    row = J.idx[t];
-    if (row < 0 || row >= J.n_out_rows) return;
-  }
-  char* p = J.out + row * J.out_t + h * J.out_h;
-  if (J.f16)
-    reinterpret_cast<__half*>(p)[a] = __float2half_rn(v);
-  else
-    reinterpret_cast<float*>(p)[a] = v;
-}
 
 __global__ void rope_store_kernel(Jobs jobs) {
   pdl_wait();
   int ji = 0;
   while (ji + 1 < jobs.n && blockIdx.x >= jobs.first_block[ji + 1]) ++ji;
-  const Job& J = jobs.j[ji];
+  const RopeJob& J = jobs.j[ji];
   const int64_t stride = int64_t(jobs.first_block[ji + 1] - jobs.first_block[ji]) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x - jobs.first_block[ji]) * blockDim.x + threadIdx.x; i < J.items; i += stride) {
     if (J.rope) {
@@ -130,7 +91,7 @@ void check_rope(const Tensor& dst) {
 }
 
 // set_rows s's table as a job's output (its rows by s's indices).
-void cache_out(Job& J, const Tensor& s) {
+void cache_out(RopeJob& J, const Tensor& s) {
   J.out = static_cast<char*>(s.data);
   J.out_t = int64_t(s.nb[1]);
   J.idx = static_cast<const int32_t*>(s.src[2]->data);
@@ -147,8 +108,8 @@ bool can_rope_into(const Tensor& rope, const Tensor& set_rows) {
   const Tensor* table = set_rows.src[0];
   const int64_t D = rope.ne[0], H = rope.ne[1];
   return rope.is_contiguous() && rope.ne[3] == 1 && rope.iparams[0] == D && table &&
-         (table->dtype == DType::F32 || table->dtype == DType::F16) && table->ne[0] == D * H &&
-         set_rows.src[2] && set_rows.src[2]->dtype == DType::I32 && set_rows.src[2]->ne[0] == rope.ne[2];
+         (table->dtype == DType::F32 || table->dtype == DType::F16) && table->ne[0] == D * H && set_rows.src[2] &&
+         set_rows.src[2]->dtype == DType::I32 && set_rows.src[2]->ne[0] == rope.ne[2];
 }
 
 bool can_rope_store(const Tensor& t) {
@@ -158,6 +119,48 @@ bool can_rope_store(const Tensor& t) {
 
 int rope_store_max_jobs() { return kMaxJobs; }
 
+RopeJob make_rope_job(const RopeStoreNode& n) {
+  const Tensor& t = *n.node;
+  RopeJob J{};
+  if (t.op == Op::Rope) {
+    check_rope(t);
+    const Tensor& x = *t.src[0];
+    if (t.iparams[0] != x.ne[0] || t.ne[3] != 1) bad_operands("rope", t, "partial rope cannot be fused");
+    J.rope = true;
+    J.x = rows_of(x);
+    J.D = x.ne[0], J.H = x.ne[1], J.T = x.ne[2];
+    J.pos = static_cast<const int32_t*>(t.src[1]->data);
+    J.ff = t.src[2] ? static_cast<const float*>(t.src[2]->data) : nullptr;
+    J.n_rot = t.iparams[0];
+    const auto mode = RopeMode(t.iparams[1]);
+    J.step = mode == RopeMode::Neox ? 1 : 2;
+    J.other = mode == RopeMode::Neox ? J.n_rot / 2 : 1;
+    J.theta_scale = powf(t.fparams[0], -2.0f / float(J.n_rot));
+    J.freq_scale = t.fparams[1];
+    J.items = J.H * J.T * (J.n_rot / 2);
+    if (n.into) {
+      if (!can_rope_into(t, *n.into)) bad_operands("rope", t, "cannot be written into " + n.into->name);
+      check_set_rows(*n.into);
+      cache_out(J, *n.into);
+      J.out_h = J.D * (J.f16 ? 2 : 4);
+    } else {
+      J.out = static_cast<char*>(t.data);
+      J.out_t = int64_t(t.nb[2]);
+      J.out_h = int64_t(t.nb[1]);
+    }
+  } else if (t.op == Op::SetRows) {
+    check_set_rows(t);
+    const Tensor& src = *t.src[1];
+    J.x = rows_of(src);
+    J.D = src.ne[0], J.H = 1, J.T = src.n_rows();
+    J.items = J.D * J.T;
+    cache_out(J, t);
+  } else {
+    bad_operands("rope_store", t, "is neither rope nor set_rows");
+  }
+  return J;
+}
+
 void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c) {
   if (n < 1 || n > kMaxJobs) throw Error("cuda rope_store: bad job count");
   Jobs jobs{};
@@ -165,46 +168,9 @@ void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c) {
   unsigned blocks = 0;
   const unsigned cap = unsigned(c.sm_count) * 4;
   for (int i = 0; i < n; ++i) {
-    const Tensor& t = *nodes[i].node;
-    Job& J = jobs.j[i];
-    if (t.op == Op::Rope) {
-      check_rope(t);
-      const Tensor& x = *t.src[0];
-      if (t.iparams[0] != x.ne[0] || t.ne[3] != 1) bad_operands("rope", t, "partial rope cannot be fused");
-      J.rope = true;
-      J.x = rows_of(x);
-      J.D = x.ne[0], J.H = x.ne[1], J.T = x.ne[2];
-      J.pos = static_cast<const int32_t*>(t.src[1]->data);
-      J.ff = t.src[2] ? static_cast<const float*>(t.src[2]->data) : nullptr;
-      J.n_rot = t.iparams[0];
-      const auto mode = RopeMode(t.iparams[1]);
-      J.step = mode == RopeMode::Neox ? 1 : 2;
-      J.other = mode == RopeMode::Neox ? J.n_rot / 2 : 1;
-      J.theta_scale = powf(t.fparams[0], -2.0f / float(J.n_rot));
-      J.freq_scale = t.fparams[1];
-      J.items = J.H * J.T * (J.n_rot / 2);
-      if (nodes[i].into) {
-        if (!can_rope_into(t, *nodes[i].into)) bad_operands("rope", t, "cannot be written into " + nodes[i].into->name);
-        check_set_rows(*nodes[i].into);
-        cache_out(J, *nodes[i].into);
-        J.out_h = J.D * (J.f16 ? 2 : 4);
-      } else {
-        J.out = static_cast<char*>(t.data);
-        J.out_t = int64_t(t.nb[2]);
-        J.out_h = int64_t(t.nb[1]);
-      }
-    } else if (t.op == Op::SetRows) {
-      check_set_rows(t);
-      const Tensor& src = *t.src[1];
-      J.x = rows_of(src);
-      J.D = src.ne[0], J.H = 1, J.T = src.n_rows();
-      J.items = J.D * J.T;
-      cache_out(J, t);
-    } else {
-      bad_operands("rope_store", t, "is neither rope nor set_rows");
-    }
+    jobs.j[i] = make_rope_job(nodes[i]);
     jobs.first_block[i] = blocks;
-    blocks += std::max(1u, std::min(cap, blocks_for(J.items, 256)));
+    blocks += std::max(1u, std::min(cap, blocks_for(jobs.j[i].items, 256)));
   }
   jobs.first_block[n] = blocks;
   launch_kernel(rope_store_kernel, blocks, 256, 0, c.stream, jobs);
@@ -227,8 +193,8 @@ void op_rope(const Tensor& dst, const OpCtx& c) {
   const int64_t n = rows * (n_rot / 2);
   const unsigned grid = unsigned(std::min<int64_t>(blocks_for(n, 256), int64_t(c.sm_count) * 8));
   launch_kernel(rope_kernel, grid, 256, 0, c.stream, rows_of(*x), rows_of(dst), static_cast<const int32_t*>(pos->data),
-                                          ff ? static_cast<const float*>(ff->data) : nullptr, D, H, T, rows, n_rot,
-                                          step, other, theta_scale, dst.fparams[1]);
+                ff ? static_cast<const float*>(ff->data) : nullptr, D, H, T, rows, n_rot, step, other, theta_scale,
+                dst.fparams[1]);
   WEIR_CUDA_CHECK_LAUNCH();
   if (n_rot < D) {
     launch_kernel(copy_tail_kernel, grid, 256, 0, c.stream, rows_of(*x), rows_of(dst), D, rows, n_rot);

@@ -1,0 +1,65 @@
+// A rope or a set_rows as a job that writes values where the op's result
+// goes (internal to the CUDA backend): the rope_store launch runs several
+// of them (ops_rope.cu), and a decode product can run them on its own
+// results instead of storing them (q, k and v roped and written into the KV
+// cache by the launch that computes them: ops_mul_mat_q8.cu).
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_util.cuh"
+
+namespace weir::cuda {
+
+// sin and cos of pair p's angle at position pos, built as the CPU reference
+// builds it (backend/cpu/ops_rope.cpp): float(pos) times theta_scale =
+// powf(base, -2/n_rot) once per pair index, divided by the pair's frequency
+// factor, times freq_scale; the repeated products make the angles agree with
+// the CPU's to the last bits.
+__device__ __forceinline__ void rope_angle(int32_t pos, int p, float theta_scale, float freq_scale, const float* ff,
+                                           float* s, float* c) {
+  float theta = float(pos);
+  for (int k = 0; k < p; ++k) theta *= theta_scale;
+  sincosf(freq_scale * (ff ? theta / ff[p] : theta), s, c);
+}
+
+// A job writes element a of head h of token t to out + (idx ? idx[t] : t) *
+// out_t + h * out_h + a * (f16 ? 2 : 4): a rope's result, or rows of a cache
+// (set_rows, or a rope written straight into the KV cache when set_rows was
+// its only reader).
+struct RopeJob {
+  Rows x;  // rope: row h + H t of [D, H, T]; copy: row t of [D, T] (H = 1)
+  char* out;
+  int64_t out_t, out_h;
+  const int32_t* idx;  // cache rows, or null
+  int64_t n_out_rows;  // rows of the cache (idx out of range: skipped)
+  bool f16;
+  int64_t D, H, T;
+  bool rope;
+  const int32_t* pos;
+  const float* ff;
+  int n_rot, step, other;
+  float theta_scale, freq_scale;
+  int64_t items;  // rope: pairs; copy: elements
+};
+
+__device__ __forceinline__ void put(const RopeJob& J, int64_t t, int64_t h, int64_t a, float v) {
+  int64_t row = t;
+  if (J.idx) {
+    row = J.idx[t];
+    if (row < 0 || row >= J.n_out_rows) return;
+  }
+  char* p = J.out + row * J.out_t + h * J.out_h;
+  if (J.f16)
+    reinterpret_cast<__half*>(p)[a] = __float2half_rn(v);
+  else
+    reinterpret_cast<float*>(p)[a] = v;
+}
+
+// The job of a rope (written into `into`'s cache when given) or set_rows
+// node; throws on operands the kernels do not take.
+RopeJob make_rope_job(const RopeStoreNode& n);
+
+}  // namespace weir::cuda
