@@ -511,6 +511,10 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
       const auto wa = random_weights(wt, F, K, 91), wg = random_weights(wt, K, F, 92),
                  wu = random_weights(wt, K, F, 93), wd = random_weights(wt, F, K, 94),
                  wo = random_weights(wt, K, N, 95);
+      // A second reader of x2 of another type: a launch of its own (as v
+      // is in Q4_K_M files), reading the same fold.
+      const DType ot = wt == DType::Q8_0 ? DType::Q4_0 : DType::Q8_0;
+      const auto wo2 = random_weights(ot, K, N, 96);
       const auto w = [](DType t, int64_t k, int64_t n, const std::vector<uint8_t>& v, Graph& g, const char* name) {
         return g.external(t, {k, n}, const_cast<uint8_t*>(v.data()), name);
       };
@@ -524,7 +528,8 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
         Tensor* s2 = g.add(g.mul_mat(w(wt, F, K, wd, g, "wd"), g.silu_mul(gate, up)), s1);
         Tensor* x2 = g.mul(g.rms_norm(s2, 1e-5f), g.input(DType::F32, {K}, "wn2"));
         Tensor* o = g.mul_mat(w(wt, K, N, wo, g, "wo"), x2);
-        return std::vector<Tensor*>{o, s2, gate, s1};
+        Tensor* o2 = g.mul_mat(w(ot, K, N, wo2, g, "wo2"), x2);
+        return std::vector<Tensor*>{o, s2, gate, s1, o2};
       };
       const Inputs in = {{"a", floats(randn(size_t(F * T), 101))},
                          {"r", floats(randn(size_t(K * T), 102))},
@@ -535,12 +540,13 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
       const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
       const std::string what = std::string(dtype_name(wt)) + " T " + std::to_string(T);
       const bool fold = T <= 4;
-      EXPECT_EQ(launches, fold ? 5u : 7u) << "wa (+add+norm+mul), gate/up, glu, wd (+add+norm+mul), wo: " << what;
-      EXPECT_EQ(gpu_->stats().recorded_nodes, fold ? 6u : 8u) << "and one quantization of a: " << what;
+      EXPECT_EQ(launches, fold ? 6u : 8u) << "wa (+add+norm+mul), gate/up, glu, wd (+add+norm+mul), wo, wo2: " << what;
+      EXPECT_EQ(gpu_->stats().recorded_nodes, fold ? 7u : 9u) << "and one quantization of a: " << what;
       EXPECT_LT(rel_err(gg[0], c[0]), 5e-2) << "o: " << what;
       EXPECT_LT(rel_err(gg[1], c[1]), 3e-2) << "s2: " << what;
       EXPECT_LT(rel_err(gg[2], c[2]), 3e-2) << "gate: " << what;
       EXPECT_LT(rel_err(gg[3], c[3]), 3e-2) << "s1: " << what;
+      EXPECT_LT(rel_err(gg[4], c[4]), 5e-2) << "o2: " << what;
     }
 }
 

@@ -470,13 +470,20 @@ void CudaBackend::plan_norm_folds(Plan& p, const std::vector<int>& readers) cons
     const Tensor& prod = *p.nodes[i];
     const Tensor& mul = *p.nodes[i + 3];
     if (readers[size_t(prod.id)] != 1 || !can_fold_norm(prod, *p.nodes[i + 1], *p.nodes[i + 2], mul)) continue;
-    size_t next = i + 4;
-    while (next < n && p.skip[next]) ++next;
-    if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &mul || !p.x_quantized[next] ||
-        readers[size_t(mul.id)] != p.group[next])
-      continue;
+    // The product launches after it that read mul's result (q/k, then v
+    // where v has a type of its own), together every reader of it.
+    std::vector<size_t> takers;
+    int taken = 0;
+    for (size_t next = i + 4; next < n && taken < readers[size_t(mul.id)];) {
+      while (next < n && p.skip[next]) ++next;
+      if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &mul || !p.x_quantized[next]) break;
+      takers.push_back(next);
+      taken += p.group[next];
+      next += size_t(p.group[next]);
+    }
+    if (takers.empty() || taken != readers[size_t(mul.id)]) continue;
     p.fold[i] = true;
-    p.fold_from[next] = int(i);
+    for (size_t t : takers) p.fold_from[t] = int(i);
     i += 3;
   }
 }
