@@ -462,7 +462,9 @@ TEST_F(CudaOps, ProductsRopeAndWriteTheCacheThemselves) {
 }
 
 // A norm (with the residual add) or a GLU hands its result to the product
-// after it as 8-bit blocks: no launch quantizes x.
+// after it as 8-bit blocks: no launch quantizes x. Up to 4 tokens the GLU
+// runs in the gate/up launch (op_mul_mat_glu), past that in a kernel of its
+// own.
 TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
   for (DType wt : {DType::Q4_K, DType::Q8_0, DType::Q6_K})
     for (Op act : {Op::SiluMul, Op::GeluMul})
@@ -493,8 +495,9 @@ TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
         const auto c = run_outputs(*cpu_, build, in, 1);
         const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
         const std::string what = std::string(dtype_name(wt)) + " " + op_name(act) + " T " + std::to_string(T);
-        EXPECT_EQ(launches, 4u) << "add+norm+mul, gate/up, glu, down: " << what;
-        EXPECT_EQ(gpu_->stats().recorded_nodes, 4u) << what;
+        const unsigned n = T <= 4 ? 3u : 4u;
+        EXPECT_EQ(launches, n) << "add+norm+mul, gate/up (+glu), [glu], down: " << what;
+        EXPECT_EQ(gpu_->stats().recorded_nodes, n) << what;
         EXPECT_LT(rel_err(gg[0], c[0]), 3e-2) << what;
         EXPECT_LT(rel_err(gg[1], c[1]), 1e-6) << what;
       }
@@ -529,7 +532,7 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
         Tensor* x2 = g.mul(g.rms_norm(s2, 1e-5f), g.input(DType::F32, {K}, "wn2"));
         Tensor* o = g.mul_mat(w(wt, K, N, wo, g, "wo"), x2);
         Tensor* o2 = g.mul_mat(w(ot, K, N, wo2, g, "wo2"), x2);
-        return std::vector<Tensor*>{o, s2, gate, s1, o2};
+        return std::vector<Tensor*>{o, s2, s1, o2};
       };
       const Inputs in = {{"a", floats(randn(size_t(F * T), 101))},
                          {"r", floats(randn(size_t(K * T), 102))},
@@ -540,13 +543,14 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
       const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
       const std::string what = std::string(dtype_name(wt)) + " T " + std::to_string(T);
       const bool fold = T <= 4;
-      EXPECT_EQ(launches, fold ? 6u : 8u) << "wa (+add+norm+mul), gate/up, glu, wd (+add+norm+mul), wo, wo2: " << what;
-      EXPECT_EQ(gpu_->stats().recorded_nodes, fold ? 7u : 9u) << "and one quantization of a: " << what;
+      // T <= 4: the GLU in the gate/up launch too, which reads the fold.
+      EXPECT_EQ(launches, fold ? 5u : 8u)
+          << "wa (+add+norm+mul), gate/up (+glu), [glu], wd (+add+norm+mul), wo, wo2: " << what;
+      EXPECT_EQ(gpu_->stats().recorded_nodes, fold ? 6u : 9u) << "and one quantization of a: " << what;
       EXPECT_LT(rel_err(gg[0], c[0]), 5e-2) << "o: " << what;
       EXPECT_LT(rel_err(gg[1], c[1]), 3e-2) << "s2: " << what;
-      EXPECT_LT(rel_err(gg[2], c[2]), 3e-2) << "gate: " << what;
-      EXPECT_LT(rel_err(gg[3], c[3]), 3e-2) << "s1: " << what;
-      EXPECT_LT(rel_err(gg[4], c[4]), 5e-2) << "o2: " << what;
+      EXPECT_LT(rel_err(gg[2], c[2]), 3e-2) << "s1: " << what;
+      EXPECT_LT(rel_err(gg[3], c[3]), 5e-2) << "o2: " << what;
     }
 }
 

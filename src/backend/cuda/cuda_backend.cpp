@@ -132,11 +132,20 @@ struct CudaBackend::Plan {
   std::vector<std::vector<RopeStoreNode>> row_jobs;
   std::vector<size_t> jobs_end;
   std::vector<size_t> mem_end;
+  // gate/up products at node i (a group of 2) that apply the GLU at i + 2
+  // in their launch and hand it to the product launch after as 8-bit
+  // blocks (op_mul_mat_glu); that launch has x_handed.
+  std::vector<bool> glu;
+  std::vector<bool> x_handed;
   // The nodes planned as one for memory from launch i: [i, unit_end(i)).
   size_t unit_end(size_t i) const { return std::max(i + span(i), mem_end[i]); }
   size_t span(size_t i) const {
     if (jobs_end[i]) return jobs_end[i] - i;
-    return size_t(fold[i] ? 4 : rope_store[i] > 0 ? rope_store[i] : group[i] > 1 ? group[i] : 1 + fused[i]);
+    return size_t(fold[i]             ? 4
+                  : rope_store[i] > 0 ? rope_store[i]
+                  : glu[i]            ? 3
+                  : group[i] > 1      ? group[i]
+                                      : 1 + fused[i]);
   }
   std::vector<int> group;            // products launched together from node i (1: alone)
   std::vector<const void*> weights;  // host addresses of the weights it holds
@@ -184,6 +193,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [host, w] : weights_) cudaFree(w.dev);
   if (scratch_) cudaFree(scratch_);
   if (fold_) cudaFree(fold_);
+  if (hand_) cudaFree(hand_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -331,6 +341,10 @@ void CudaBackend::plan(Graph& g) {
   for (size_t i = 0; i < plan->nodes.size(); ++i)
     if (plan->fold[i]) fold = std::max(fold, fold_norm_bytes(*plan->nodes[i]));
   if (fold) ensure(&fold_, &fold_bytes_, fold);
+  size_t hand = 0;
+  for (size_t i = 0; i < plan->nodes.size(); ++i)
+    if (plan->glu[i]) hand = std::max(hand, glu_hand_bytes(*plan->nodes[i + 2]));
+  if (hand) ensure(&hand_, &hand_bytes_, hand);
   stats_.planned_launches = 0;
   for (size_t i = 0; i < plan->nodes.size(); i += plan->span(i))
     if (!plan->skip[i]) ++stats_.planned_launches;
@@ -386,6 +400,8 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
   p.row_jobs.assign(n, {});
   p.jobs_end.assign(n, 0);
   p.mem_end.assign(n, 0);
+  p.glu.assign(n, false);
+  p.x_handed.assign(n, false);
   const auto only_reader_is_next = [&](size_t i) { return readers[size_t(p.nodes[i]->id)] == 1; };
   for (size_t i = 0; i + 1 < n; ++i) {
     if (i + 2 < n && only_reader_is_next(i + 1) &&
@@ -453,6 +469,34 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
   }
   plan_norm_folds(p, readers);
   plan_row_jobs(p, readers);
+  plan_glu(p, readers);
+}
+
+// gate/up products read only by a GLU that the next product launch alone
+// reads, as 8-bit blocks: the GLU runs in the products' launch.
+void CudaBackend::plan_glu(Plan& p, const std::vector<int>& readers) const {
+  static const bool on = [] {  // WEIR_CUDA_GLU_FUSE=0: a GLU kernel instead (for comparisons)
+    const char* e = std::getenv("WEIR_CUDA_GLU_FUSE");
+    return !(e && std::string(e) == "0");
+  }();
+  const size_t n = p.nodes.size();
+  for (size_t i = 0; on && i + 3 < n; ++i) {
+    if (p.skip[i] || p.group[i] != 2 || p.fold[i] || !p.row_jobs[i].empty() || p.x_handed[i]) continue;
+    const Tensor& a = *p.nodes[i];
+    const Tensor& b = *p.nodes[i + 1];
+    const Tensor& glu = *p.nodes[i + 2];
+    if (readers[size_t(a.id)] != 1 || readers[size_t(b.id)] != 1 || readers[size_t(glu.id)] != 1 ||
+        !p.quantize_out[i + 2] || p.fused[i + 2] || !can_fuse_glu(a, b, glu))
+      continue;
+    size_t next = i + 3;
+    while (next < n && p.skip[next]) ++next;
+    if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &glu || !p.x_quantized[next] ||
+        p.group[next] != 1 || p.fold_from[next] >= 0)
+      continue;
+    p.glu[i] = true;
+    p.x_handed[next] = true;
+    i += 2;
+  }
 }
 
 // A product whose only reader is an add + rms_norm + mul launch (the
@@ -629,6 +673,8 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
   c.sm_count = prop_.multiProcessorCount;
   c.fold = fold_;
   c.fold_bytes = fold_bytes_;
+  c.hand = hand_;
+  c.hand_bytes = hand_bytes_;
   for (size_t i = begin; i < std::min(end, p.nodes.size()); ++i) {
     Tensor* t = p.nodes[i];
     if (p.skip[i]) continue;  // done by the rope before it
@@ -646,7 +692,13 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
     c.x_quantized = p.x_quantized[i];
     c.w_fixed = p.w_fixed[i];
     c.x_folded = p.fold_from[i] >= 0;
+    c.x_handed = p.x_handed[i];
     c.fold_eps = c.x_folded ? p.nodes[size_t(p.fold_from[i]) + 2]->fparams[0] : 0.0f;
+    if (p.glu[i]) {
+      op_mul_mat_glu(*t, *p.nodes[i + 1], *p.nodes[i + 2], c);
+      i += 2;
+      continue;
+    }
     if (p.fold[i]) {
       op_mul_mat_fold_norm(*t, *p.nodes[i + 1], *p.nodes[i + 2], *p.nodes[i + 3], c);
       i += 3;
@@ -739,8 +791,12 @@ std::string CudaBackend::launch_label(const Plan& p, size_t i) {
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
   if (!p.row_jobs[i].empty()) key += " +rope/set_rows";
+  if (p.glu[i]) key += " +" + std::string(op_name(p.nodes[i + 2]->op)) + " +q8";
   if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
-  return key + (p.fold_from[i] >= 0 ? " (x folded)" : p.x_quantized[i] ? " (x shared)" : "");
+  return key + (p.fold_from[i] >= 0 ? " (x folded)"
+                : p.x_handed[i]     ? " (x handed)"
+                : p.x_quantized[i]  ? " (x shared)"
+                                    : "");
 }
 
 // Each node alone, recorded into a graph of its own and replayed: its kernels'

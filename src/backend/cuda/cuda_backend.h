@@ -61,6 +61,7 @@ class CudaBackend final : public Backend {
   void plan_rope_store(Plan& p, const std::vector<int>& readers) const;
   void plan_norm_folds(Plan& p, const std::vector<int>& readers) const;
   void plan_row_jobs(Plan& p, const std::vector<int>& readers) const;
+  void plan_glu(Plan& p, const std::vector<int>& readers) const;
   void print_profile() const;
 
   CudaOptions opts_;
@@ -84,7 +85,9 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   void* fold_ = nullptr;  // folded norms' 8-bit x and sums (OpCtx::fold)
   size_t fold_bytes_ = 0;
-  uint64_t scratch_generation_ = 0;  // bumped when scratch or fold move: recordings go stale
+  void* hand_ = nullptr;  // 8-bit x handed from one launch to the next (OpCtx::hand)
+  size_t hand_bytes_ = 0;
+  uint64_t scratch_generation_ = 0;  // bumped when scratch, fold or hand move: recordings go stale
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
   // WEIR_CUDA_PROFILE=1: at each graph's first replay, the kernel time of
   // every node (profile_plan), summed per kind of node; printed at destruction.

@@ -51,6 +51,12 @@ struct OpCtx {
   // mul_mat group: product k's result goes to row_jobs[k] (a rope or
   // set_rows of it: can_run_row_jobs) instead of its own output.
   const RopeStoreNode* row_jobs = nullptr;
+  // Device memory where a launch hands its result as 8-bit blocks to the
+  // next product launch (the GLU in the gate/up launch: op_mul_mat_glu);
+  // a product with x_handed reads its x from there.
+  void* hand = nullptr;
+  size_t hand_bytes = 0;
+  bool x_handed = false;
 };
 
 void op_get_rows(const Tensor& dst, const OpCtx& c);
@@ -78,6 +84,15 @@ bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm,
 size_t fold_norm_bytes(const Tensor& product);
 void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c);
+// gate and up (the decode products a and b, either order) and the GLU
+// glu = act(gate) * up that alone reads them, in one launch: each block
+// takes 32 rows of gate and the same of up, applies the GLU to its 32
+// outputs and writes them only as 8-bit blocks into c.hand (glu_hand_bytes)
+// for the product after it (OpCtx::x_handed). No GLU kernel runs; gate, up
+// and glu are not written.
+bool can_fuse_glu(const Tensor& a, const Tensor& b, const Tensor& glu);
+size_t glu_hand_bytes(const Tensor& glu);
+void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c);
 void op_rms_norm(const Tensor& dst, const OpCtx& c);
 // rms_norm followed by a mul of its output by a row vector, in one kernel
 // (mul's result; the norm's own output is not written).

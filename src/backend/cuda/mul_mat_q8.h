@@ -44,4 +44,9 @@ float* fold_sums(void* fold, int64_t K, int64_t T);
 void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c);
 
+// The GLU applied in the gate/up launch (cuda_ops.h: can_fuse_glu): a warp
+// takes gate rows j, j + 1 and up rows j, j + 1, a block of 16 warps 32
+// outputs, one 8-bit block of the next product's x; at most kMaxFoldTokens.
+void q8_mat_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c);
+
 }  // namespace weir::cuda

@@ -295,6 +295,11 @@ void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor
   q8_mat_vec_fold_norm(product, add, norm, mul, c);
 }
 
+void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
+  check(a), check(b);
+  q8_mat_vec_glu(a, b, glu, c);
+}
+
 int mul_mat_max_group() { return std::min(q8_max_group(), tile_max_group()); }
 
 bool mul_mat_quantizes_x(const Tensor& dst) {

@@ -14,15 +14,16 @@
 // covers half of an x block and both halves share the block's factors
 // (q4_K, q5_K), each half takes half the sum.
 //
-// A warp takes R weight rows (2 up to 4 tokens) so that each load of x
-// serves R rows: x loads from L1, not DRAM, were what limited these kernels
-// (Nsight Compute: L1 at 88% of its throughput, DRAM at 42%). WPR warps per
-// row group (more for short matrices, so enough warps are in flight to
-// cover the memory latency); threads walk their chunks U at a time, all
-// U chunks of all R rows loaded before the first dot product, and the first
-// step's loads issued before pdl_wait() (weights no kernel writes), so they
-// overlap the end of the kernel ahead; the rows' sums are combined by warp
-// shuffles and, across warps, in shared memory.
+// A warp takes R weight rows (2 up to 4 tokens; 4 where it applies a GLU:
+// gate and up rows j, j + 1) so that each load of x serves R rows: x loads
+// from L1, not DRAM, were what limited these kernels (Nsight Compute: L1 at
+// 88% of its throughput, DRAM at 42%). WPR warps per row group (more for
+// short matrices, so enough warps are in flight to cover the memory
+// latency); threads walk their chunks U at a time, all U chunks of all R
+// rows loaded before the first dot product, and the first step's loads
+// issued before pdl_wait() (weights no kernel writes), so they overlap the
+// end of the kernel ahead; the rows' sums are combined by warp shuffles
+// and, across warps, in shared memory.
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -30,6 +31,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/glu.cuh"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/q8_act.cuh"
 #include "backend/cuda/rope_job.cuh"
@@ -372,6 +374,13 @@ struct RowJobs {
 struct Scaled {
   FoldIn fin;
 };
+// The GLU applied by the gate/up launch (mul_mat_q8.h): 32 outputs a block,
+// written only as 8-bit blocks (q8) for the product after it.
+struct GluOut {
+  Q8Act q8;
+  bool gelu;   // else silu
+  FoldIn fin;  // its ss may be null
+};
 
 __device__ __forceinline__ void which(const Mats& m, int64_t row, int* mi, int64_t* local) {
   *mi = 0;
@@ -439,13 +448,19 @@ constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 // 4% slower).
 struct Plain {};
 template <class D, int NT, int WPR, int WARPS, class Epi>
-__global__ void __launch_bounds__(32 * WARPS) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
+__device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi) {
   constexpr bool FOLD = std::is_same_v<Epi, FoldOut>, JOBS = std::is_same_v<Epi, RowJobs>;
-  constexpr bool SCALED = JOBS || std::is_same_v<Epi, Scaled>;
-  constexpr int R = rows_per_warp(NT);
-  // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100.
-  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR, U = 2;
+  constexpr bool GLU = std::is_same_v<Epi, GluOut>;
+  constexpr bool SCALED = JOBS || GLU || std::is_same_v<Epi, Scaled>;
+  // GLU: a warp takes gate rows j, j + 1 and up rows j, j + 1 (one step of
+  // one chunk a row holds as many loads in flight as two of two rows).
+  constexpr int R = GLU ? 4 : rows_per_warp(NT);
+  // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100; a
+  // GLU warp's 4 rows take 1 (2: 8B Q4_K_M -2.7%, 1B Q4_0 +2.1%; 4 in the
+  // fold's launch: 8B Q4_K_M -8%).
+  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR, U = GLU ? 1 : 2;
   static_assert(!FOLD || kRowsPerBlock == 32, "a folding block makes one 32-element block of x");
+  static_assert(!GLU || (WPR == 1 && WARPS == 16), "a GLU block makes one 32-element block of x");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
   const int sub = (warp % WPR) * 32 + lane;
@@ -453,10 +468,19 @@ __global__ void __launch_bounds__(32 * WARPS) q8_mat_vec_kernel(Mats m, int64_t 
   float* y[R];
   int64_t ldy[R];
   bool live[R];
+  if constexpr (GLU) {  // gate is m.w[0], up m.w[1], of as many rows (a multiple of 32)
+    const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    live[r] = row0 + r < m.total;
-    locate(m, live[r] ? row0 + r : 0, &w[r], &y[r], &ldy[r]);  // a dead row reads row 0, never stored
+    for (int r = 0; r < R; ++r) {
+      live[r] = true, y[r] = nullptr, ldy[r] = 0;
+      w[r] = m.w[r / 2] + size_t(j + r % 2) * m.stride[r / 2];
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      live[r] = row0 + r < m.total;
+      locate(m, live[r] ? row0 + r : 0, &w[r], &y[r], &ldy[r]);  // a dead row reads row 0, never stored
+    }
   }
   const int64_t chunks = (K / D::QK) * D::CHUNKS;
   // A step: U chunks a thread, every one loaded first (past the end: the
@@ -532,11 +556,48 @@ __global__ void __launch_bounds__(32 * WARPS) q8_mat_vec_kernel(Mats m, int64_t 
       q8_store_block(epi.q8, warp, blockIdx.x, v * wn);
       if (lane == 0) epi.ss[int64_t(warp) * gridDim.x + blockIdx.x] = sq;
     }
+  } else if constexpr (GLU) {
+    // h = act(gate) * up for the warp's two outputs, then lane l of warp t
+    // quantizes element l of token t's block.
+    __shared__ float sh[NT][32];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[r][t] = warp_sum(acc[r][t]);
+    if (lane < 2) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const float g = lane ? acc[1][t] : acc[0][t], u = lane ? acc[3][t] : acc[2][t];
+        sh[t][2 * warp + lane] = epi.gelu ? GeluMulF{}(g, u) : SiluMulF{}(g, u);
+      }
+    }
+    __syncthreads();
+    if (warp < NT) q8_store_block(epi.q8, warp, blockIdx.x, sh[warp][lane]);
   } else if constexpr (JOBS) {
     if (reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane) && live[0]) run_jobs<NT, R>(acc, m, row0, epi, js, jc);
   } else {
     store_row_sums<NT, WPR, WARPS, R>(acc, warp, lane, live, y, ldy);
   }
+}
+template <class D, int NT, int WPR, int WARPS, class Epi>
+__global__ void __launch_bounds__(32 * WARPS) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
+  mat_vec<D, NT, WPR, WARPS, Epi>(m, K, xq, early, epi);
+}
+// The GLU launch of one token, two blocks a SM: registers capped at 64.
+// q4_0 takes 63 by itself; q4_K took 74, so one block of 16 warps ran a SM
+// and 8B Q4_K_M decode was 5% slower than with the GLU kernel. (Asking for
+// at least one block a SM is not the same as asking for nothing: it gave
+// q4_0 78 registers and every product kernel more; H100, same call: 1B
+// Q4_0 decode -3.6%, 8B Q4_K_M -1.2%, 8B Q4_0 +1.6%.) q5_K and q6_K would
+// spill: the plain kernel.
+template <class D>
+constexpr bool glu_two_blocks() {
+  return std::is_same_v<D, DotQ4_0> || std::is_same_v<D, DotQ5_0> || std::is_same_v<D, DotQ8_0> ||
+         std::is_same_v<D, DotQK45<false>>;
+}
+template <class D>
+__global__ void __launch_bounds__(512, 2) q8_glu_kernel(Mats m, int64_t K, XQ xq, bool early, GluOut epi) {
+  mat_vec<D, 1, 1, 16, GluOut>(m, K, xq, early, epi);
 }
 
 // Warps per row: enough warps in flight to fill the GPU several times over,
@@ -560,6 +621,7 @@ struct Launch {
   FoldIn fin;
   FoldOut fout;  // its ss null: not a producer
   RowJobs jobs;  // on: the rows go to jobs
+  GluOut glu;    // its q8.q null: no GLU
 };
 
 // The kernel for NT tokens with WPR warps a row and the launch's end.
@@ -583,10 +645,18 @@ void launch_nt(const Launch& l, const OpCtx& c) {
   constexpr int R = rows_per_warp(NT);
   const bool early = c.w_fixed && mat_vec_early_loads();
   if constexpr (R == 2) {
-    if (l.fout.ss) {  // one warp a row pair, 32 rows a block
-      constexpr int kFoldWarps = 16;
-      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kFoldWarps, FoldOut>, unsigned(l.m.total / 32), 32 * kFoldWarps,
-                           0, c.stream, l.m, l.K, l.xq, early, l.fout);
+    constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
+    if (l.fout.ss)                // one warp a row pair
+      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
+                           c.stream, l.m, l.K, l.xq, early, l.fout);
+    if (l.glu.q8.q) {  // one warp two outputs
+      GluOut glu = l.glu;
+      glu.fin = l.fin;
+      const unsigned blocks = unsigned(l.m.rows[0] / 32);
+      if constexpr (NT == 1 && glu_two_blocks<D>())
+        return launch_kernel(q8_glu_kernel<D>, blocks, 32 * kWarps32, 0, c.stream, l.m, l.K, l.xq, early, glu);
+      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, GluOut>, blocks, 32 * kWarps32, 0, c.stream, l.m, l.K,
+                           l.xq, early, glu);
     }
     if (l.jobs.on) {
       RowJobs jobs = l.jobs;
@@ -595,8 +665,9 @@ void launch_nt(const Launch& l, const OpCtx& c) {
     }
     if (l.fin.ss) return launch_epi<D, NT>(l, c, early, Scaled{l.fin});
   }
-  if (l.fout.ss || l.jobs.on || l.fin.ss)
-    throw Error("cuda mul_mat: folded norms and row jobs take at most " + std::to_string(kMaxFoldTokens) + " tokens");
+  if (l.fout.ss || l.jobs.on || l.fin.ss || l.glu.q8.q)
+    throw Error("cuda mul_mat: folded norms, row jobs and GLUs take at most " + std::to_string(kMaxFoldTokens) +
+                " tokens");
   launch_epi<D, NT>(l, c, early, Plain{});
 }
 
@@ -662,6 +733,12 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
     const Q8Act act = Q8Act::in(c.fold, K, T);
     l.xq = XQ{act.q, act.ds, K};
     l.fin = FoldIn{fold_sums(c.fold, K, T), int(K / 32), float(K), c.fold_eps};
+    return l;
+  }
+  if (c.x_handed) {
+    if (!c.hand || q8_act_bytes(K, T) > c.hand_bytes) bad_operands("mul_mat", dst, "no 8-bit x handed to it");
+    const Q8Act act = Q8Act::in(c.hand, K, T);
+    l.xq = XQ{act.q, act.ds, K};
     return l;
   }
   const Q8Act act = Q8Act::in(c.scratch, K, T);
@@ -758,6 +835,32 @@ void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor
   l.fout = FoldOut{rows_of(r), rows_of(add), static_cast<const float*>(mul.src[1]->data), Q8Act::in(c.fold, K, T),
                    fold_sums(c.fold, K, T)};
   launch_type(product, l, c);
+}
+
+bool can_fuse_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
+  if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
+  const Tensor* gate = glu.src[0];
+  const Tensor* up = glu.src[1];
+  if (!gate || !up || gate == up || !((gate == &a && up == &b) || (gate == &b && up == &a))) return false;
+  const Tensor* W = gate->src[0];
+  const int64_t T = gate->n_rows(), N = gate->ne[0];
+  return gate->op == Op::MulMat && up->op == Op::MulMat && W && up->src[0] && has_q8_mat_vec(W->dtype) &&
+         up->src[0]->dtype == W->dtype && gate->src[1] && gate->src[1] == up->src[1] && T >= 1 && T <= kMaxFoldTokens &&
+         up->n_rows() == T && up->ne[0] == N && N % 32 == 0 && W->ne[1] == N && up->src[0]->ne[1] == N &&
+         gate->is_contiguous() && up->is_contiguous() && glu.dtype == DType::F32 && glu.ne[0] == N && glu.n_rows() == T;
+}
+
+size_t glu_hand_bytes(const Tensor& glu) { return q8_act_bytes(glu.ne[0], glu.n_rows()); }
+
+void q8_mat_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
+  if (!can_fuse_glu(a, b, glu)) bad_operands("mul_mat", a, "cannot apply " + glu.name + " in its launch");
+  const Tensor* mats[2] = {glu.src[0], glu.src[1]};  // gate first
+  Launch l = prepare(mats, 2, c);
+  const int64_t N = glu.ne[0], T = glu.n_rows();
+  if (!c.hand || glu_hand_bytes(glu) > c.hand_bytes) bad_operands("mul_mat", a, "no memory for " + glu.name);
+  if (c.x_handed) bad_operands("mul_mat", a, "reads the handed x it would write");
+  l.glu = GluOut{Q8Act::in(c.hand, N, T), glu.op == Op::GeluMul, {}};
+  launch_type(*mats[0], l, c);
 }
 
 void q8_quantize_rows(const Tensor& x, const OpCtx& c) {
