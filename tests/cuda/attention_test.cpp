@@ -317,6 +317,14 @@ TEST(CudaAttention, Decode) {
   cases.push_back(cases[0]);
   cases.back().name += ", 4096 cells f32";
   cases.back().kv = F32, cases.back().used = -1;
+  // Short spans: one split of 256 threads (one or two tiles), no merge.
+  cases.push_back(mk("llama3 8B, short span", 128, 32, 8, 1, 256, F16, MaskKind::Causal));
+  cases.back().used = 130;
+  cases.push_back(mk("llama 1B, short span, two tiles", 64, 32, 8, 1, 512, F16, MaskKind::Causal));
+  cases.back().used = 400;
+  cases.push_back(mk("gemma3 local, short span", 256, 4, 1, 1, 128, F16, MaskKind::Window));
+  cases.back().used = 100, cases.back().window = 64;
+  cases.push_back(mk("mha, short span", 128, 8, 8, 1, 256, F16, MaskKind::Random));
   for (const auto& c : cases) check_case(c);
 }
 

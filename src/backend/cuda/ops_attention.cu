@@ -67,6 +67,8 @@ constexpr size_t kMaxPartialBytes = size_t(16) << 20;  // cap on split partials
 constexpr int kRangeChunk = 4096;                      // keys per attn_ranges block
 constexpr int kBM = 64;                                // attn_mma rows per block
 constexpr int kVecMaxRows = 8;                         // attn_vec rows per block, and the mma threshold
+constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span
+constexpr int kWideMaxRows = 4;                        // ... of at most this many rows (shared memory)
 
 struct Params {
   const float* q;
@@ -191,11 +193,12 @@ __device__ __forceinline__ int row_of(int c) {
 }
 
 // ---------------------------------------------------------------------------
-// attn_vec: grid (row blocks of R, Hkv, splits), 128 threads.
-template <int L, int R, typename KV>
-__global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
+// attn_vec: grid (row blocks of R, Hkv, splits), TH threads (128; 256 for
+// one split over a short span: plan_vec).
+template <int L, int R, typename KV, int TH>
+__global__ void __launch_bounds__(TH) attn_vec(const Params p) {
   pdl_wait();
-  constexpr int NKG = kThreads / L;                                  // key groups
+  constexpr int NKG = TH / L;                                        // key groups
   constexpr int KPT = (sizeof(KV) == 2 ? 8 : 4) / (R == 8 ? 2 : 1);  // keys per thread per tile
   constexpr int TK = NKG * KPT;                                      // keys per tile
   constexpr int DL = L * 8;                                          // dims covered by a key group
@@ -245,7 +248,7 @@ __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
     int lo = INT_MAX, hi = -1;
     if (p.ranges) {  // from attn_ranges' per-token spans, clipped to the split
       const int n = (t_last - t_first + 1) * p.n_rchunks;
-      for (int i = tid; i < n; i += kThreads) {
+      for (int i = tid; i < n; i += TH) {
         const int2 x = p.ranges[int64_t(t_first) * p.n_rchunks + i];
         const int a = max(x.x, kb), b = min(x.y, ke) - 1;
         if (a <= b) lo = min(lo, a), hi = max(hi, b);
@@ -254,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
       for (int t = t_first; t <= t_last; ++t) {
         const float* mr = p.mask + t * p.m_nb1;
 #pragma unroll 4
-        for (int j = kb + tid; j < ke; j += kThreads)
+        for (int j = kb + tid; j < ke; j += TH)
           if (__ldg(mr + j) != -INFINITY) lo = min(lo, j), hi = max(hi, j);
       }
     }
@@ -311,7 +314,7 @@ __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
     __syncthreads();
     // Online softmax, a warp per row.
 #pragma unroll
-    for (int r = warp; r < R; r += kThreads / 32) {
+    for (int r = warp; r < R; r += TH / 32) {
       if (r < nr) {
         float x[NPL];
         float mx = -INFINITY;
@@ -375,7 +378,7 @@ __global__ void __launch_bounds__(kThreads) attn_vec(const Params p) {
     d[1] = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
   }
   __syncthreads();
-  for (int i = tid; i < nr * D; i += kThreads) {
+  for (int i = tid; i < nr * D; i += TH) {
     const int r = i / D, d = i - r * D;
     float s = 0.f;
 #pragma unroll
@@ -748,6 +751,7 @@ struct Shape {
 struct Plan {
   bool mma = false;
   int L = 8, R = 1, TK = 1;   // attn_vec
+  int threads = kThreads;     // attn_vec
   int splits = 1, chunk = 0;  // attn_vec: keys per split
   int n_rchunks = 0;          // attn_mma: ranges per token
   size_t ranges_bytes = 0, ml_bytes = 0, o_bytes = 0;
@@ -795,6 +799,18 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   if (n > 1) {
     pl.chunk = int(cdiv(ntiles, n) * pl.TK);
     n = int(cdiv(s.S, pl.chunk));
+  }
+  // A short span (tg at a shallow depth: S <= 256 keys for D = 128, 512 for
+  // D = 64) in one split of 256 threads, at most two tiles a block, rather
+  // than several splits and a merging launch (attn_combine) after them.
+  // WEIR_CUDA_ATTN_WIDE=0: splits as for long spans (for comparisons).
+  static const bool wide = [] {
+    const char* e = std::getenv("WEIR_CUDA_ATTN_WIDE");
+    return !(e && std::string(e) == "0");
+  }();
+  if (wide && n > 1 && s.f16 && !s.separate && pl.R <= kWideMaxRows) {
+    const int tk = kWideThreads / pl.L * kpt;
+    if (s.S <= 2 * int64_t(tk)) pl.threads = kWideThreads, pl.TK = tk, n = 1;
   }
   pl.splits = std::max(n, 1);
   if (pl.splits == 1) pl.chunk = int(std::max<int64_t>(s.S, 1));
@@ -869,19 +885,23 @@ bool mma_eligible(const Shape& s) {
 }
 
 template <int L, int R>
-void launch_vec_r(const Params& p, bool f16, dim3 grid, cudaStream_t st) {
+void launch_vec_r(const Params& p, bool f16, int threads, dim3 grid, cudaStream_t st) {
+  if constexpr (R <= kWideMaxRows)
+    if (threads == kWideThreads && f16)
+      return launch_kernel(attn_vec<L, R, __half, kWideThreads>, grid, kWideThreads, 0, st, p);
+  if (threads != kThreads) throw Error("attention: no attn_vec of " + std::to_string(threads) + " threads");
   if (f16)
-    launch_kernel(attn_vec<L, R, __half>, grid, kThreads, 0, st, p);
+    launch_kernel(attn_vec<L, R, __half, kThreads>, grid, kThreads, 0, st, p);
   else
-    launch_kernel(attn_vec<L, R, float>, grid, kThreads, 0, st, p);
+    launch_kernel(attn_vec<L, R, float, kThreads>, grid, kThreads, 0, st, p);
 }
 template <int L>
-void launch_vec_l(const Params& p, int R, bool f16, dim3 grid, cudaStream_t st) {
+void launch_vec_l(const Params& p, int R, bool f16, int threads, dim3 grid, cudaStream_t st) {
   switch (R) {
-    case 1: return launch_vec_r<L, 1>(p, f16, grid, st);
-    case 2: return launch_vec_r<L, 2>(p, f16, grid, st);
-    case 4: return launch_vec_r<L, 4>(p, f16, grid, st);
-    default: return launch_vec_r<L, 8>(p, f16, grid, st);
+    case 1: return launch_vec_r<L, 1>(p, f16, threads, grid, st);
+    case 2: return launch_vec_r<L, 2>(p, f16, threads, grid, st);
+    case 4: return launch_vec_r<L, 4>(p, f16, threads, grid, st);
+    default: return launch_vec_r<L, 8>(p, f16, threads, grid, st);
   }
 }
 
@@ -996,9 +1016,9 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   } else {
     const dim3 grid(unsigned(cdiv(p.rows, pl.R)), unsigned(s.Hkv), unsigned(pl.splits));
     switch (pl.L) {
-      case 8: launch_vec_l<8>(p, pl.R, s.f16, grid, c.stream); break;
-      case 16: launch_vec_l<16>(p, pl.R, s.f16, grid, c.stream); break;
-      default: launch_vec_l<32>(p, pl.R, s.f16, grid, c.stream); break;
+      case 8: launch_vec_l<8>(p, pl.R, s.f16, pl.threads, grid, c.stream); break;
+      case 16: launch_vec_l<16>(p, pl.R, s.f16, pl.threads, grid, c.stream); break;
+      default: launch_vec_l<32>(p, pl.R, s.f16, pl.threads, grid, c.stream); break;
     }
   }
   WEIR_CUDA_CHECK_LAUNCH();
