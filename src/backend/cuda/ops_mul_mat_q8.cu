@@ -603,11 +603,13 @@ __global__ void __launch_bounds__(512, 2) q8_glu_kernel(Mats m, int64_t K, XQ xq
 // Warps per row: enough warps in flight to fill the GPU several times over,
 // while each thread-row keeps several chunks of work (1, 2 or 4).
 int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
-  // 24 per SM (H100, tg128, with the first step loaded before pdl_wait():
-  // 8B q4_K +3.0%, 1B q4_0 +0.9%, gemma3-270m +0.4% over 48; 16: 8B +3.3%,
-  // 1B -0.8%): fewer, longer warps, more of them resident early enough to
-  // load before the kernel ahead ends.
-  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(24);
+  // 16 per SM (H100, tg128): fewer, longer warps, more of them resident
+  // early enough to load before the kernel ahead ends. With the first step
+  // loaded before pdl_wait(), 24 beat 48 (8B q4_K +3.0%, 1B q4_0 +0.9%,
+  // gemma3-270m +0.4%; 16 then: 8B +3.3%, 1B -0.8%); with the norm folded
+  // and the GLU fused, 16 beats 24 (8B Q4_K_M +2.3%, 1B Q4_0 +0.1%; 40:
+  // -2.2%, -0.5%; same call): the q/k/v launch takes one warp a row pair.
+  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(16);
   int wpr = 1;
   while (wpr < kWarps && warp_rows * wpr < want && chunks >= int64_t(64) * wpr) wpr *= 2;
   return wpr;
