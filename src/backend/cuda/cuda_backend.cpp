@@ -268,6 +268,12 @@ void CudaBackend::ensure(void** mem, size_t* have, size_t bytes) {
 
 namespace {
 
+// Whether the environment variable `name` is "0" (a planner knob turned off).
+bool env_is_zero(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == "0";
+}
+
 size_t scratch_for(const Tensor& t) {
   switch (t.op) {
     case Op::MulMat: return mul_mat_scratch_bytes(t);
@@ -475,10 +481,7 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
 // gate/up products read only by a GLU that the next product launch alone
 // reads, as 8-bit blocks: the GLU runs in the products' launch.
 void CudaBackend::plan_glu(Plan& p, const std::vector<int>& readers) const {
-  static const bool on = [] {  // WEIR_CUDA_GLU_FUSE=0: a GLU kernel instead (for comparisons)
-    const char* e = std::getenv("WEIR_CUDA_GLU_FUSE");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = !env_is_zero("WEIR_CUDA_GLU_FUSE");  // =0: a GLU kernel instead (for comparisons)
   const size_t n = p.nodes.size();
   for (size_t i = 0; on && i + 3 < n; ++i) {
     if (p.skip[i] || p.group[i] != 2 || p.fold[i] || !p.row_jobs[i].empty() || p.x_handed[i]) continue;
@@ -504,10 +507,7 @@ void CudaBackend::plan_glu(Plan& p, const std::vector<int>& readers) const {
 // alone: the three run in the product's launch, and the next launch reads
 // the fold (mul_mat_q8.h). Not where the product itself reads a fold.
 void CudaBackend::plan_norm_folds(Plan& p, const std::vector<int>& readers) const {
-  static const bool on = [] {  // WEIR_CUDA_NORM_FOLD=0: a norm kernel instead (for comparisons)
-    const char* e = std::getenv("WEIR_CUDA_NORM_FOLD");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = !env_is_zero("WEIR_CUDA_NORM_FOLD");  // =0: a norm kernel instead (for comparisons)
   const size_t n = p.nodes.size();
   for (size_t i = 0; on && i + 4 < n; ++i) {
     if (p.skip[i] || p.group[i] != 1 || p.fold_from[i] >= 0 || p.fused[i + 1] != 2 || !p.quantize_out[i + 1]) continue;
@@ -538,10 +538,7 @@ void CudaBackend::plan_norm_folds(Plan& p, const std::vector<int>& readers) cons
 // its own, a launch of its own): the product launches run the jobs on their
 // results, and no rope_store launch runs.
 void CudaBackend::plan_row_jobs(Plan& p, const std::vector<int>& readers) const {
-  static const bool on = [] {  // WEIR_CUDA_ROW_JOBS=0: a rope_store launch instead (for comparisons)
-    const char* e = std::getenv("WEIR_CUDA_ROW_JOBS");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = !env_is_zero("WEIR_CUDA_ROW_JOBS");  // =0: a rope_store launch instead (for comparisons)
   const size_t n = p.nodes.size();
   std::vector<size_t> starts;  // the launches, in order
   for (size_t i = 0; i < n; i += p.span(i))
