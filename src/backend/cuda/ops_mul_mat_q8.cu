@@ -279,10 +279,14 @@ struct DotQ6K {
     w.sb = sc[8 * h + 2 * (sa + 2) + l / 16];
     w.d = h_at(b + 208);
   }
+  // The quants stay unsigned (0..63, positive as int8 too); their offset of
+  // 32 comes off as 32 times the sum of the 16 x quants, once a token for all
+  // R rows. (A per-byte __vsubss4 is 7 instructions on sm_90: it made q6_K
+  // the slowest type to decode.)
   template <int NT, int R>
   __device__ static void dot(const Raw (&w)[R], int c, const XQ& x, int64_t e0, Acc<R, NT>& acc) {
     const int h = c / 4, sa = (c / 2) % 2, sb = sa + 2, l = 16 * (c % 2);
-    int a[R][4], z[R][4];
+    uint32_t a[R][4], z[R][4];
     float fa[R], fb[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -291,8 +295,8 @@ struct DotQ6K {
       w[r].qh.join(qh);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        a[r][i] = __vsubss4(int((ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sa)) & 0x03030303u) << 4)), 0x20202020);
-        z[r][i] = __vsubss4(int(((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sb)) & 0x03030303u) << 4)), 0x20202020);
+        a[r][i] = (ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sa)) & 0x03030303u) << 4);
+        z[r][i] = ((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * sb)) & 0x03030303u) << 4);
       }
       const float d = __half2float(w[r].d);
       fa[r] = d * float(w[r].sa);
@@ -303,12 +307,12 @@ struct DotQ6K {
     for (int t = 0; t < NT; ++t) {
       const int4 xa = *x.q16(t, ba * 32 + l), xb = *x.q16(t, bb * 32 + l);
       const float da = x.ds_of(t, ba).x, db = x.ds_of(t, bb).x;
+      constexpr int kOnes = 0x01010101;
+      const int oa = -32 * __dp4a(kOnes, xa.w, __dp4a(kOnes, xa.z, __dp4a(kOnes, xa.y, __dp4a(kOnes, xa.x, 0))));
+      const int ob = -32 * __dp4a(kOnes, xb.w, __dp4a(kOnes, xb.z, __dp4a(kOnes, xb.y, __dp4a(kOnes, xb.x, 0))));
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        int ia = __dp4a(a[r][0], xa.x, 0), ib = __dp4a(z[r][0], xb.x, 0);
-        ia = __dp4a(a[r][1], xa.y, ia), ib = __dp4a(z[r][1], xb.y, ib);
-        ia = __dp4a(a[r][2], xa.z, ia), ib = __dp4a(z[r][2], xb.z, ib);
-        ia = __dp4a(a[r][3], xa.w, ia), ib = __dp4a(z[r][3], xb.w, ib);
+        const int ia = dot16(a[r], xa, oa), ib = dot16(z[r], xb, ob);
         acc[r][t] += fa[r] * da * float(ia) + fb[r] * db * float(ib);
       }
     }
