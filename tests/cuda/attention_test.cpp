@@ -325,6 +325,10 @@ TEST(CudaAttention, Decode) {
   cases.push_back(mk("gemma3 local, short span", 256, 4, 1, 1, 128, F16, MaskKind::Window));
   cases.back().used = 100, cases.back().window = 64;
   cases.push_back(mk("mha, short span", 128, 8, 8, 1, 256, F16, MaskKind::Random));
+  cases.push_back(mk("qwen2.5 7B (7 heads a kv head), short span", 128, 28, 4, 1, 256, F16, MaskKind::Causal));
+  cases.back().used = 77;
+  cases.push_back(mk("llama3 8B, two tokens, short span", 128, 32, 8, 2, 256, F16, MaskKind::Causal));
+  cases.back().used = 200;
   for (const auto& c : cases) check_case(c);
 }
 

@@ -67,8 +67,7 @@ constexpr size_t kMaxPartialBytes = size_t(16) << 20;  // cap on split partials
 constexpr int kRangeChunk = 4096;                      // keys per attn_ranges block
 constexpr int kBM = 64;                                // attn_mma rows per block
 constexpr int kVecMaxRows = 8;                         // attn_vec rows per block, and the mma threshold
-constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span
-constexpr int kWideMaxRows = 4;                        // ... of at most this many rows (shared memory)
+constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span, a head a block
 
 struct Params {
   const float* q;
@@ -802,15 +801,19 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   }
   // A short span (tg at a shallow depth: S <= 256 keys for D = 128, 512 for
   // D = 64) in one split of 256 threads, at most two tiles a block, rather
-  // than several splits and a merging launch (attn_combine) after them.
+  // than several splits and a merging launch (attn_combine) after them; a
+  // block a query head (R = 1), so that a kv head's G heads run on G SMs: the
+  // blocks wait on memory, not on each other (one block of G rows per kv
+  // head was slower: H100 tg128, 8B Q4_K_M -3.4%, 1B Q4_0 -4.2%). Their K
+  // and V loads after the first come from L2.
   // WEIR_CUDA_ATTN_WIDE=0: splits as for long spans (for comparisons).
   static const bool wide = [] {
     const char* e = std::getenv("WEIR_CUDA_ATTN_WIDE");
     return !(e && std::string(e) == "0");
   }();
-  if (wide && n > 1 && s.f16 && !s.separate && pl.R <= kWideMaxRows) {
-    const int tk = kWideThreads / pl.L * kpt;
-    if (s.S <= 2 * int64_t(tk)) pl.threads = kWideThreads, pl.TK = tk, n = 1;
+  if (wide && n > 1 && s.f16 && !s.separate) {
+    const int tk = kWideThreads / pl.L * 8;  // 8 keys a thread a tile (f16, R = 1)
+    if (s.S <= 2 * int64_t(tk)) pl.threads = kWideThreads, pl.TK = tk, pl.R = 1, n = 1;
   }
   pl.splits = std::max(n, 1);
   if (pl.splits == 1) pl.chunk = int(std::max<int64_t>(s.S, 1));
@@ -886,7 +889,7 @@ bool mma_eligible(const Shape& s) {
 
 template <int L, int R>
 void launch_vec_r(const Params& p, bool f16, int threads, dim3 grid, cudaStream_t st) {
-  if constexpr (R <= kWideMaxRows)
+  if constexpr (R == 1)
     if (threads == kWideThreads && f16)
       return launch_kernel(attn_vec<L, R, __half, kWideThreads>, grid, kWideThreads, 0, st, p);
   if (threads != kThreads) throw Error("attention: no attn_vec of " + std::to_string(threads) + " threads");
