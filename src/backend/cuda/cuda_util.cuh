@@ -128,6 +128,32 @@ inline bool mat_vec_early_loads() {
   return on;
 }
 
+// Kernel's attributes (registers, local memory), asked of the runtime once.
+template <auto Kernel>
+const cudaFuncAttributes& kernel_attributes() {
+  static const cudaFuncAttributes a = [] {
+    cudaFuncAttributes r{};
+    const cudaError_t e = cudaFuncGetAttributes(&r, Kernel);
+    if (e != cudaSuccess) throw Error(std::string("CUDA: kernel attributes: ") + cudaGetErrorString(e));
+    return r;
+  }();
+  return a;
+}
+
+// Blocks of Kernel that one SM holds at once, of `threads` threads (the
+// same at every call) and no dynamic shared memory; asked of the runtime
+// once, for the device current then.
+template <auto Kernel>
+int resident_blocks(int threads) {
+  static const int n = [threads] {
+    int b = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, threads, 0);
+    if (e != cudaSuccess) throw Error(std::string("CUDA: occupancy query failed: ") + cudaGetErrorString(e));
+    return b;
+  }();
+  return n;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic
 // dependent launch where it is on; launch errors throw.
 template <class... Params, class... Args>

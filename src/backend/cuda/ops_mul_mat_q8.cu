@@ -587,6 +587,13 @@ template <class D, int NT, int WPR, int WARPS, class Epi>
 __global__ void __launch_bounds__(32 * WARPS) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
   mat_vec<D, NT, WPR, WARPS, Epi>(m, K, xq, early, epi);
 }
+// The same with registers capped so that 6 blocks of 4 warps fit a SM: for
+// a grid that takes a second wave of blocks at the registers the compiler
+// would pick (kernel_fits_one_wave).
+template <class D, int NT, int WPR, int WARPS, class Epi>
+__global__ void __launch_bounds__(32 * WARPS, 6) q8_mat_vec_kernel6(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
+  mat_vec<D, NT, WPR, WARPS, Epi>(m, K, xq, early, epi);
+}
 // The GLU launch of one token, two blocks a SM: registers capped at 64.
 // q4_0 takes 63 by itself; q4_K took 74, so one block of 16 warps ran a SM
 // and 8B Q4_K_M decode was 5% slower than with the GLU kernel. (Asking for
@@ -634,6 +641,24 @@ struct Launch {
 template <class D, int NT, int WPR, class Epi>
 void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   constexpr int R = rows_per_warp(NT);
+  // One token's q/k/v launch: one wave of blocks where capped registers
+  // give it without spilling more (a second wave of a few blocks starts
+  // only as the first ends; 8B q4_K: 768 blocks, 660 fit at 92 registers,
+  // 792 at 80; H100 tg128 8B Q4_K_M +1.3%). WEIR_CUDA_ONE_WAVE=0: never
+  // (for comparisons).
+  if constexpr (NT == 1 && WPR == 1 && std::is_same_v<Epi, RowJobs>) {
+    static const bool on = [] {
+      const char* e = std::getenv("WEIR_CUDA_ONE_WAVE");
+      return !(e && std::string(e) == "0");
+    }();
+    constexpr auto plain = q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>;
+    constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
+    const int64_t blocks = blocks_for(l.m.total, kWarps / WPR * R), sms = c.sm_count;
+    if (on && blocks > sms * resident_blocks<plain>(32 * kWarps) &&
+        blocks <= sms * resident_blocks<capped>(32 * kWarps) &&
+        kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes)
+      return launch_kernel(capped, unsigned(blocks), 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early, epi);
+  }
   launch_kernel(q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>, blocks_for(l.m.total, kWarps / WPR * R), 32 * kWarps, 0,
                 c.stream, l.m, l.K, l.xq, early, epi);
 }
