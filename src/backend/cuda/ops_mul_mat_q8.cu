@@ -451,7 +451,7 @@ constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 // and the consumer's runtime test in every launch made gemma3-270m decode
 // 4% slower).
 struct Plain {};
-template <class D, int NT, int WPR, int WARPS, class Epi>
+template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0>
 __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi) {
   constexpr bool FOLD = std::is_same_v<Epi, FoldOut>, JOBS = std::is_same_v<Epi, RowJobs>;
   constexpr bool GLU = std::is_same_v<Epi, GluOut>;
@@ -462,7 +462,8 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100; a
   // GLU warp's 4 rows take 1 (2: 8B Q4_K_M -2.7%, 1B Q4_0 +2.1%; 4 in the
   // fold's launch: 8B Q4_K_M -8%).
-  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR, U = GLU ? 1 : 2;
+  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR;
+  constexpr int U = CHUNKS_A_STEP ? CHUNKS_A_STEP : GLU ? 1 : 2;
   static_assert(!FOLD || kRowsPerBlock == 32, "a folding block makes one 32-element block of x");
   static_assert(!GLU || (WPR == 1 && WARPS == 16), "a GLU block makes one 32-element block of x");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -594,6 +595,18 @@ template <class D, int NT, int WPR, int WARPS, class Epi>
 __global__ void __launch_bounds__(32 * WARPS, 6) q8_mat_vec_kernel6(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
   mat_vec<D, NT, WPR, WARPS, Epi>(m, K, xq, early, epi);
 }
+// A folding launch of one token with half the SMs or fewer (1B: 64 blocks
+// on 132) and rows of two such steps or more: four chunks a thread a step,
+// twice the loads in flight a warp, where nothing else would use the
+// registers and they do not spill (q5_K and q6_K would). H100 tg128, 1B
+// Q4_0: +2.7% (down 8.7 -> 7.7 us; its o product, one step, was 0.2 us
+// slower, so short rows keep two chunks); all folds: 8B Q4_K_M -8%.
+// WEIR_CUDA_FOLD_DEEP=0: never (for comparisons).
+template <class D>
+__global__ void __launch_bounds__(512) q8_fold_deep_kernel(Mats m, int64_t K, XQ xq, bool early, FoldOut epi) {
+  mat_vec<D, 1, 1, 16, FoldOut, 4>(m, K, xq, early, epi);
+}
+
 // The GLU launch of one token, two blocks a SM: registers capped at 64.
 // q4_0 takes 63 by itself; q4_K took 74, so one block of 16 warps ran a SM
 // and 8B Q4_K_M decode was 5% slower than with the GLU kernel. (Asking for
@@ -677,9 +690,20 @@ void launch_nt(const Launch& l, const OpCtx& c) {
   const bool early = c.w_fixed && mat_vec_early_loads();
   if constexpr (R == 2) {
     constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
-    if (l.fout.ss)                // one warp a row pair
+    if (l.fout.ss) {  // one warp a row pair
+      static const bool deep = [] {
+        const char* e = std::getenv("WEIR_CUDA_FOLD_DEEP");
+        return !(e && std::string(e) == "0");
+      }();
+      if constexpr (NT == 1)
+        if (deep && l.m.total / 32 <= c.sm_count / 2 && (l.K / D::QK) * D::CHUNKS >= 2 * 32 * 4 &&
+            kernel_attributes<q8_fold_deep_kernel<D>>().localSizeBytes <=
+                kernel_attributes<q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>>().localSizeBytes)
+          return launch_kernel(q8_fold_deep_kernel<D>, unsigned(l.m.total / 32), 32 * kWarps32, 0, c.stream, l.m, l.K,
+                               l.xq, early, l.fout);
       return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
                            c.stream, l.m, l.K, l.xq, early, l.fout);
+    }
     if (l.glu.q8.q) {  // one warp two outputs
       GluOut glu = l.glu;
       glu.fin = l.fin;
