@@ -22,6 +22,11 @@
 #     bench     weir bench -ngl 99 on the models (median of 5: -r 5)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
+#     counters  Nsight Compute (ncu) over one decoded token of each selected
+#               model: the decode kernels' durations, DRAM and L1 throughput,
+#               registers, spills, occupancy and top stall, one row a kernel
+#               and launch shape (scripts/ncu-table.py); the full reports in
+#               the logs (not run by default)
 #     base      builds the sources before a change into /tmp/weir-base (in the
 #               background, beside the build stage): this tree with the patch
 #               WEIR_GPU_BASE_PATCH (default ab.patch: `git diff BASE > ab.patch`
@@ -233,6 +238,29 @@ if has profile; then
       cat "$log_dir/profile.tmp" >>"$log_dir/profile.log"
     done
   done
+fi
+
+if has counters; then
+  step "hardware counters (ncu), one decoded token"
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+  if [ -z "$ncu_bin" ]; then
+    echo "counters: no ncu here"
+    failed+=(counters)
+  else
+    for m in "${selected[@]}"; do
+      p=$(path_of "${m%%:*}")
+      report=$log_dir/ncu-$(basename "$p" .gguf).txt
+      # Past the warm-up and the first tokens: -n 16 decodes enough tokens that
+      # 600 kernels in, a whole token follows (the largest model: ~200 a token).
+      timeout 300 "$ncu_bin" --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis --launch-skip 600 \
+        --launch-count "${WEIR_GPU_NCU_KERNELS:-260}" \
+        -k 'regex:q8_mat_vec_kernel|q8_glu_kernel|attn_vec|attn_combine|attn_mma|mat_vec' \
+        "$build/weir" bench -m "$p" -ngl 99 -p 0 -n 16 -r 1 >"$report" 2>&1 || failed+=(counters)
+      echo "--- $(basename "$p")"
+      python3 scripts/ncu-table.py "$report" || failed+=(counters)
+    done
+  fi
 fi
 
 if has ab; then
