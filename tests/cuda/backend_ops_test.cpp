@@ -171,38 +171,44 @@ TEST_F(CudaOps, MmaTileProducts) {
 // The integer decode kernels against the float product of the dequantized
 // weights and the activations as the kernels quantize them: per 32 values,
 // d = fp16(max |x| / 127), q = round(x / (max |x| / 127)).
+// Long rows too: many steps a warp in the register kernels, and with
+// WEIR_CUDA_STAGED=1 (a run of gpu-check's test stage) the staged kernels
+// with several slices a row and more slices than stages.
 TEST_F(CudaOps, Q8DecodeProducts) {
-  for (DType wt : kWeightTypes) {
-    if (!is_q8_decode(wt)) continue;
-    const int64_t K = traits(wt).block_size == 256 ? 768 : 160, N = 45;
-    const auto w = random_weights(wt, K, N, 21);
-    std::vector<float> wf(size_t(K * N));
-    for (int64_t n = 0; n < N; ++n) dequantize_row(wt, w.data() + size_t(n) * row_bytes(wt, K), &wf[size_t(n * K)], K);
-    for (int64_t T : {1, 2, 5, 8}) {
-      const auto x = randn(size_t(K * T), 77 + uint32_t(T));
-      std::vector<float> xq(x.size());
-      for (size_t b = 0; b < x.size(); b += 32) {
-        float amax = 0;
-        for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
-        const float d = amax / 127.0f;
-        const float dh = fp16_to_f32(f32_to_fp16(d));
-        for (size_t i = 0; i < 32; ++i) xq[b + i] = amax == 0 ? 0.0f : dh * std::nearbyint(x[b + i] / d);
-      }
-      std::vector<float> want(size_t(N * T));
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < K; ++k) s += double(wf[size_t(n * K + k)]) * xq[size_t(t * K + k)];
-          want[size_t(t * N + n)] = float(s);
+  for (DType wt : kWeightTypes)
+    for (const int64_t K : {traits(wt).block_size == 256 ? int64_t(768) : int64_t(160), int64_t(14336)}) {
+      if (!is_q8_decode(wt)) continue;
+      const int64_t N = 45;
+      const auto w = random_weights(wt, K, N, 21);
+      std::vector<float> wf(size_t(K * N));
+      for (int64_t n = 0; n < N; ++n)
+        dequantize_row(wt, w.data() + size_t(n) * row_bytes(wt, K), &wf[size_t(n * K)], K);
+      for (int64_t T : {1, 2, 5, 8}) {
+        const auto x = randn(size_t(K * T), 77 + uint32_t(T));
+        std::vector<float> xq(x.size());
+        for (size_t b = 0; b < x.size(); b += 32) {
+          float amax = 0;
+          for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+          const float d = amax / 127.0f;
+          const float dh = fp16_to_f32(f32_to_fp16(d));
+          for (size_t i = 0; i < 32; ++i) xq[b + i] = amax == 0 ? 0.0f : dh * std::nearbyint(x[b + i] / d);
         }
-      const Builder b = [&](Graph& g) {
-        return g.mul_mat(g.external(wt, {K, N}, const_cast<uint8_t*>(w.data()), "w"), g.input(DType::F32, {K, T}, "x"));
-      };
-      const auto got = as_floats(run_on(*gpu_, b, {{"x", floats(x)}}, 2));
-      // The kernels take the offset terms from fp16(d * sum q): ~1e-3 of them.
-      EXPECT_LT(rel_err(got, want), 2e-3) << dtype_name(wt) << " T " << T;
+        std::vector<float> want(size_t(N * T));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < N; ++n) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k) s += double(wf[size_t(n * K + k)]) * xq[size_t(t * K + k)];
+            want[size_t(t * N + n)] = float(s);
+          }
+        const Builder b = [&](Graph& g) {
+          return g.mul_mat(g.external(wt, {K, N}, const_cast<uint8_t*>(w.data()), "w"),
+                           g.input(DType::F32, {K, T}, "x"));
+        };
+        const auto got = as_floats(run_on(*gpu_, b, {{"x", floats(x)}}, 2));
+        // The kernels take the offset terms from fp16(d * sum q): ~1e-3 of them.
+        EXPECT_LT(rel_err(got, want), 2e-3) << dtype_name(wt) << " K " << K << " T " << T;
+      }
     }
-  }
 }
 
 // Products on the same x run as one launch (q, k, v; gate, up): every
@@ -508,50 +514,54 @@ TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
 // norm kernel, for up to 4 tokens (5 takes the norm kernel); two layers'
 // worth, so the second fold reuses the memory of the first.
 TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
-  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0})
-    for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
-      const int64_t K = 512, F = 768, N = 96;
-      const auto wa = random_weights(wt, F, K, 91), wg = random_weights(wt, K, F, 92),
-                 wu = random_weights(wt, K, F, 93), wd = random_weights(wt, F, K, 94),
-                 wo = random_weights(wt, K, N, 95);
-      // A second reader of x2 of another type: a launch of its own (as v
-      // is in Q4_K_M files), reading the same fold.
-      const DType ot = wt == DType::Q8_0 ? DType::Q4_0 : DType::Q8_0;
-      const auto wo2 = random_weights(ot, K, N, 96);
-      const auto w = [](DType t, int64_t k, int64_t n, const std::vector<uint8_t>& v, Graph& g, const char* name) {
-        return g.external(t, {k, n}, const_cast<uint8_t*>(v.data()), name);
-      };
-      const auto build = [&](Graph& g) {
-        // The add's operands both ways round: the product first, then second.
-        Tensor* s1 = g.add(g.input(DType::F32, {K, T}, "r"),
-                           g.mul_mat(w(wt, F, K, wa, g, "wa"), g.input(DType::F32, {F, T}, "a")));
-        Tensor* x1 = g.mul(g.rms_norm(s1, 1e-5f), g.input(DType::F32, {K}, "wn1"));
-        Tensor* gate = g.mul_mat(w(wt, K, F, wg, g, "wg"), x1);
-        Tensor* up = g.mul_mat(w(wt, K, F, wu, g, "wu"), x1);
-        Tensor* s2 = g.add(g.mul_mat(w(wt, F, K, wd, g, "wd"), g.silu_mul(gate, up)), s1);
-        Tensor* x2 = g.mul(g.rms_norm(s2, 1e-5f), g.input(DType::F32, {K}, "wn2"));
-        Tensor* o = g.mul_mat(w(wt, K, N, wo, g, "wo"), x2);
-        Tensor* o2 = g.mul_mat(w(ot, K, N, wo2, g, "wo2"), x2);
-        return std::vector<Tensor*>{o, s2, s1, o2};
-      };
-      const Inputs in = {{"a", floats(randn(size_t(F * T), 101))},
-                         {"r", floats(randn(size_t(K * T), 102))},
-                         {"wn1", floats(randn(size_t(K), 103))},
-                         {"wn2", floats(randn(size_t(K), 104))}};
-      uint64_t launches = 0;
-      const auto c = run_outputs(*cpu_, build, in, 1);
-      const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
-      const std::string what = std::string(dtype_name(wt)) + " T " + std::to_string(T);
-      const bool fold = T <= 4;
-      // T <= 4: the GLU in the gate/up launch too, which reads the fold.
-      EXPECT_EQ(launches, fold ? 5u : 8u)
-          << "wa (+add+norm+mul), gate/up (+glu), [glu], wd (+add+norm+mul), wo, wo2: " << what;
-      EXPECT_EQ(gpu_->stats().recorded_nodes, fold ? 6u : 9u) << "and one quantization of a: " << what;
-      EXPECT_LT(rel_err(gg[0], c[0]), 5e-2) << "o: " << what;
-      EXPECT_LT(rel_err(gg[1], c[1]), 3e-2) << "s2: " << what;
-      EXPECT_LT(rel_err(gg[2], c[2]), 3e-2) << "s1: " << what;
-      EXPECT_LT(rel_err(gg[3], c[3]), 5e-2) << "o2: " << what;
-    }
+  // Short rows, and long ones (5632 = 22 x 256: several steps a warp, q6_K
+  // rows not 16-byte aligned).
+  for (const auto [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}})
+    for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0})
+      for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
+        const int64_t N = 96;
+        const auto wa = random_weights(wt, F, K, 91), wg = random_weights(wt, K, F, 92),
+                   wu = random_weights(wt, K, F, 93), wd = random_weights(wt, F, K, 94),
+                   wo = random_weights(wt, K, N, 95);
+        // A second reader of x2 of another type: a launch of its own (as v
+        // is in Q4_K_M files), reading the same fold.
+        const DType ot = wt == DType::Q8_0 ? DType::Q4_0 : DType::Q8_0;
+        const auto wo2 = random_weights(ot, K, N, 96);
+        const auto w = [](DType t, int64_t k, int64_t n, const std::vector<uint8_t>& v, Graph& g, const char* name) {
+          return g.external(t, {k, n}, const_cast<uint8_t*>(v.data()), name);
+        };
+        const auto build = [&](Graph& g) {
+          // The add's operands both ways round: the product first, then second.
+          Tensor* s1 = g.add(g.input(DType::F32, {K, T}, "r"),
+                             g.mul_mat(w(wt, F, K, wa, g, "wa"), g.input(DType::F32, {F, T}, "a")));
+          Tensor* x1 = g.mul(g.rms_norm(s1, 1e-5f), g.input(DType::F32, {K}, "wn1"));
+          Tensor* gate = g.mul_mat(w(wt, K, F, wg, g, "wg"), x1);
+          Tensor* up = g.mul_mat(w(wt, K, F, wu, g, "wu"), x1);
+          Tensor* s2 = g.add(g.mul_mat(w(wt, F, K, wd, g, "wd"), g.silu_mul(gate, up)), s1);
+          Tensor* x2 = g.mul(g.rms_norm(s2, 1e-5f), g.input(DType::F32, {K}, "wn2"));
+          Tensor* o = g.mul_mat(w(wt, K, N, wo, g, "wo"), x2);
+          Tensor* o2 = g.mul_mat(w(ot, K, N, wo2, g, "wo2"), x2);
+          return std::vector<Tensor*>{o, s2, s1, o2};
+        };
+        const Inputs in = {{"a", floats(randn(size_t(F * T), 101))},
+                           {"r", floats(randn(size_t(K * T), 102))},
+                           {"wn1", floats(randn(size_t(K), 103))},
+                           {"wn2", floats(randn(size_t(K), 104))}};
+        uint64_t launches = 0;
+        const auto c = run_outputs(*cpu_, build, in, 1);
+        const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+        const std::string what = std::string(dtype_name(wt)) + " K " + std::to_string(K) + " F " + std::to_string(F) +
+                                 " T " + std::to_string(T);
+        const bool fold = T <= 4;
+        // T <= 4: the GLU in the gate/up launch too, which reads the fold.
+        EXPECT_EQ(launches, fold ? 5u : 8u)
+            << "wa (+add+norm+mul), gate/up (+glu), [glu], wd (+add+norm+mul), wo, wo2: " << what;
+        EXPECT_EQ(gpu_->stats().recorded_nodes, fold ? 6u : 9u) << "and one quantization of a: " << what;
+        EXPECT_LT(rel_err(gg[0], c[0]), 5e-2) << "o: " << what;
+        EXPECT_LT(rel_err(gg[1], c[1]), 3e-2) << "s2: " << what;
+        EXPECT_LT(rel_err(gg[2], c[2]), 3e-2) << "s1: " << what;
+        EXPECT_LT(rel_err(gg[3], c[3]), 5e-2) << "o2: " << what;
+      }
 }
 
 // Attention hands its output to the product after it (the o-projection) as

@@ -26,8 +26,10 @@
 // and, across warps, in shared memory.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <type_traits>
 
+#include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
@@ -35,6 +37,7 @@
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/q8_act.cuh"
 #include "backend/cuda/rope_job.cuh"
+#include "backend/cuda/tensor_map.h"
 
 namespace weir::cuda {
 namespace {
@@ -80,9 +83,12 @@ struct Words {
   uint32_t v[N + 1];  // one word past: in the row (a scale or the next block)
   uint32_t sh;
   __device__ __forceinline__ void load(const uint8_t* p) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
-    sh = uint32_t(a & 3) * 8;
+    // Rounded down by pointer arithmetic, not through an integer, so that
+    // the compiler still sees shared memory as such (ld.shared, not a
+    // generic load) in the staged kernels.
+    const uint32_t mis = uint32_t(reinterpret_cast<uintptr_t>(p) & 3);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(p - mis);
+    sh = mis * 8;
 #pragma unroll
     for (int i = 0; i <= N; ++i) v[i] = w[i];
   }
@@ -440,6 +446,46 @@ __device__ __forceinline__ void run_jobs(const float (&acc)[R][NT], const Mats& 
 // Rows per warp: 2 (sharing the x loads) while the accumulators stay few.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
+struct Plain {};
+
+// Staged weights (bulk_copy.cuh): the block's rows stream through shared
+// memory in slices of SB blocks of each row, `stages` slices deep, each
+// slice of the block's rows one 2-D bulk copy (a box of a tensor map of the
+// matrix) landing on the stage's barrier; the warps compute from shared
+// memory. The bytes in flight are then the stages' (tens of KB a block),
+// not what the warps' registers hold while they also compute (Nsight
+// Compute: the register kernels' warps waited on memory with their next
+// loads not yet issued: gate/up at 2.1 TB/s of 3.0). The first `stages`
+// slices are asked for before pdl_wait() where the weights are fixed, so a
+// launch's weights arrive while the kernel ahead finishes.
+constexpr int kMaxStages = 8;
+template <class D>
+constexpr int slice_blocks() {  // SB: 32 chunks a row (q6_K: 64, for a 16-byte multiple)
+  return D::CHUNKS == 1 ? 32 : D::BYTES % 16 ? 8 : 4;
+}
+// A launch's tensor maps (one a matrix) and stages.
+struct Staging {
+  CUtensorMap map[kMaxMats];
+  int stages;
+  uint32_t slot;   // bytes a row's slice takes: SB x BYTES
+  uint32_t bytes;  // a stage's: the block's rows' slices
+};
+extern __shared__ __align__(128) uint8_t q8_stage_mem[];
+// A stage's buffer: 128-byte aligned (the copy unit's boxes).
+__device__ __forceinline__ uint8_t* stage_buffer(const Staging& st, int s) {
+  const uint32_t a = smem_u32(q8_stage_mem);
+  return q8_stage_mem + ((a + 127) / 128 * 128 - a) + size_t(s) * st.bytes;
+}
+
+// Slice j of the block's rows (matrix mi's, from row0) into stage
+// j % stages (one thread).
+template <class D>
+__device__ __forceinline__ void stage_slice(const Staging& st, int mi, int row0, int j, uint64_t* full) {
+  const int s = j % st.stages;
+  mbar_arrive_expect(&full[s], st.bytes);
+  tensor_copy_2d(stage_buffer(st, s), &st.map[mi], j * (slice_blocks<D>() * D::BYTES / 8), row0, &full[s]);
+}
+
 // early: W is written by no kernel of the graph, so the first step's
 // weights are loaded before pdl_wait(), while the kernel ahead finishes.
 // WARPS warps a block; FOLD: the producer of a folded norm (32 rows a
@@ -449,10 +495,10 @@ constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 // above. A type, not a runtime switch, so the plain launches (most of them)
 // run the code they ran before the others came (H100: the extra parameters
 // and the consumer's runtime test in every launch made gemma3-270m decode
-// 4% slower).
-struct Plain {};
-template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0>
-__device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi) {
+// 4% slower). STAGED: weights through shared memory (above; WPR 1).
+template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0, bool STAGED = false>
+__device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi,
+                                        const Staging* st = nullptr) {
   constexpr bool FOLD = std::is_same_v<Epi, FoldOut>, JOBS = std::is_same_v<Epi, RowJobs>;
   constexpr bool GLU = std::is_same_v<Epi, GluOut>;
   constexpr bool SCALED = JOBS || GLU || std::is_same_v<Epi, Scaled>;
@@ -466,6 +512,9 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   constexpr int U = CHUNKS_A_STEP ? CHUNKS_A_STEP : GLU ? 1 : 2;
   static_assert(!FOLD || kRowsPerBlock == 32, "a folding block makes one 32-element block of x");
   static_assert(!GLU || (WPR == 1 && WARPS == 16), "a GLU block makes one 32-element block of x");
+  // Staged: the plain and scaled ends (the others ran slower staged; the
+  // GLU's gate/up pairs and the jobs' row pairs would need their own maps).
+  static_assert(!STAGED || (WPR == 1 && !FOLD && !GLU && !JOBS), "staged: whole rows a warp, plain or scaled ends");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
   const int sub = (warp % WPR) * 32 + lane;
@@ -487,7 +536,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
       locate(m, live[r] ? row0 + r : 0, &w[r], &y[r], &ldy[r]);  // a dead row reads row 0, never stored
     }
   }
-  const int64_t chunks = (K / D::QK) * D::CHUNKS;
+  const int64_t nb = K / D::QK, chunks = nb * D::CHUNKS;
   // A step: U chunks a thread, every one loaded first (past the end: the
   // last chunk again, loaded but not used), then the dot products.
   typename D::Raw raw[U][R];
@@ -499,11 +548,34 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
       for (int r = 0; r < R; ++r) D::load(w[r] + blk * D::BYTES, int(i % D::CHUNKS), raw[k][r]);
     }
   };
-  const bool preloaded = early && live[0];
+  // Staged: the stage barriers; thread 0 asks for the slices, of matrix
+  // mi's rows from mrow (a block's rows lie in one matrix).
+  constexpr int SB = slice_blocks<D>();
+  __shared__ uint64_t full[STAGED ? kMaxStages : 1];
+  const int nslices = STAGED ? int((nb + SB - 1) / SB) : 0;
+  int mi = 0, mrow = 0;
+  const auto produce_first = [&] {
+    if (threadIdx.x == 0)
+      for (int j = 0; j < min(st->stages, nslices); ++j) stage_slice<D>(*st, mi, mrow, j, full);
+  };
+  if constexpr (STAGED) {
+    int64_t local;
+    which(m, int64_t(blockIdx.x) * kRowsPerBlock, &mi, &local);
+    mrow = int(local);
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < st->stages; ++s) mbar_init(&full[s], 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+    if (early) produce_first();
+  }
+  const bool preloaded = !STAGED && early && live[0];
   if (preloaded) load_step(sub);
   float wn = 0.0f;  // FOLD: this lane's norm weight (no kernel writes it)
   if constexpr (FOLD) wn = epi.w[int64_t(blockIdx.x) * 32 + lane];
   pdl_wait();
+  if constexpr (STAGED)
+    if (!early) produce_first();
   float fr = 0.0f;  // FOLD: warp t < NT adds token t's residual, loaded now
   if constexpr (FOLD)
     if (warp < NT) fr = reinterpret_cast<const float*>(epi.r.row(warp))[int64_t(blockIdx.x) * 32 + lane];
@@ -523,7 +595,33 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
-  if (live[0]) {
+  if constexpr (STAGED) {
+    // Each chunk loaded from shared memory just before its dot products (a
+    // short latency the other warps cover; fewer registers). Row r of the
+    // warp is row warp * R + r of a stage.
+    for (int j = 0; j < nslices; ++j) {
+      const int s = j % st->stages;
+      mbar_wait(&full[s], uint32_t(j / st->stages) & 1);
+      if (live[0]) {
+        const uint8_t* base = stage_buffer(*st, s);
+        const int64_t b0 = int64_t(j) * SB;
+        const int here = int(min(int64_t(SB), nb - b0)) * D::CHUNKS;
+#pragma unroll
+        for (int k = 0; k < SB * D::CHUNKS / 32; ++k) {
+          const int i = lane + 32 * k;
+          if (i < here) {
+            typename D::Raw one[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+              D::load(base + size_t(warp * R + r) * st->slot + (i / D::CHUNKS) * D::BYTES, i % D::CHUNKS, one[r]);
+            D::template dot<NT, R>(one, i % D::CHUNKS, xq, (b0 + i / D::CHUNKS) * D::QK, acc);
+          }
+        }
+      }
+      __syncthreads();  // the stage is free again
+      if (threadIdx.x == 0 && j + st->stages < nslices) stage_slice<D>(*st, mi, mrow, j + st->stages, full);
+    }
+  } else if (live[0]) {
     for (int64_t i0 = sub; i0 < chunks; i0 += kThreadsPerRow * U) {
       if (!preloaded || i0 != sub) load_step(i0);
 #pragma unroll
@@ -624,6 +722,14 @@ __global__ void __launch_bounds__(512, 2) q8_glu_kernel(Mats m, int64_t K, XQ xq
   mat_vec<D, 1, 1, 16, GluOut>(m, K, xq, early, epi);
 }
 
+// Weights staged through shared memory (mat_vec, STAGED): 16 warps a
+// block, a warp R rows; MINB blocks a SM asked of the compiler.
+template <class D, int NT, class Epi, int MINB>
+__global__ void __launch_bounds__(512, MINB)
+    q8_staged_kernel(Mats m, int64_t K, XQ xq, bool early, Epi epi, const __grid_constant__ Staging st) {
+  mat_vec<D, NT, 1, 16, Epi, 0, true>(m, K, xq, early, epi, &st);
+}
+
 // Warps per row: enough warps in flight to fill the GPU several times over,
 // while each thread-row keeps several chunks of work (1, 2 or 4).
 int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
@@ -649,6 +755,94 @@ struct Launch {
   RowJobs jobs;  // on: the rows go to jobs
   GluOut glu;    // its q8.q null: no GLU
 };
+
+// Staged launches (mat_vec, STAGED) where the GPU has bulk copies: by
+// default only for launches of many waves of blocks (the output matrix:
+// H100, 8B q6_K 161.7 -> 150.7 us); the others ran slower staged than from
+// registers (the copy unit moved ~15 GB/s an SM in boxes of 576-byte rows,
+// 2/3 of an SM's share of the memory's bandwidth; docs/perf.md).
+// WEIR_CUDA_STAGED=0: never; 1: every plain or scaled launch it can take.
+enum class StagedMode { Never, Big, Always };
+StagedMode staged_mode() {
+  static const StagedMode m = [] {
+    const char* e = std::getenv("WEIR_CUDA_STAGED");
+    if (!bulk_copy_supported() || (e && std::string(e) == "0")) return StagedMode::Never;
+    return e && std::string(e) == "1" ? StagedMode::Always : StagedMode::Big;
+  }();
+  return m;
+}
+bool staged_enabled() { return staged_mode() != StagedMode::Never; }
+
+// The device's shared memory: the most a block may ask for, an SM's, and
+// what the system keeps a block.
+struct SmemLimits {
+  int per_block = 0, per_sm = 0, reserved = 0;
+};
+const SmemLimits& smem_limits() {
+  static const SmemLimits l = [] {
+    SmemLimits r;
+    int dev = 0;
+    WEIR_CUDA_CHECK(cudaGetDevice(&dev));
+    WEIR_CUDA_CHECK(cudaDeviceGetAttribute(&r.per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    WEIR_CUDA_CHECK(cudaDeviceGetAttribute(&r.per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    WEIR_CUDA_CHECK(cudaDeviceGetAttribute(&r.reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+    return r;
+  }();
+  return l;
+}
+
+// The staged launch of Epi's product: as many stages as fit the shared
+// memory of the blocks an SM is to hold at once (2 where the grid has more
+// blocks than SMs and the registers allow, else 1), at most one a slice of
+// a row. False where not even one stage fits (the caller then launches the
+// register kernel).
+template <class D, int NT, class Epi>
+bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
+  constexpr int R = rows_per_warp(NT), kRows = 16 * R, SB = slice_blocks<D>();
+  // Two blocks a SM (64 registers) where that spills nothing (ptxas -v):
+  // not for 3 tokens and more.
+  constexpr int MINB = NT <= 2 ? 2 : 1;
+  constexpr auto kernel = q8_staged_kernel<D, NT, Epi, MINB>;
+  static_assert(SB * D::BYTES % 16 == 0, "a slice must be a whole number of 16-byte units");
+  const uint32_t slot = uint32_t(SB * D::BYTES), box_rows = kRows;
+  const int64_t row_bytes = l.K / D::QK * D::BYTES;
+  // One box a matrix and slice; a block's rows may not straddle two matrices.
+  Staging st{};
+  for (int i = 0; i < l.m.n; ++i) {
+    if (!can_map_rows(l.m.w[i], row_bytes, l.m.stride[i], slot, box_rows)) return false;
+    if (i + 1 < l.m.n && l.m.rows[i] % kRows) return false;
+  }
+  const unsigned blocks = blocks_for(l.m.total, kRows);
+  if (staged_mode() == StagedMode::Big && int64_t(blocks) < int64_t(8) * c.sm_count) return false;
+  const size_t stage = size_t(kRows) * slot;
+  const int64_t nslices = (l.K / D::QK + SB - 1) / SB;
+  const SmemLimits& lim = smem_limits();
+  const size_t fixed = kernel_attributes<kernel>().sharedSizeBytes;
+  const int64_t waves = (int64_t(blocks) + c.sm_count - 1) / c.sm_count;
+  const int per_sm = int(std::max<int64_t>(1, std::min<int64_t>(resident_blocks<kernel>(512), waves)));
+  // 128 bytes to align the stages; 16 past the last: a block's loader reads
+  // a word past it.
+  const int64_t budget =
+      std::min<int64_t>(lim.per_block, lim.per_sm / per_sm - lim.reserved) - int64_t(fixed) - 128 - 16;
+  static const int cap = [] {  // WEIR_CUDA_STAGES=N: at most N stages (for tuning)
+    const char* e = std::getenv("WEIR_CUDA_STAGES");
+    return e && std::atoi(e) > 0 ? std::min(std::atoi(e), kMaxStages) : kMaxStages;
+  }();
+  const int stages = int(std::min<int64_t>({nslices, cap, budget / int64_t(stage)}));
+  if (stages < 1) return false;
+  for (int i = 0; i < l.m.n; ++i) map_rows(&st.map[i], l.m.w[i], row_bytes, l.m.rows[i], l.m.stride[i], slot, box_rows);
+  st.stages = stages;
+  st.slot = slot;
+  st.bytes = uint32_t(stage);
+  static const bool attr = [&] {
+    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         lim.per_block - int(fixed)));
+    return true;
+  }();
+  (void)attr;
+  launch_kernel(kernel, blocks, 512, size_t(stages) * stage + 128 + 16, c.stream, l.m, l.K, l.xq, early, epi, st);
+  return true;
+}
 
 // The kernel for NT tokens with WPR warps a row and the launch's end.
 template <class D, int NT, int WPR, class Epi>
@@ -677,6 +871,10 @@ void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
 }
 template <class D, int NT, class Epi>
 void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
+  // Staged: the plain and scaled ends only (the others measured slower
+  // staged, docs/perf.md; mat_vec takes them all, for trying again).
+  if constexpr (std::is_same_v<Epi, Plain> || std::is_same_v<Epi, Scaled>)
+    if (staged_enabled() && launch_staged<D, NT>(l, c, early, epi)) return;
   constexpr int R = rows_per_warp(NT);
   const int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count);
   if (wpr == 1) return launch_wpr<D, NT, 1>(l, c, early, epi);
