@@ -110,7 +110,7 @@ struct CudaBackend::Plan {
   std::vector<int> fused;
   std::vector<bool> x_quantized;   // mul_mat node i reuses the 8-bit x already in scratch
   std::vector<bool> quantize_out;  // the launch at node i writes its result as 8-bit x for the next
-  std::vector<bool> w_fixed;       // mul_mat (group) at node i: no kernel writes its weights
+  std::vector<bool> w_fixed;       // mul_mat (group) at node i: no kernel writes its weights; attention: its mask
   // Ropes and set_rows launched together from node i (op_rope_store): the
   // nodes [i, i + rope_store[i]) (0: not such a launch); a rope whose only
   // reader is a set_rows writes into its cache (rope_into: that node), and
@@ -437,6 +437,11 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
     if (t->op == Op::SetRows) written[size_t(t->src[0]->storage()->id)] = true;
   p.w_fixed.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
+    if (p.nodes[i]->op == Op::Attention) {  // its mask (a graph input)
+      const Tensor* m = p.nodes[i]->src[3] ? p.nodes[i]->src[3]->storage() : nullptr;
+      p.w_fixed[i] = m && m->op == Op::Leaf && m->id >= 0 && !written[size_t(m->id)];
+      continue;
+    }
     bool fixed = p.nodes[i]->op == Op::MulMat;
     for (size_t k = i; fixed && k < i + size_t(p.group[i]); ++k) {
       const Tensor* w = p.nodes[k]->src[0]->storage();

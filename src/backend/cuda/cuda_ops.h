@@ -38,7 +38,8 @@ struct OpCtx {
   // next.
   bool quantize_out = false;
   // mul_mat: no kernel of the graph writes the weights (src[0], every
-  // product of a group), so a kernel may read them before pdl_wait().
+  // product of a group), so a kernel may read them before pdl_wait();
+  // attention: the same of its mask.
   bool w_fixed = false;
   // The residual norm folded into the products around it (mul_mat_q8.h):
   // fold is device memory a folding product writes; a product with

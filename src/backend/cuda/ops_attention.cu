@@ -87,6 +87,7 @@ struct Params {
   float qscale;              // scale * log2(e)
   int splits, chunk;         // attn_vec: keys per split (a multiple of its tile)
   bool q16, kv16;            // q rows / K and V rows 16-byte aligned
+  bool mask_early;           // attn_vec: no kernel of the graph writes the mask (scanned before pdl_wait())
   Q8Act q8;                  // the output also as 8-bit blocks (attn_combine, attn_vec with one split)
 };
 
@@ -196,7 +197,6 @@ __device__ __forceinline__ int row_of(int c) {
 // one split over a short span: plan_vec).
 template <int L, int R, typename KV, int TH>
 __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
-  pdl_wait();
   constexpr int NKG = TH / L;                                        // key groups
   constexpr int KPT = (sizeof(KV) == 2 ? 8 : 4) / (R == 8 ? 2 : 1);  // keys per thread per tile
   constexpr int TK = NKG * KPT;                                      // keys per tile
@@ -217,6 +217,39 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
 
   if (tid < R) m_s[tid] = -INFINITY, l_s[tid] = 0.f, al_s[tid] = 1.f;
   if (tid == 0) lohi[0] = INT_MAX, lohi[1] = -1;
+
+  // The unmasked extent [klo, khi) of this split's keys for the block's
+  // tokens: from attn_ranges' per-token spans, or by scanning the mask,
+  // which is done before pdl_wait() where no kernel writes the mask (a
+  // dependent round trip less after the kernel ahead ends).
+  const int kb = split * p.chunk, ke = min(p.S, kb + p.chunk);
+  const auto find_extent = [&] {
+    int lo = INT_MAX, hi = -1;
+    if (p.ranges) {  // from attn_ranges' per-token spans, clipped to the split
+      const int n = (t_last - t_first + 1) * p.n_rchunks;
+      for (int i = tid; i < n; i += TH) {
+        const int2 x = p.ranges[int64_t(t_first) * p.n_rchunks + i];
+        const int a = max(x.x, kb), b = min(x.y, ke) - 1;
+        if (a <= b) lo = min(lo, a), hi = max(hi, b);
+      }
+    } else {
+      for (int t = t_first; t <= t_last; ++t) {
+        const float* mr = p.mask + t * p.m_nb1;
+#pragma unroll 4
+        for (int j = kb + tid; j < ke; j += TH)
+          if (__ldg(mr + j) != -INFINITY) lo = min(lo, j), hi = max(hi, j);
+      }
+    }
+    lo = __reduce_min_sync(0xffffffffu, lo);
+    hi = __reduce_max_sync(0xffffffffu, hi);
+    if (lane == 0) atomicMin(&lohi[0], lo), atomicMax(&lohi[1], hi);
+  };
+  const bool early = p.mask_early && !p.ranges;
+  if (early) {
+    __syncthreads();  // lohi initialized
+    find_extent();
+  }
+  pdl_wait();
 
   // This lane's 8 dims of q for every row, scaled.
   float q[R][8];
@@ -240,29 +273,9 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
     }
   }
 
-  // The unmasked extent [klo, khi) of this split's keys for the block's tokens.
-  const int kb = split * p.chunk, ke = min(p.S, kb + p.chunk);
-  __syncthreads();
-  {
-    int lo = INT_MAX, hi = -1;
-    if (p.ranges) {  // from attn_ranges' per-token spans, clipped to the split
-      const int n = (t_last - t_first + 1) * p.n_rchunks;
-      for (int i = tid; i < n; i += TH) {
-        const int2 x = p.ranges[int64_t(t_first) * p.n_rchunks + i];
-        const int a = max(x.x, kb), b = min(x.y, ke) - 1;
-        if (a <= b) lo = min(lo, a), hi = max(hi, b);
-      }
-    } else {
-      for (int t = t_first; t <= t_last; ++t) {
-        const float* mr = p.mask + t * p.m_nb1;
-#pragma unroll 4
-        for (int j = kb + tid; j < ke; j += TH)
-          if (__ldg(mr + j) != -INFINITY) lo = min(lo, j), hi = max(hi, j);
-      }
-    }
-    lo = __reduce_min_sync(0xffffffffu, lo);
-    hi = __reduce_max_sync(0xffffffffu, hi);
-    if (lane == 0) atomicMin(&lohi[0], lo), atomicMax(&lohi[1], hi);
+  if (!early) {
+    __syncthreads();  // lohi initialized
+    find_extent();
   }
   __syncthreads();
   const int klo = lohi[0], khi = lohi[1] + 1;
@@ -943,6 +956,15 @@ size_t attention_scratch_bytes(const Tensor& dst) {
   return n + q8_reserve(s);
 }
 
+// WEIR_CUDA_ATTN_EARLY_MASK=0: the mask scanned after pdl_wait() (for comparisons).
+bool attention_early_mask() {
+  static const bool on = [] {
+    const char* e = std::getenv("WEIR_CUDA_ATTN_EARLY_MASK");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 void op_attention(const Tensor& dst, const OpCtx& c) {
   const Shape s = check(dst);
   if (s.T == 0) return;
@@ -964,6 +986,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   p.rows = p.T * p.G;
   p.qscale = dst.fparams[0] * kLog2e;
   p.q16 = aligned16(q->data) && q->nb[1] % 16 == 0 && q->nb[2] % 16 == 0;
+  p.mask_early = c.w_fixed && attention_early_mask();
   p.kv16 = aligned16(k->data) && aligned16(v->data) && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && v->nb[1] % 16 == 0 &&
            v->nb[2] % 16 == 0;
   const bool out8 = (reinterpret_cast<uintptr_t>(dst.data) & 7) == 0 && dst.nb[1] % 8 == 0;
