@@ -9,9 +9,17 @@
 #                                         host lacks into .gpu-carry/ (git-ignored;
 #                                         PCRE2's header and static library,
 #                                         GoogleTest's sources, the Qwen2 vocab)
+#   scripts/gpu-check.sh --pack-bins      on that machine too: builds weir and the GPU
+#                                         tests for sm_90 (Hopper) into build-gpu-pack/
+#                                         and copies them (and PCRE2's shared library)
+#                                         into .gpu-carry-bin/ (git-ignored), so that a
+#                                         call carrying it spends no device time on the
+#                                         build (a clean build there takes minutes)
 #   scripts/gpu-check.sh [STAGE...]       on the GPU host, with .gpu-carry/ beside
 #                                         the sources. Stages, in order, default all:
-#     build     cmake + build into build-gpu/ (WEIR_CUDA_ARCHS, default: this GPU's)
+#     build     cmake + build into build-gpu/ (WEIR_CUDA_ARCHS, default: this GPU's);
+#               with .gpu-carry-bin/ there, its binaries instead (WEIR_GPU_BUILD=1
+#               builds anyway)
 #     test      the GPU tests (tests/cuda: every op vs the CPU, tiny models)
 #     models    writes the benchmark models with weir synth into $WEIR_GPU_MODELS
 #               (default /tmp/weir-gpu-models; kept if there)
@@ -68,6 +76,19 @@ if [ "${1:-}" = "--pack-model" ]; then
   exit 0
 fi
 
+bin_carry=.gpu-carry-bin
+if [ "${1:-}" = "--pack-bins" ]; then
+  cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 >/dev/null
+  cmake --build build-gpu-pack -j "$(nproc)" --target weir weir_cuda_tests
+  rm -rf "$bin_carry" && mkdir -p "$bin_carry"
+  cp build-gpu-pack/weir build-gpu-pack/tests/weir_cuda_tests "$bin_carry/"
+  cp "$(ldconfig -p | awk '/libpcre2-8.so.0 .*x86-64/ {print $NF; exit}')" "$bin_carry/" || true
+  git rev-parse HEAD >"$bin_carry/commit"
+  git diff --stat HEAD >>"$bin_carry/commit"
+  du -sh "$bin_carry"
+  exit 0
+fi
+
 if [ "${1:-}" = "--pack" ]; then
   mkdir -p "$carry/include" "$carry/lib"
   cp /usr/include/pcre2.h "$carry/include/"
@@ -118,7 +139,21 @@ if has base; then
   base_pid=$!
 fi
 
-if has build; then
+if has build && [ -x "$bin_carry/weir" ] && [ "${WEIR_GPU_BUILD:-0}" != 1 ]; then
+  step "build (carried binaries)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  head -1 "$bin_carry/commit" 2>/dev/null || true
+  mkdir -p "$build/tests"
+  cp "$bin_carry/weir" "$build/weir"
+  cp "$bin_carry/weir_cuda_tests" "$build/tests/weir_cuda_tests"
+  # PCRE2 where the host has none (carried beside the binaries).
+  if ! ldconfig -p | grep -q libpcre2-8.so.0; then export LD_LIBRARY_PATH=$PWD/$bin_carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
+  "$build/weir" --help >/dev/null || { echo "carried weir does not start here"; exit 1; }
+  # The tests' compiled-in paths are the packing machine's: these instead.
+  export WEIR_TEST_TMP=/tmp/weir-tests WEIR_TEST_DATA=$PWD/tests/data WEIR_REF_SCRIPTS=$PWD/tests/reference \
+    WEIR_BIN=$PWD/$build/weir WEIR_PYTHON=python3
+  export WEIR_REF_DIR=${WEIR_REF_DIR:-$PWD/$carry/ref}
+elif has build; then
   step build
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   archs=${WEIR_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)}
@@ -139,7 +174,18 @@ fi
 
 if has test; then
   step "GPU tests"
-  TAIL=40 run_logged test "$log_dir/cuda-tests.log" "$build/tests/weir_cuda_tests" --gtest_brief=1
+  # A kernel that never ends (a barrier phase that never completes) fails
+  # the stage rather than the whole call.
+  TAIL=40 run_logged test "$log_dir/cuda-tests.log" timeout "${WEIR_GPU_TEST_TIMEOUT:-900}" \
+    "$build/tests/weir_cuda_tests" --gtest_brief=1
+  # The decode products' other kernels, which the defaults take only for
+  # some shapes: staged through shared memory everywhere it can, and never.
+  for knobs in "WEIR_CUDA_STAGED=1" "WEIR_CUDA_STAGED=0"; do
+    echo "--- $knobs"
+    # shellcheck disable=SC2086
+    TAIL=3 run_logged test "$log_dir/cuda-tests-knobs.log" env $knobs timeout "${WEIR_GPU_TEST_TIMEOUT:-900}" \
+      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='CudaOps.*:CudaModel.Tiny*'
+  done
 fi
 
 # name:preset:arch:type[:vocab]
