@@ -512,19 +512,13 @@ TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
 // The residual norm folded into the products around it (mul_mat_q8.h): a
 // product -> add -> norm -> mul -> products chain runs as two launches, no
 // norm kernel, for up to 4 tokens (5 takes the norm kernel); two layers'
-// worth, so the second fold reuses the memory of the first. The long rows
-// also with K split among 3 blocks a row group (uneven parts: 22 q4_K
-// blocks) and as the launch picks (WEIR_CUDA_FOLD_SPLIT unset), replayed
-// so that the split counters must come back to zero.
+// worth, so the second fold reuses the memory of the first.
 TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
   // Short rows, and long ones (5632 = 22 x 256: several steps a warp, q6_K
   // rows not 16-byte aligned).
   for (const auto [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}})
-    for (const char* split : {"1", "3", ""})
     for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0})
       for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
-        if (K == 512 && *split) continue;
-        const cuda::test::ScopedEnv env("WEIR_CUDA_FOLD_SPLIT", split);
         const int64_t N = 96;
         const auto wa = random_weights(wt, F, K, 91), wg = random_weights(wt, K, F, 92),
                    wu = random_weights(wt, K, F, 93), wd = random_weights(wt, F, K, 94),
@@ -557,7 +551,7 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
         const auto c = run_outputs(*cpu_, build, in, 1);
         const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
         const std::string what = std::string(dtype_name(wt)) + " K " + std::to_string(K) + " F " + std::to_string(F) +
-                                 " T " + std::to_string(T) + " split " + (*split ? split : "auto");
+                                 " T " + std::to_string(T);
         const bool fold = T <= 4;
         // T <= 4: the GLU in the gate/up launch too, which reads the fold.
         EXPECT_EQ(launches, fold ? 5u : 8u)

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,31 +27,6 @@ inline bool have_gpu(std::string* why = nullptr) {
     std::string why_;                                            \
     if (!::weir::cuda::test::have_gpu(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
   } while (0)
-
-// An environment variable set (value "": unset) for a scope, then put back:
-// for the knobs kernels read at launch time.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* e = std::getenv(name)) had_ = true, old_ = e;
-    if (*value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
 
 inline void ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));

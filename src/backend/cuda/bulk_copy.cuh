@@ -76,16 +76,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
-// Bytes [p, p + n) of global memory asked into L2 (rounded out to 16-byte
-// units), one instruction; nothing waits for it.
-__device__ __forceinline__ void l2_prefetch(const void* p, int64_t n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint64_t a = reinterpret_cast<uint64_t>(p), a0 = a & ~uint64_t(15);
-  const uint32_t bytes = uint32_t((a + uint64_t(n) - a0 + 15) & ~uint64_t(15));
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a0), "r"(bytes) : "memory");
-#endif
-}
-
 // The box at element (c0, c1) of a 2-D tensor map (tensor_map.h) to dst
 // (128-byte aligned, this block's shared memory), landing on bar as the
 // box's whole size (parts past the tensor's edges arrive as zeros). One

@@ -262,8 +262,6 @@ void CudaBackend::ensure(void** mem, size_t* have, size_t bytes) {
   *mem = nullptr;
   *have = 0;
   WEIR_CUDA_CHECK(cudaMalloc(mem, bytes));
-  // Zeroed: split folds find their counters at zero (mul_mat_q8.h).
-  WEIR_CUDA_CHECK(cudaMemsetAsync(*mem, 0, bytes, stream_));
   *have = bytes;
   ++scratch_generation_;  // graphs recorded with the old memory must be recorded again
 }
@@ -344,7 +342,6 @@ void CudaBackend::plan(Graph& g) {
     for (size_t i = 0; i < plan->nodes.size(); i += plan->span(i))
       if (!plan->skip[i]) std::fprintf(stderr, "plan %4zu: %s\n", i, launch_label(*plan, i).c_str());
 
-  q8_set_knobs();
   ensure(&scratch_, &scratch_bytes_, std::max<size_t>(scratch, 256));
   size_t fold = 0;
   for (size_t i = 0; i < plan->nodes.size(); ++i)

@@ -60,10 +60,6 @@ struct OpCtx {
   bool x_handed = false;
 };
 
-// The kernels' device-side settings from the environment, once (not while
-// a stream captures: plan time).
-void q8_set_knobs();
-
 void op_get_rows(const Tensor& dst, const OpCtx& c);
 void op_set_rows(const Tensor& dst, const OpCtx& c);
 void check_set_rows(const Tensor& dst);  // throws unless set_rows' operands are ones the kernels take

@@ -35,16 +35,7 @@ int q8_max_group();
 // partials in a fixed order (results repeat bit for bit). No norm kernel
 // runs: a third of the small kernels of a llama layer.
 inline constexpr int64_t kMaxFoldTokens = 4;  // the producer takes two rows a warp
-// A producer with fewer row groups (32 rows) than the SMs hold splits K
-// among up to kMaxFoldSplits blocks a group; each writes its partial sums,
-// the last of a group to count itself in (an atomic counter it sets back to
-// zero) adds them up in a fixed order and folds. The counters sit at the
-// start of fold memory (zeroed when allocated), so every fold launch finds
-// its own zero whatever the K and T of the launches before.
-inline constexpr int kMaxFoldSplits = 4;
-inline constexpr int64_t kFoldCounters = 4096;  // row groups a split launch may have
-// Fold memory for K elements of T tokens: the split counters, the 8-bit
-// blocks, the sums, then the splits' partial sums.
+// Fold memory for K elements of T tokens: the 8-bit blocks, then the sums.
 size_t fold_bytes(int64_t K, int64_t T);
 float* fold_sums(void* fold, int64_t K, int64_t T);
 // The launch (can_fold_norm, cuda_ops.h): writes add's result and the fold;

@@ -354,11 +354,6 @@ __device__ __forceinline__ void locate(const Mats& m, int64_t row, const uint8_t
   *ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
 }
 
-// Bytes of each weight row past the first step that a decode product asks
-// into L2 before pdl_wait() where the weights are fixed: 0 (the default)
-// none; WEIR_CUDA_MV_PREFETCH=N sets it (for trying; q8_set_knobs()).
-__device__ int g_mv_prefetch = 0;
-
 // The residual norm folded into the products around it (mul_mat_q8.h says
 // why). The consumer's side: ss null, none; else its results are scaled by
 // 1 / sqrt(sum(ss[t][0..n)) / k + eps), the partials summed in a fixed order.
@@ -369,15 +364,11 @@ struct FoldIn {
 };
 // The producer's side: s = W a + r (the residual stream) written, the 8-bit
 // blocks of s * w (w: the norm's weights) and each block's sum of squares of s.
-// K split among gridDim.y blocks a row group (mul_mat_q8.h): partial sums
-// to part ([split][token][row]), count[group] the blocks done.
 struct FoldOut {
   Rows r, s;
   const float* w;
   Q8Act q8;
   float* ss;
-  float* part;
-  unsigned* count;
 };
 
 // The products' rows handed to rope / set_rows jobs (rope_job.cuh), one
@@ -505,32 +496,6 @@ __device__ __forceinline__ void stage_slice(const Staging& st, int mi, int row0,
 // run the code they ran before the others came (H100: the extra parameters
 // and the consumer's runtime test in every launch made gemma3-270m decode
 // 4% slower). STAGED: weights through shared memory (above; WPR 1).
-// A split fold's block with its partial sums sy: stores them and counts
-// itself in; the group's last block (true) gets the sums of all splits in
-// sy, added in split order (the same bits whichever block is last) and sets
-// the counter back to zero for the next launch.
-template <int NT>
-__device__ __forceinline__ bool fold_split_last(const FoldOut& epi, float (&sy)[NT][32], int warp, int lane) {
-  __shared__ bool last;
-  const int64_t rows = int64_t(gridDim.x) * 32, row = int64_t(blockIdx.x) * 32 + lane;
-  if (warp < NT) epi.part[(int64_t(blockIdx.y) * NT + warp) * rows + row] = sy[warp][lane];
-  __threadfence();  // the partials visible before the count
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last = atomicAdd(&epi.count[blockIdx.x], 1u) == gridDim.y - 1;
-    if (last) epi.count[blockIdx.x] = 0;
-  }
-  __syncthreads();
-  if (!last) return false;
-  __threadfence();
-  if (warp < NT) {
-    float v = 0.0f;
-    for (unsigned s = 0; s < gridDim.y; ++s) v += __ldcg(&epi.part[(int64_t(s) * NT + warp) * rows + row]);
-    sy[warp][lane] = v;
-  }
-  return true;
-}
-
 template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0, bool STAGED = false>
 __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi,
                                         const Staging* st = nullptr) {
@@ -571,16 +536,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
       locate(m, live[r] ? row0 + r : 0, &w[r], &y[r], &ldy[r]);  // a dead row reads row 0, never stored
     }
   }
-  const int64_t nb = K / D::QK;
-  // A split fold (FoldOut): this block takes blocks [kb0, kb1) of each row.
-  int64_t kb0 = 0, kb1 = nb;
-  if constexpr (FOLD)
-    if (gridDim.y > 1) {
-      kb0 = nb * blockIdx.y / gridDim.y, kb1 = nb * (blockIdx.y + 1) / gridDim.y;
-#pragma unroll
-      for (int r = 0; r < R; ++r) w[r] += kb0 * D::BYTES;
-    }
-  const int64_t chunks = (kb1 - kb0) * D::CHUNKS;
+  const int64_t nb = K / D::QK, chunks = nb * D::CHUNKS;
   // A step: U chunks a thread, every one loaded first (past the end: the
   // last chunk again, loaded but not used), then the dot products.
   typename D::Raw raw[U][R];
@@ -615,16 +571,6 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   }
   const bool preloaded = !STAGED && early && live[0];
   if (preloaded) load_step(sub);
-  if constexpr (!STAGED)
-    if (early && warp % WPR == 0 && lane < R && g_mv_prefetch > 0) {
-      // Past the first step: the next bytes of the row asked into L2 while
-      // the kernel ahead drains (g_mv_prefetch; off by default).
-      const int64_t from = int64_t(kThreadsPerRow) * U / D::CHUNKS * D::BYTES;
-      const int64_t n = min(int64_t(g_mv_prefetch), (kb1 - kb0) * D::BYTES - from);
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (r == lane && live[r] && n > 0) l2_prefetch(w[r] + from, n);
-    }
   float wn = 0.0f;  // FOLD: this lane's norm weight (no kernel writes it)
   if constexpr (FOLD) wn = epi.w[int64_t(blockIdx.x) * 32 + lane];
   pdl_wait();
@@ -681,7 +627,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
 #pragma unroll
       for (int k = 0; k < U; ++k) {
         const int64_t i = i0 + int64_t(k) * kThreadsPerRow;
-        if (i < chunks) D::template dot<NT, R>(raw[k], int(i % D::CHUNKS), xq, (kb0 + i / D::CHUNKS) * D::QK, acc);
+        if (i < chunks) D::template dot<NT, R>(raw[k], int(i % D::CHUNKS), xq, i / D::CHUNKS * D::QK, acc);
       }
     }
   }
@@ -705,7 +651,6 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
         if (lane == 0) sy[t][warp * R + r] = v;
       }
     __syncthreads();
-    if (gridDim.y > 1 && !fold_split_last<NT>(epi, sy, warp, lane)) return;
     if (warp < NT) {
       const int64_t row = int64_t(blockIdx.x) * 32 + lane;
       const float v = sy[warp][lane] + fr;
@@ -937,23 +882,6 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   launch_wpr<D, NT, 4>(l, c, early, epi);
 }
 
-// Blocks a row group of a folding launch (mul_mat_q8.h): K is split while
-// the row groups alone would leave SMs idle, into the most parts (up to
-// kMaxFoldSplits) whose blocks all fit one wave, each part a chunk a lane
-// at least. WEIR_CUDA_FOLD_SPLIT=N asks for N (1: never; for comparisons
-// and the tests), read at each launch (a graph captures it once).
-int fold_splits(int64_t groups, int64_t chunks, int sm_count, int resident) {
-  if (groups > kFoldCounters) return 1;
-  int most = kMaxFoldSplits;
-  if (const char* e = std::getenv("WEIR_CUDA_FOLD_SPLIT"); e && std::atoi(e) > 0) {
-    most = std::min(std::atoi(e), kMaxFoldSplits);
-    return int(std::max<int64_t>(1, std::min<int64_t>(most, chunks / 32)));
-  }
-  int s = 1;
-  while (s < most && groups * (s + 1) <= int64_t(sm_count) * resident && chunks / (s + 1) >= 32) ++s;
-  return s;
-}
-
 template <class D, int NT>
 void launch_nt(const Launch& l, const OpCtx& c) {
   constexpr int R = rows_per_warp(NT);
@@ -961,13 +889,6 @@ void launch_nt(const Launch& l, const OpCtx& c) {
   if constexpr (R == 2) {
     constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
     if (l.fout.ss) {  // one warp a row pair
-      constexpr auto plain = q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>;
-      const int64_t groups = l.m.total / 32;
-      const int splits =
-          fold_splits(groups, l.K / D::QK * D::CHUNKS, c.sm_count, resident_blocks<plain>(32 * kWarps32));
-      if (splits > 1)
-        return launch_kernel(plain, dim3(unsigned(groups), unsigned(splits)), 32 * kWarps32, 0, c.stream, l.m, l.K,
-                             l.xq, early, l.fout);
       static const bool deep = [] {
         const char* e = std::getenv("WEIR_CUDA_FOLD_DEEP");
         return !(e && std::string(e) == "0");
@@ -978,7 +899,8 @@ void launch_nt(const Launch& l, const OpCtx& c) {
                 kernel_attributes<q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>>().localSizeBytes)
           return launch_kernel(q8_fold_deep_kernel<D>, unsigned(l.m.total / 32), 32 * kWarps32, 0, c.stream, l.m, l.K,
                                l.xq, early, l.fout);
-      return launch_kernel(plain, unsigned(groups), 32 * kWarps32, 0, c.stream, l.m, l.K, l.xq, early, l.fout);
+      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
+                           c.stream, l.m, l.K, l.xq, early, l.fout);
     }
     if (l.glu.q8.q) {  // one warp two outputs
       GluOut glu = l.glu;
@@ -1029,15 +951,6 @@ void launch_type(const Tensor& dst, const Launch& l, const OpCtx& c) {
   }
 }
 
-// Fold memory (mul_mat_q8.h): the split counters, the 8-bit blocks, the
-// sums, the partials.
-size_t round256(size_t n) { return (n + 255) / 256 * 256; }
-constexpr size_t kFoldActOffset = kFoldCounters * sizeof(unsigned);
-Q8Act fold_act(void* fold, int64_t K, int64_t T) { return Q8Act::in(static_cast<char*>(fold) + kFoldActOffset, K, T); }
-size_t fold_parts_offset(int64_t K, int64_t T) {
-  return kFoldActOffset + round256(q8_act_bytes(K, T)) + round256(size_t(K / 32) * size_t(T) * sizeof(float));
-}
-
 // The operands of the n products dsts[0..n), checked, with x quantized into
 // scratch unless the plan has it there already (or in c.fold: x_folded).
 Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
@@ -1070,7 +983,7 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   if (c.x_folded) {
     if (!c.x_quantized || !c.fold || fold_bytes(K, T) > c.fold_bytes || K % 32)
       bad_operands("mul_mat", dst, "no folded norm to read x from");
-    const Q8Act act = fold_act(c.fold, K, T);
+    const Q8Act act = Q8Act::in(c.fold, K, T);
     l.xq = XQ{act.q, act.ds, K};
     l.fin = FoldIn{fold_sums(c.fold, K, T), int(K / 32), float(K), c.fold_eps};
     return l;
@@ -1146,11 +1059,11 @@ bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* job
 }
 
 size_t fold_bytes(int64_t K, int64_t T) {
-  return fold_parts_offset(K, T) + size_t(kMaxFoldSplits) * size_t(T) * size_t(K) * sizeof(float);
+  return (q8_act_bytes(K, T) + 255) / 256 * 256 + size_t(K / 32) * size_t(T) * sizeof(float);
 }
 
 float* fold_sums(void* fold, int64_t K, int64_t T) {
-  return reinterpret_cast<float*>(static_cast<char*>(fold) + kFoldActOffset + round256(q8_act_bytes(K, T)));
+  return reinterpret_cast<float*>(static_cast<char*>(fold) + (q8_act_bytes(K, T) + 255) / 256 * 256);
 }
 
 bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
@@ -1172,14 +1085,8 @@ void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor
   const int64_t K = product.ne[0], T = product.n_rows();
   if (!c.fold || fold_bytes(K, T) > c.fold_bytes) bad_operands("mul_mat", product, "no memory for a folded norm");
   const Tensor& r = add.src[0] == &product ? *add.src[1] : *add.src[0];
-  char* fold = static_cast<char*>(c.fold);
-  l.fout = FoldOut{rows_of(r),
-                   rows_of(add),
-                   static_cast<const float*>(mul.src[1]->data),
-                   fold_act(c.fold, K, T),
-                   fold_sums(c.fold, K, T),
-                   reinterpret_cast<float*>(fold + fold_parts_offset(K, T)),
-                   reinterpret_cast<unsigned*>(fold)};
+  l.fout = FoldOut{rows_of(r), rows_of(add), static_cast<const float*>(mul.src[1]->data), Q8Act::in(c.fold, K, T),
+                   fold_sums(c.fold, K, T)};
   launch_type(product, l, c);
 }
 
@@ -1218,15 +1125,5 @@ void q8_quantize_rows(const Tensor& x, const OpCtx& c) {
 }
 
 int q8_max_group() { return kMaxMats; }
-
-void q8_set_knobs() {
-  static const bool done = [] {
-    const char* e = std::getenv("WEIR_CUDA_MV_PREFETCH");
-    const int n = e ? std::max(0, std::atoi(e)) : 0;
-    if (n) WEIR_CUDA_CHECK(cudaMemcpyToSymbol(g_mv_prefetch, &n, sizeof n));
-    return true;
-  }();
-  (void)done;
-}
 
 }  // namespace weir::cuda
