@@ -76,6 +76,9 @@ class Queue {
   // Host -> backend memory and back. dst/src are backend-visible pointers.
   virtual void copy_to_device(void* dst, const void* src, size_t n) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t n) = 0;
+  // Backend memory to backend memory, in queue order (a sampled token id
+  // into the next step's input without passing through the host).
+  virtual void copy_on_device(void* dst, const void* src, size_t n) = 0;
   virtual std::unique_ptr<Event> record() = 0;
   virtual void wait_event(Event& e) = 0;  // device-side wait, no host block
   virtual void synchronize() = 0;         // host waits for everything queued

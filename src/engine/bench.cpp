@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <cstdlib>
 #include <random>
+#include <string>
 
 #include "core/error.h"
 #include "engine/session.h"
@@ -46,17 +48,34 @@ void run_prompt(Session& s, TokenSource& src, int n) {
   s.eval(toks);  // the session splits it into batches; logits of the last token only
 }
 
+// On a backend that samples (a GPU) as `weir run` generates: the first token
+// from the source, each next one the token the step before sampled, with
+// the next step queued before the host waits for the one before it
+// (Session::queue_sample_next); n steps, one host wait each.
+// WEIR_PIPELINE=0: each step after the host has the token before it (for
+// comparisons).
 void run_gen(Session& s, TokenSource& src, int n) {
   const bool on_backend = !s.backend().host_visible_memory();
   BackendSampling greedy;
   greedy.temperature = 0;
-  for (int i = 0; i < n; ++i) {
-    const std::vector<int32_t> tok = src.take(1, s.n_past() == 0);
-    if (on_backend)
-      s.eval_sample(tok, greedy);
-    else
-      s.eval(tok);
+  static const bool pipelined = [] {
+    const char* e = std::getenv("WEIR_PIPELINE");
+    return !(e && std::string(e) == "0");
+  }();
+  if (on_backend && !pipelined) {
+    for (int i = 0; i < n; ++i) s.eval_sample(src.take(1, s.n_past() == 0), greedy);
+    return;
   }
+  if (on_backend && n > 0) {
+    s.eval_sample(src.take(1, s.n_past() == 0), greedy);
+    for (int i = 1; i < n; ++i) {
+      s.queue_sample_next(greedy);
+      if (s.n_queued() == Session::kMaxQueued) s.take_sampled();
+    }
+    while (s.n_queued()) s.take_sampled();
+    return;
+  }
+  for (int i = 0; i < n; ++i) s.eval(src.take(1, s.n_past() == 0));
 }
 
 // Batched decode: n steps of one random token for each of sequences 0..S-1.

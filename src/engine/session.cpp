@@ -16,13 +16,20 @@ constexpr size_t kMaxCachedGraphs = 8;
 
 }  // namespace
 
-// A cached forward graph, with the host staging memory its inputs are copied
-// from: one block, each input at its own offset.
+// A cached forward graph, with its inputs in one block of backend memory,
+// each at its own offset, and the host staging memory they are copied from
+// in one copy: the same layout, twice over (the runs of a step take the
+// halves in turn, so a queued step's copy may still be pending while the
+// next one fills the other half). One copy, not one an input: each copy is
+// a few µs of the stream between two steps' graphs.
 struct Session::Step {
   ForwardGraph fg;
   Tensor* sample_params = nullptr;  // F32 [5, n_out] when the step samples
   Tensor* sampled = nullptr;        // I32 [n_out]
+  std::unique_ptr<Buffer> inputs;   // backend memory
   std::unique_ptr<Buffer> staging;
+  size_t half = 0;  // bytes of one half
+  size_t turn = 0;  // the half this run fills
   struct Slot {
     Tensor* t;
     size_t offset;
@@ -31,7 +38,7 @@ struct Session::Step {
   uint64_t last_used = 0;
   void* host(const Tensor* t) const {
     for (const Slot& s : slots)
-      if (s.t == t) return static_cast<char*>(staging->data()) + s.offset;
+      if (s.t == t) return static_cast<char*>(staging->data()) + turn * half + s.offset;
     return nullptr;
   }
 };
@@ -41,6 +48,7 @@ Session::Session(const Model& model, Backend& backend, SessionParams p)
       n_vocab_(model.hparams().n_vocab) {
   if (p_.n_batch <= 0) throw Error("session: batch size must be positive");
   sampled_ = backend_.alloc_host(sizeof(int32_t));
+  queued_ids_ = backend_.alloc_host(kMaxQueued * sizeof(int32_t));
 }
 
 Session::~Session() { drop_steps(); }
@@ -51,6 +59,8 @@ void Session::drop_steps() {
 }
 
 void Session::reset() {
+  check_not_queued();
+  last_sampled_ = nullptr;
   kv_.clear();
   seq_len_.clear();
   n_logits_ = 0;
@@ -92,14 +102,17 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
     st->sampled = g.sample(fg.logits, st->sample_params);
     g.mark_output(st->sampled);
   }
-  backend_.plan(*fg.graph);
   size_t off = 0;
   for (Tensor* t : {fg.tokens, fg.pos, fg.kv_cells, fg.out_rows, fg.mask, fg.mask_swa, st->sample_params}) {
     if (!t) continue;
     st->slots.push_back({t, off});
     off += (t->n_bytes() + 63) / 64 * 64;
   }
-  st->staging = backend_.alloc_host(off);
+  st->half = off;
+  st->inputs = backend_.alloc(off);
+  for (const Step::Slot& s : st->slots) s.t->data = static_cast<char*>(st->inputs->data()) + s.offset;
+  st->staging = backend_.alloc_host(2 * off);
+  backend_.plan(*fg.graph);
   return *steps_.emplace(key, std::move(st)).first->second;
 }
 
@@ -115,6 +128,7 @@ int64_t padded_span(int64_t extent, int64_t T, int64_t n_ctx) {
 }  // namespace
 
 void Session::prepare(int64_t n_tokens) {
+  check_not_queued();
   if (n_tokens < 1 || n_past() + n_tokens > p_.n_ctx) throw Error("session: cannot prepare a step past the context");
   const int64_t T = std::min(n_tokens, p_.n_batch);
   // The same n_kv eval() computes after claiming T cells after the current ones.
@@ -143,8 +157,10 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
 }
 
 Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
-                                  const std::vector<int32_t>& out_rows, bool sample, const float* sample_params) {
+                                  const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
+                                  const void* token_from) {
   const size_t T = tokens.size();
+  if (!token_from) last_sampled_ = nullptr;  // this step may reuse its memory
   std::vector<int32_t> pos(T), cells(T);
   for (size_t t = 0; t < T; ++t) {
     const auto s = size_t(seq[t]);
@@ -172,6 +188,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
   std::sort(distinct.begin(), distinct.end());
   const bool separate = T > 1 && std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
   Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate);
+  st.turn ^= 1;
   ForwardGraph& fg = st.fg;
   std::memcpy(st.host(fg.tokens), tokens.data(), T * sizeof(int32_t));
   std::memcpy(st.host(fg.pos), pos.data(), T * sizeof(int32_t));
@@ -182,12 +199,66 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
   // The staging memory is reused only after the host wait that ends this
   // step, so it outlives the copies (backend contract, rule 3).
   Queue& q = backend_.queue();
-  for (const Step::Slot& s : st.slots) q.copy_to_device(s.t->data, st.host(s.t), s.t->n_bytes());
+  q.copy_to_device(st.inputs->data(), static_cast<char*>(st.staging->data()) + st.turn * st.half, st.half);
+  if (token_from) q.copy_on_device(fg.tokens->data, token_from, sizeof(int32_t));
   q.run(*fg.graph);
   return st;
 }
 
+void Session::check_not_queued() const {
+  if (!queued_.empty())
+    throw Error("session: " + std::to_string(queued_.size()) + " queued steps (take_sampled() or cancel_queued() first)");
+}
+
+void Session::seed_rng(const BackendSampling& s) {
+  if (!rng_seeded_ || rng_seed_ != s.seed) {
+    rng_.reseed(s.seed);
+    rng_seed_ = s.seed;
+    rng_seeded_ = true;
+  }
+}
+
+void Session::queue_sample_next(const BackendSampling& s) {
+  if (!last_sampled_) throw Error("session: queue_sample_next() follows eval_sample() or itself");
+  if (queued_.size() >= kMaxQueued) throw Error("session: take a queued step before queuing another");
+  if (n_past() + 1 > p_.n_ctx)
+    throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
+  seed_rng(s);
+  const Rng before = rng_;
+  const float u = std::min(float(rng_.next_double()), 0x1.fffffep-1f);
+  const float params[5] = {s.temperature, float(s.top_k), s.top_p, s.min_p, u};
+  n_logits_ = 0;
+  const int32_t placeholder[1] = {0};
+  Step& st = run_batch(placeholder, {0}, {0}, true, params, last_sampled_);
+  Queue& q = backend_.queue();
+  const size_t slot = next_slot_;
+  next_slot_ = (next_slot_ + 1) % kMaxQueued;
+  q.copy_to_host(static_cast<int32_t*>(queued_ids_->data()) + slot, st.sampled->data, sizeof(int32_t));
+  queued_.push_back({q.record(), slot, before});
+  last_sampled_ = st.sampled->data;
+}
+
+int32_t Session::take_sampled() {
+  if (queued_.empty()) throw Error("session: no queued step to take");
+  Queued qd = std::move(queued_.front());
+  queued_.pop_front();
+  qd.done->wait();
+  return static_cast<const int32_t*>(queued_ids_->data())[qd.slot];
+}
+
+void Session::cancel_queued() {
+  while (!queued_.empty()) {
+    queued_.back().done->wait();
+    rng_ = queued_.back().rng_before;
+    queued_.pop_back();
+    kv_.release_last(0);
+    --seq_len_[0];
+  }
+  last_sampled_ = nullptr;
+}
+
 void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
+  check_not_queued();
   if (seq <= 0) throw Error("session: fill() takes sequences other than 0 (eval's)");
   check_tokens(tokens);
   for (size_t start = 0; start < tokens.size(); start += size_t(p_.n_batch)) {
@@ -199,6 +270,7 @@ void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
 
 std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                             const BackendSampling& s) {
+  check_not_queued();
   if (tokens.empty() || tokens.size() != seqs.size())
     throw Error("session: decode_sample needs one sequence per token");
   check_tokens(tokens);
@@ -206,11 +278,7 @@ std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std
   std::sort(sorted.begin(), sorted.end());
   if (sorted.front() < 0 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     throw Error("session: decode_sample's sequences must be distinct and not negative");
-  if (!rng_seeded_ || rng_seed_ != s.seed) {
-    rng_.reseed(s.seed);
-    rng_seed_ = s.seed;
-    rng_seeded_ = true;
-  }
+  seed_rng(s);
   const size_t T = tokens.size();
   std::vector<float> params(5 * T);
   std::vector<int32_t> out_rows(T);
@@ -233,6 +301,7 @@ std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std
 }
 
 void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> want) {
+  check_not_queued();
   const int32_t last = int32_t(tokens.size()) - 1;
   std::vector<int32_t> wanted(want.begin(), want.end());
   if (wanted.empty() && !tokens.empty()) wanted.push_back(last);
@@ -272,15 +341,12 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
 }
 
 int32_t Session::eval_sample(std::span<const int32_t> tokens, const BackendSampling& s) {
+  check_not_queued();
   if (tokens.empty()) throw Error("session: nothing to evaluate");
   check_tokens(tokens);
   if (n_past() + int64_t(tokens.size()) > p_.n_ctx)
     throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
-  if (!rng_seeded_ || rng_seed_ != s.seed) {
-    rng_.reseed(s.seed);
-    rng_seed_ = s.seed;
-    rng_seeded_ = true;
-  }
+  seed_rng(s);
   n_logits_ = 0;
   Queue& q = backend_.queue();
   // Every batch but the last only fills the cache.
@@ -297,6 +363,7 @@ int32_t Session::eval_sample(std::span<const int32_t> tokens, const BackendSampl
   Step& st = run_batch(tokens.subspan(start, T), std::vector<int32_t>(T, 0), {int32_t(T - 1)}, true, params);
   q.copy_to_host(sampled_->data(), st.sampled->data, sizeof(int32_t));
   q.synchronize();
+  last_sampled_ = st.sampled->data;  // where queue_sample_next() takes it from
   int32_t id;
   std::memcpy(&id, sampled_->data(), sizeof id);
   return id;

@@ -11,6 +11,7 @@
 // token id) are copied back.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -62,6 +63,22 @@ class Session {
   // the sampled ids in the same order, after one host wait.
   std::vector<int32_t> decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                      const BackendSampling& s);
+  // Pipelined generation of sequence 0, after eval_sample(): queue_sample_next()
+  // queues a step whose input token is the one the step before it sampled
+  // (copied on the device: the host need not have seen it) and returns
+  // without waiting; take_sampled() returns the id the oldest queued step
+  // sampled, after one host wait for that step alone. With the next step
+  // queued before the host waits, the device goes from one token to the next
+  // with no gap for the host's wake-up, input copies and graph launch. At
+  // most kMaxQueued steps are queued. cancel_queued() waits for the steps not
+  // taken and takes their tokens (and their random draws) back, so that the
+  // session goes on as if they had never been queued. Other calls throw
+  // while steps are queued.
+  static constexpr size_t kMaxQueued = 2;
+  void queue_sample_next(const BackendSampling& s);
+  int32_t take_sampled();
+  void cancel_queued();
+  size_t n_queued() const { return queued_.size(); }
   // Builds and plans the graph of an n_tokens step at the current position
   // without running it: the last part of getting ready to compute a token,
   // which load-time measurements include.
@@ -90,8 +107,13 @@ class Session {
   void drop_steps();  // releases the graphs' plans, then the graphs
   // Claims cache cells for tokens[i] at the end of sequence seq[i], fills
   // and copies the step's inputs and runs it; the sequences grow.
+  // token_from: backend memory the (one) token is copied from on the
+  // device, after tokens[0] (a placeholder) is copied in.
   Step& run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
-                  const std::vector<int32_t>& out_rows, bool sample, const float* sample_params);
+                  const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
+                  const void* token_from = nullptr);
+  void check_not_queued() const;
+  void seed_rng(const BackendSampling& s);
   void check_tokens(std::span<const int32_t> tokens) const;
   const float* logits_host() const { return static_cast<const float*>(logits_->data()); }
 
@@ -104,6 +126,18 @@ class Session {
   std::unique_ptr<Buffer> logits_;   // host, n_logits_ rows (alloc_host)
   size_t n_logits_ = 0;
   std::unique_ptr<Buffer> sampled_;  // host, the sampled token id
+  // Pipelined steps: the last sampled id (backend memory, the next queued
+  // step's input; null: none to continue from), and the queued steps: an
+  // event after each one's id is copied into its slot of queued_ids_.
+  const void* last_sampled_ = nullptr;
+  struct Queued {
+    std::unique_ptr<Event> done;
+    size_t slot;
+    Rng rng_before;  // the generator before the step's draw (a cancel puts it back)
+  };
+  std::deque<Queued> queued_;
+  std::unique_ptr<Buffer> queued_ids_;  // host, kMaxQueued ids
+  size_t next_slot_ = 0;
   Rng rng_;                          // the backend sampler's draws
   uint64_t rng_seed_ = 0;
   bool rng_seeded_ = false;

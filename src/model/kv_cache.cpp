@@ -86,6 +86,16 @@ void KVCache::remove_seq(int32_t seq) {
   head_ = 0;
 }
 
+void KVCache::release_last(int32_t seq) {
+  const auto it = cells_.find(seq);
+  if (it == cells_.end() || it->second.empty()) return;
+  const int32_t c = it->second.back();
+  it->second.pop_back();
+  pos_[size_t(c)] = seq_[size_t(c)] = -1;
+  if (it->second.empty()) cells_.erase(it);
+  if (n_regions_ == 1) head_ = c;  // the next claim takes it again
+}
+
 int64_t KVCache::extent() const {
   for (int64_t i = n_cells_; i > 0; --i)
     if (pos_[size_t(i - 1)] >= 0) return i;

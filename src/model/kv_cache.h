@@ -41,6 +41,8 @@ class KVCache {
   std::vector<int32_t> claim(const std::vector<int32_t>& pos, int32_t seq);
   void clear();
   void remove_seq(int32_t seq);
+  // Frees the cell sequence seq claimed last (a token taken back).
+  void release_last(int32_t seq);
   // One past the highest used cell: attention reads cells [0, extent()).
   int64_t extent() const;
 

@@ -101,6 +101,10 @@ int cmd_run(int argc, char** argv) {
   int n_gen = 0;
   const int64_t budget = n_predict < 0 ? n_ctx - int64_t(ids.size()) : std::min<int64_t>(n_predict, n_ctx - int64_t(ids.size()));
   t0 = std::chrono::steady_clock::now();
+  // Sampling on the backend, the step for each token is queued before the
+  // host waits for that token (Session::queue_sample_next), while the token
+  // after it is wanted.
+  if (sample_on_backend && budget > 1) session.queue_sample_next(bs);
   while (n_gen < budget && !interrupted.load()) {
     const int32_t id = sample_on_backend ? next : sampler.sample(session.logits());
     sampler.accept(id);
@@ -110,12 +114,15 @@ int cmd_run(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     if (n_gen >= budget || interrupted.load()) break;
-    const int32_t step[1] = {id};
-    if (sample_on_backend)
-      next = session.eval_sample(step, bs);
-    else
+    if (sample_on_backend) {
+      if (n_gen + 1 < budget) session.queue_sample_next(bs);
+      next = session.take_sampled();
+    } else {
+      const int32_t step[1] = {id};
       session.eval(step);
+    }
   }
+  if (sample_on_backend) session.cancel_queued();  // stopped early: the steps past the last token
   const std::string rest = out.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   if (isatty(STDOUT_FILENO)) std::fputc('\n', stdout);  // a pipe gets exactly the generated text

@@ -516,7 +516,7 @@ TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
 TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
   // Short rows, and long ones (5632 = 22 x 256: several steps a warp, q6_K
   // rows not 16-byte aligned).
-  for (const auto [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}})
+  for (const auto& [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}})
     for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0})
       for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
         const int64_t N = 96;

@@ -222,6 +222,59 @@ TEST(CudaModel, BatchedDecodeMatchesEachSequenceAlone) {
   batched_matches_alone(tiny("llama", FileType::MOSTLY_F16), 12);
 }
 
+// Pipelined generation on the GPU (Session::queue_sample_next): the step
+// for each token is queued, its token copied on the device, before the host
+// waits for the token before it, so the host's staging memory, the id slots
+// and the graph's inputs are in use by one step while the next is queued.
+// It must generate what eval_sample() step by step generates (sampled with
+// a seed, and greedy), one host wait a token, past the 256-cell span where
+// the steps change graphs; cancelled, the session goes on as stepwise.
+void pipelined_matches_stepwise(const std::string& path) {
+  SCOPED_TRACE(path);
+  auto model = Model::load(path);
+  auto gpu = make_cuda_backend(CudaOptions{});
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(model->hparams().n_vocab - 1));
+  std::vector<int32_t> prompt(6);
+  for (int32_t& t : prompt) t = tok(rng);
+  const int n = 300;
+  SessionParams sp;
+  sp.n_ctx = 512;
+  for (float temp : {0.9f, 0.0f}) {
+    BackendSampling bs;
+    bs.temperature = temp;
+    bs.seed = 7;
+    Session a(*model, *gpu, sp), b(*model, *gpu, sp);
+    std::vector<int32_t> want = {a.eval_sample(prompt, bs)};
+    while (int(want.size()) < n) {
+      const int32_t t[1] = {want.back()};
+      want.push_back(a.eval_sample(t, bs));
+    }
+    const uint64_t w0 = gpu->stats().host_waits;
+    std::vector<int32_t> got = {b.eval_sample(prompt, bs)};
+    b.queue_sample_next(bs);
+    while (int(got.size()) < n) {
+      if (int(got.size()) + 1 < n) b.queue_sample_next(bs);
+      got.push_back(b.take_sampled());
+    }
+    EXPECT_EQ(gpu->stats().host_waits - w0, uint64_t(n)) << "one host wait a token, temperature " << temp;
+    EXPECT_EQ(got, want) << "temperature " << temp;
+    // Two steps queued past the last token, cancelled: stepwise from there.
+    b.queue_sample_next(bs);
+    b.queue_sample_next(bs);
+    b.cancel_queued();
+    EXPECT_EQ(b.n_past(), a.n_past());
+    const int32_t t[1] = {want.back()};
+    EXPECT_EQ(b.eval_sample(t, bs), a.eval_sample(t, bs)) << "after a cancel, temperature " << temp;
+  }
+}
+
+TEST(CudaModel, PipelinedMatchesStepwise) {
+  WEIR_REQUIRE_GPU();
+  pipelined_matches_stepwise(tiny("llama", FileType::Q4_K_M));
+  pipelined_matches_stepwise(tiny("gemma3", FileType::Q4_K_M));
+}
+
 TEST(CudaModel, RealGemma3) {
   WEIR_REQUIRE_GPU();
   WEIR_REQUIRE_MODEL(path);

@@ -80,6 +80,7 @@ class CpuQueue final : public Queue {
   void run(Graph& g) override { b_.run_graph(g); }
   void copy_to_device(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_on_device(void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
   std::unique_ptr<Event> record() override { return std::make_unique<CpuEvent>(b_.stats_); }
   void wait_event(Event&) override {}
   void synchronize() override { ++b_.stats_.host_waits; }

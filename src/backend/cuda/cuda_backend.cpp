@@ -85,6 +85,9 @@ class CudaQueue final : public Queue {
   void copy_to_host(void* dst, const void* src, size_t n) override {
     WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, b_.stream_));
   }
+  void copy_on_device(void* dst, const void* src, size_t n) override {
+    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, b_.stream_));
+  }
   std::unique_ptr<Event> record() override { return std::make_unique<CudaEvent>(b_.stream_, b_.stats_); }
   void wait_event(Event& e) override {
     auto* ce = dynamic_cast<CudaEvent*>(&e);
