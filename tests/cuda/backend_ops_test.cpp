@@ -213,13 +213,18 @@ TEST_F(CudaOps, Q8DecodeProducts) {
 
 // Products on the same x run as one launch (q, k, v; gate, up): every
 // output still matches the CPU, for unequal heights and several tokens.
+// The 8-bit decode kernels and the tile kernels; the float decode kernel
+// (F16, BF16, Q4_1, Q3_K: up to 8 tokens; more take cuBLAS, a launch each).
 TEST_F(CudaOps, ProductsOnTheSameXInOneLaunch) {
-  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0}) {
+  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0, DType::F16, DType::BF16, DType::Q4_1,
+                   DType::Q3_K}) {
+    const bool vec = !is_q8_decode(wt);
     const int64_t K = 512;
     const int64_t N[3] = {67, 35, 130};
     std::vector<std::vector<uint8_t>> w;
     for (int i = 0; i < 3; ++i) w.push_back(random_weights(wt, K, N[i], 40 + uint64_t(i)));
-    for (int64_t T : {1, 2, 3, 20, 64}) {  // decode kernels; the tile kernel
+    for (int64_t T : {1, 2, 3, 8, 20, 64}) {  // decode kernels; the tile kernel
+      if (vec && T > 8) continue;
       const auto x = floats(randn(size_t(K * T), 90 + uint32_t(T)));
       std::vector<std::vector<float>> got[2];
       for (int side = 0; side < 2; ++side) {
@@ -249,7 +254,7 @@ TEST_F(CudaOps, ProductsOnTheSameXInOneLaunch) {
         b.release(g);
       }
       for (int i = 0; i < 3; ++i)
-        EXPECT_LT(rel_err(got[1][size_t(i)], got[0][size_t(i)]), T > 8 ? 5e-3 : 3e-2)
+        EXPECT_LT(rel_err(got[1][size_t(i)], got[0][size_t(i)]), T > 8 ? 5e-3 : vec ? 2e-5 : 3e-2)
             << dtype_name(wt) << " T " << T << " y" << i;
     }
   }

@@ -30,6 +30,7 @@
 #include "backend/cuda/dequant_half.cuh"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/mul_mat_tile.h"
+#include "backend/cuda/product_group.cuh"
 
 namespace weir::cuda {
 namespace {
@@ -47,10 +48,9 @@ constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
 // early (F16): W is written by no kernel of the graph, so the first step's
 // rows are loaded before pdl_wait(), while the kernel ahead finishes.
+// m: up to kMaxMats products on the same x (product_group.cuh), one launch.
 template <DType T, int NT, int WPR>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    mat_vec_kernel(const uint8_t* __restrict__ W, size_t w_stride, int64_t K, int64_t N, Rows x, float* __restrict__ y,
-                   int64_t ldy, bool early) {
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, int64_t K, Rows x, bool early) {
   constexpr int R = rows_per_warp(NT);
   // F16 rows are kept as loaded (16 bytes for 8 weights) until used, so
   // twice as many loads fit in the registers.
@@ -65,10 +65,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   int64_t ld[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    live[r] = row0 + r < N;
-    w[r] = W + size_t(live[r] ? row0 + r : 0) * w_stride;  // a dead row reads row 0, never stored
-    yr[r] = y + row0 + r;
-    ld[r] = ldy;
+    live[r] = row0 + r < m.total;
+    locate(m, live[r] ? row0 + r : 0, &w[r], &yr[r], &ld[r]);  // a dead row reads row 0, never stored
   }
   constexpr int G = Q<T>::QK / 8;  // groups of 8 per block
   const int64_t groups = K / 8;
@@ -149,13 +147,27 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
 }
 
+// The products dsts[0..n) (same x, W type and K) in one launch.
 template <DType T, int NT>
-void mat_vec_nt(const Tensor& dst, const OpCtx& c) {
-  const Tensor& W = *dst.src[0];
-  const int64_t K = W.ne[0], N = W.ne[1];
-  const auto* w = static_cast<const uint8_t*>(W.data);
-  float* y = static_cast<float*>(dst.data);
-  const int64_t ldy = int64_t(dst.nb[1] / 4);
+void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c) {
+  const Tensor& dst = *dsts[0];
+  const int64_t K = dst.src[0]->ne[0];
+  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
+  Mats m{};
+  m.n = n;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& d = *dsts[i];
+    const Tensor& W = *d.src[0];
+    if (W.dtype != dst.src[0]->dtype || W.ne[0] != K || d.n_rows() != dst.n_rows() || d.src[1] != dst.src[1])
+      bad_operands("mul_mat", d, "cannot run in one launch with " + dst.name);
+    m.w[i] = static_cast<const uint8_t*>(W.data);
+    m.stride[i] = W.nb[1];
+    m.rows[i] = W.ne[1];
+    m.y[i] = static_cast<float*>(d.data);
+    m.ldy[i] = int64_t(d.nb[1] / 4);
+    m.total += W.ne[1];
+  }
+  const int64_t N = m.total;
   const Rows x = rows_of(*dst.src[1]);
   // Warps per row group: enough warps to fill the GPU (96 per SM: 8B F16
   // decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
@@ -167,26 +179,34 @@ void mat_vec_nt(const Tensor& dst, const OpCtx& c) {
   const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
   const bool early = c.w_fixed && mat_vec_early_loads();
   if (wpr == 1)
-    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy, early);
+    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early);
   else if (wpr == 2)
-    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy, early);
+    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early);
   else
-    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, w, W.nb[1], K, N, x, y, ldy, early);
+    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
 template <DType T>
-void mat_vec(const Tensor& dst, const OpCtx& c, int64_t T_) {
-  switch (T_) {
-    case 1: return mat_vec_nt<T, 1>(dst, c);
-    case 2: return mat_vec_nt<T, 2>(dst, c);
-    case 3: return mat_vec_nt<T, 3>(dst, c);
-    case 4: return mat_vec_nt<T, 4>(dst, c);
-    case 5: return mat_vec_nt<T, 5>(dst, c);
-    case 6: return mat_vec_nt<T, 6>(dst, c);
-    case 7: return mat_vec_nt<T, 7>(dst, c);
-    default: return mat_vec_nt<T, 8>(dst, c);
+void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
+  switch (dsts[0]->n_rows()) {
+    case 1: return mat_vec_nt<T, 1>(dsts, n, c);
+    case 2: return mat_vec_nt<T, 2>(dsts, n, c);
+    case 3: return mat_vec_nt<T, 3>(dsts, n, c);
+    case 4: return mat_vec_nt<T, 4>(dsts, n, c);
+    case 5: return mat_vec_nt<T, 5>(dsts, n, c);
+    case 6: return mat_vec_nt<T, 6>(dsts, n, c);
+    case 7: return mat_vec_nt<T, 7>(dsts, n, c);
+    default: return mat_vec_nt<T, 8>(dsts, n, c);
   }
+}
+
+// The float decode kernel on dsts[0..n) (types without 8-bit kernels).
+void vec_products(const Tensor* const* dsts, int n, const OpCtx& c) {
+  const Tensor& dst = *dsts[0];
+  const DType wt = dst.src[0]->dtype;
+  if (!dispatch_dtype(wt, [&]<DType WT>() { mat_vec<WT>(dsts, n, c); }))
+    bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(wt));
 }
 
 // Rows [0, n) of W (starting at w) to fp16, row-major [n][K].
@@ -277,13 +297,22 @@ bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
     return !(e && std::string(e) == "0");
   }();
   const bool tile = tile_groups && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_tile(a) && uses_tile(b);
-  return (q8 || tile) && a.src[1] == b.src[1] && a.src[0]->dtype == b.src[0]->dtype &&
+  // The float decode kernel (F16, BF16, F32, the other types) groups too.
+  // WEIR_CUDA_VEC_GROUP=0: one launch each (for comparisons).
+  static const bool vec_groups = [] {
+    const char* e = std::getenv("WEIR_CUDA_VEC_GROUP");
+    return !(e && std::string(e) == "0");
+  }();
+  const bool vec = vec_groups && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_vec(a) && uses_vec(b) &&
+                   !has_q8_mat_vec(a.src[0]->dtype) && !has_q8_mat_vec(b.src[0]->dtype);
+  return (q8 || tile || vec) && a.src[1] == b.src[1] && a.src[0]->dtype == b.src[0]->dtype &&
          a.src[0]->ne[0] == b.src[0]->ne[0] && a.n_rows() == b.n_rows();
 }
 
 void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
   for (int i = 0; i < n; ++i) check(*dsts[i]);
   if (uses_tile(*dsts[0])) return tile_products(dsts, n, c);
+  if (!has_q8_mat_vec(dsts[0]->src[0]->dtype)) return vec_products(dsts, n, c);
   q8_mat_vec(dsts, n, c);
 }
 
@@ -329,9 +358,8 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
       const Tensor* one[1] = {&dst};
       return q8_mat_vec(one, 1, c);
     }
-    if (!dispatch_dtype(W.dtype, [&]<DType WT>() { mat_vec<WT>(dst, c, T); }))
-      bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
-    return;
+    const Tensor* one[1] = {&dst};
+    return vec_products(one, 1, c);
   }
   if (mul_mat_scratch_bytes(dst) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
   if (uses_tile(dst)) {

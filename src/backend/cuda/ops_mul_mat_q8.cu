@@ -35,6 +35,7 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/glu.cuh"
 #include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/product_group.cuh"
 #include "backend/cuda/q8_act.cuh"
 #include "backend/cuda/rope_job.cuh"
 #include "backend/cuda/tensor_map.h"
@@ -325,35 +326,6 @@ struct DotQ6K {
   }
 };
 
-// Up to kMaxMats products on the same x in one launch (q, k and v; gate
-// and up): their rows one after the other.
-constexpr int kMaxMats = 3;
-struct Mats {
-  const uint8_t* w[kMaxMats];
-  size_t stride[kMaxMats];
-  int64_t rows[kMaxMats];
-  float* y[kMaxMats];
-  int64_t ldy[kMaxMats];
-  int n;
-  int64_t total;  // rows of all of them
-};
-
-// Row `row` of the group: its matrix's weights, output and output stride.
-__device__ __forceinline__ void locate(const Mats& m, int64_t row, const uint8_t** w, float** y, int64_t* ldy) {
-  int mi = 0;
-#pragma unroll
-  for (int j = 0; j < kMaxMats - 1; ++j)
-    if (mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], mi = j + 1;
-  *w = (mi == 0   ? m.w[0]
-        : mi == 1 ? m.w[1]
-                  : m.w[2]) +
-       size_t(row) * (mi == 0   ? m.stride[0]
-                      : mi == 1 ? m.stride[1]
-                                : m.stride[2]);
-  *y = (mi == 0 ? m.y[0] : mi == 1 ? m.y[1] : m.y[2]) + row;
-  *ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
-}
-
 // The residual norm folded into the products around it (mul_mat_q8.h says
 // why). The consumer's side: ss null, none; else its results are scaled by
 // 1 / sqrt(sum(ss[t][0..n)) / k + eps), the partials summed in a fixed order.
@@ -391,14 +363,6 @@ struct GluOut {
   bool gelu;   // else silu
   FoldIn fin;  // its ss may be null
 };
-
-__device__ __forceinline__ void which(const Mats& m, int64_t row, int* mi, int64_t* local) {
-  *mi = 0;
-#pragma unroll
-  for (int j = 0; j < kMaxMats - 1; ++j)
-    if (*mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], *mi = j + 1;
-  *local = row;
-}
 
 // The job of the warp's rows (row0: the first) and its row in the job's input.
 __device__ __forceinline__ const RopeJob& job_of(const Mats& m, const RowJobs& jobs, int64_t row0, int64_t* l) {

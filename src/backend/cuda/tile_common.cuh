@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/product_group.cuh"
 
 namespace weir::cuda {
 
@@ -25,8 +26,8 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // Up to kMaxMats products on the same x in one launch (q, k and v; gate
 // and up): blockIdx.x runs over the row blocks of each in turn. Split K's
-// partial sums are kept as [split][T][cols], the products side by side.
-constexpr int kMaxMats = 3;
+// partial sums are kept as [split][T][cols], the products side by side
+// (kMaxMats: product_group.cuh).
 struct TileMats {
   const uint8_t* w[kMaxMats];
   size_t stride[kMaxMats];

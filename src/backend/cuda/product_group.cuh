@@ -1,0 +1,49 @@
+// Up to kMaxMats products on the same x in one launch (q, k and v; gate
+// and up): their weight rows one after the other, each matrix with its own
+// output. The decode kernels (ops_mul_mat_q8.cu, ops_mul_mat.cu) find a
+// row's matrix with locate().
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace weir::cuda {
+
+inline constexpr int kMaxMats = 3;
+struct Mats {
+  const uint8_t* w[kMaxMats];
+  size_t stride[kMaxMats];
+  int64_t rows[kMaxMats];
+  float* y[kMaxMats];
+  int64_t ldy[kMaxMats];
+  int n;
+  int64_t total;  // rows of all of them
+};
+
+// Row `row` of the group: its matrix's weights, output and output stride.
+// (Chains of selects, not an index into the parameter arrays: an index
+// would copy them to local memory.)
+__device__ __forceinline__ void locate(const Mats& m, int64_t row, const uint8_t** w, float** y, int64_t* ldy) {
+  int mi = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxMats - 1; ++j)
+    if (mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], mi = j + 1;
+  *w = (mi == 0   ? m.w[0]
+        : mi == 1 ? m.w[1]
+                  : m.w[2]) +
+       size_t(row) * (mi == 0   ? m.stride[0]
+                      : mi == 1 ? m.stride[1]
+                                : m.stride[2]);
+  *y = (mi == 0 ? m.y[0] : mi == 1 ? m.y[1] : m.y[2]) + row;
+  *ldy = mi == 0 ? m.ldy[0] : mi == 1 ? m.ldy[1] : m.ldy[2];
+}
+
+// Row `row` of the group: its matrix and its row there.
+__device__ __forceinline__ void which(const Mats& m, int64_t row, int* mi, int64_t* local) {
+  *mi = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxMats - 1; ++j)
+    if (*mi == j && j + 1 < m.n && row >= m.rows[j]) row -= m.rows[j], *mi = j + 1;
+  *local = row;
+}
+
+}  // namespace weir::cuda
