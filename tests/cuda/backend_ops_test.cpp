@@ -514,6 +514,35 @@ TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
       }
 }
 
+// The float decode kernel (F16, BF16) applies the GLU in the gate/up launch
+// up to 4 tokens (two launches: gate/up+GLU, down); 5 tokens take the GLU
+// kernel (three). Silu and gelu; the GLU's result (an output here) and the
+// down product against the CPU.
+TEST_F(CudaOps, FloatProductsApplyTheGluInTheirLaunch) {
+  const int64_t K = 256, F = 200;
+  for (DType wt : {DType::F16, DType::BF16})
+    for (Op act : {Op::SiluMul, Op::GeluMul})
+      for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
+        const auto wg = random_weights(wt, K, F, 61), wu = random_weights(wt, K, F, 62), wd = random_weights(wt, F, K, 63);
+        const auto build = [&](Graph& g) {
+          Tensor* x = g.input(DType::F32, {K, T}, "x");
+          Tensor* gate = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wg.data()), "wg"), x);
+          Tensor* up = g.mul_mat(g.external(wt, {K, F}, const_cast<uint8_t*>(wu.data()), "wu"), x);
+          Tensor* h = act == Op::SiluMul ? g.silu_mul(gate, up) : g.gelu_mul(gate, up);
+          Tensor* y = g.mul_mat(g.external(wt, {F, K}, const_cast<uint8_t*>(wd.data()), "wd"), h);
+          return std::vector<Tensor*>{y, h};
+        };
+        const Inputs in = {{"x", floats(randn(size_t(K * T), 71))}};
+        uint64_t launches = 0;
+        const auto c = run_outputs(*cpu_, build, in, 1);
+        const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+        const std::string what = std::string(dtype_name(wt)) + " " + op_name(act) + " T " + std::to_string(T);
+        EXPECT_EQ(launches, T <= 4 ? 2u : 3u) << "gate/up (+glu), [glu], down: " << what;
+        EXPECT_LT(rel_err(gg[1], c[1]), 1e-4) << "h: " << what;
+        EXPECT_LT(rel_err(gg[0], c[0]), 1e-4) << "y: " << what;
+      }
+}
+
 // The residual norm folded into the products around it (mul_mat_q8.h): a
 // product -> add -> norm -> mul -> products chain runs as two launches, no
 // norm kernel, for up to 4 tokens (5 takes the norm kernel); two layers'

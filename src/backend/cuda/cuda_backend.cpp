@@ -352,7 +352,8 @@ void CudaBackend::plan(Graph& g) {
   if (fold) ensure(&fold_, &fold_bytes_, fold);
   size_t hand = 0;
   for (size_t i = 0; i < plan->nodes.size(); ++i)
-    if (plan->glu[i]) hand = std::max(hand, glu_hand_bytes(*plan->nodes[i + 2]));
+    if (plan->glu[i] && mul_mat_quantizes_x(*plan->nodes[i]))
+      hand = std::max(hand, glu_hand_bytes(*plan->nodes[i + 2]));
   if (hand) ensure(&hand_, &hand_bytes_, hand);
   stats_.planned_launches = 0;
   for (size_t i = 0; i < plan->nodes.size(); i += plan->span(i))
@@ -487,7 +488,9 @@ void CudaBackend::plan_fusion(Plan& p, const Graph& g) const {
 }
 
 // gate/up products read only by a GLU that the next product launch alone
-// reads, as 8-bit blocks: the GLU runs in the products' launch.
+// reads, as 8-bit blocks: the GLU runs in the products' launch. With the
+// float decode kernel (F16, ...), gate/up read only by a GLU: the launch
+// writes the GLU's result.
 void CudaBackend::plan_glu(Plan& p, const std::vector<int>& readers) const {
   static const bool on = !env_is_zero("WEIR_CUDA_GLU_FUSE");  // =0: a GLU kernel instead (for comparisons)
   const size_t n = p.nodes.size();
@@ -496,9 +499,13 @@ void CudaBackend::plan_glu(Plan& p, const std::vector<int>& readers) const {
     const Tensor& a = *p.nodes[i];
     const Tensor& b = *p.nodes[i + 1];
     const Tensor& glu = *p.nodes[i + 2];
-    if (readers[size_t(a.id)] != 1 || readers[size_t(b.id)] != 1 || readers[size_t(glu.id)] != 1 ||
-        !p.quantize_out[i + 2] || p.fused[i + 2] || !can_fuse_glu(a, b, glu))
+    if (readers[size_t(a.id)] != 1 || readers[size_t(b.id)] != 1 || p.fused[i + 2]) continue;
+    if (!p.quantize_out[i + 2] && can_fuse_vec_glu(a, b, glu)) {
+      p.glu[i] = true;
+      i += 2;
       continue;
+    }
+    if (readers[size_t(glu.id)] != 1 || !p.quantize_out[i + 2] || !can_fuse_glu(a, b, glu)) continue;
     size_t next = i + 3;
     while (next < n && p.skip[next]) ++next;
     if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &glu || !p.x_quantized[next] ||
@@ -796,7 +803,8 @@ std::string CudaBackend::launch_label(const Plan& p, size_t i) {
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
   if (!p.row_jobs[i].empty()) key += " +rope/set_rows";
-  if (p.glu[i]) key += " +" + std::string(op_name(p.nodes[i + 2]->op)) + " +q8";
+  if (p.glu[i])
+    key += " +" + std::string(op_name(p.nodes[i + 2]->op)) + (mul_mat_quantizes_x(*p.nodes[i]) ? " +q8" : "");
   if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
   return key + (p.fold_from[i] >= 0 ? " (x folded)"
                 : p.x_handed[i]     ? " (x handed)"

@@ -92,6 +92,9 @@ void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor
 // for the product after it (OpCtx::x_handed). No GLU kernel runs; gate, up
 // and glu are not written.
 bool can_fuse_glu(const Tensor& a, const Tensor& b, const Tensor& glu);
+// The same for the float decode kernel (F16, BF16, ...; up to 4 tokens): the
+// launch writes glu's result (F32) as the GLU kernel would.
+bool can_fuse_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu);
 size_t glu_hand_bytes(const Tensor& glu);
 void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c);
 void op_rms_norm(const Tensor& dst, const OpCtx& c);

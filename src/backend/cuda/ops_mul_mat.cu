@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/dequant_half.cuh"
+#include "backend/cuda/glu.cuh"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/mul_mat_tile.h"
 #include "backend/cuda/product_group.cuh"
@@ -46,12 +47,24 @@ constexpr size_t kSliceBytes = size_t(256) << 20;
 // kUnroll groups of each row at a time with all their loads issued first.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
+// The GLU applied by a gate/up launch (can_fuse_vec_glu): h = act(gate) * up
+// stored to y (rows of ldy) in place of gate and up.
+struct VecGlu {
+  float* y;
+  int64_t ldy;
+  bool gelu;  // else silu
+};
+
 // early (F16): W is written by no kernel of the graph, so the first step's
 // rows are loaded before pdl_wait(), while the kernel ahead finishes.
 // m: up to kMaxMats products on the same x (product_group.cuh), one launch.
-template <DType T, int NT, int WPR>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, int64_t K, Rows x, bool early) {
+// GLU: m is gate and up; a warp (WPR warps) takes gate row j and up row j
+// and stores h_j (glu).
+template <DType T, int NT, int WPR, bool GLU = false>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, int64_t K, Rows x, bool early,
+                                                                      VecGlu glu) {
   constexpr int R = rows_per_warp(NT);
+  static_assert(!GLU || R == 2, "a GLU warp takes a gate row and an up row");
   // F16 rows are kept as loaded (16 bytes for 8 weights) until used, so
   // twice as many loads fit in the registers.
   constexpr bool kRaw = T == DType::F16;
@@ -63,10 +76,20 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
   bool live[R];
   float* yr[R];
   int64_t ld[R];
+  if constexpr (GLU) {  // output j = row0 / 2: gate row j, up row j
+    const int64_t j = row0 / 2;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    live[r] = row0 + r < m.total;
-    locate(m, live[r] ? row0 + r : 0, &w[r], &yr[r], &ld[r]);  // a dead row reads row 0, never stored
+    for (int r = 0; r < R; ++r) {
+      live[r] = j < m.rows[0];
+      w[r] = m.w[r] + size_t(live[r] ? j : 0) * m.stride[r];
+      yr[r] = nullptr, ld[r] = 0;
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      live[r] = row0 + r < m.total;
+      locate(m, live[r] ? row0 + r : 0, &w[r], &yr[r], &ld[r]);  // a dead row reads row 0, never stored
+    }
   }
   constexpr int G = Q<T>::QK / 8;  // groups of 8 per block
   const int64_t groups = K / 8;
@@ -93,7 +116,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
 #pragma unroll
   for (int t = 0; t < NT; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
   if (!live[0]) {
-    store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
+    if constexpr (!GLU) store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
+    if constexpr (GLU) reduce_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane);  // its barrier, nothing stored
     return;
   }
   for (int64_t g0 = sub; g0 < groups; g0 += kThreadsPerRow * kUnroll) {
@@ -144,12 +168,22 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
       }
     }
   }
-  store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
+  if constexpr (GLU) {
+    if (reduce_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane)) {
+      float* h = glu.y + row0 / 2;
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+        h[t * glu.ldy] = glu.gelu ? GeluMulF{}(acc[0][t], acc[1][t]) : SiluMulF{}(acc[0][t], acc[1][t]);
+    }
+  } else {
+    store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
+  }
 }
 
-// The products dsts[0..n) (same x, W type and K) in one launch.
+// The products dsts[0..n) (same x, W type and K) in one launch; with glu.y,
+// gate and up (dsts[0], dsts[1]) and their GLU.
 template <DType T, int NT>
-void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c) {
+void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecGlu& glu = {}) {
   const Tensor& dst = *dsts[0];
   const int64_t K = dst.src[0]->ne[0];
   if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
@@ -169,6 +203,26 @@ void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c) {
   }
   const int64_t N = m.total;
   const Rows x = rows_of(*dst.src[1]);
+  if constexpr (rows_per_warp(NT) == 2)
+    if (glu.y) {
+      if (n != 2 || m.rows[0] != m.rows[1]) bad_operands("mul_mat", dst, "a GLU launch takes gate and up");
+      // Like the plain launch: rows (here pairs) a warp, warps a row.
+      const int64_t pairs = m.rows[0];
+      int wpr = 1;
+      const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96);
+      while (wpr < kWarpsPerBlock && pairs * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
+      const unsigned grid = blocks_for(pairs, kWarpsPerBlock / wpr);
+      const bool early = c.w_fixed && mat_vec_early_loads();
+      if (wpr == 1)
+        launch_kernel(mat_vec_kernel<T, NT, 1, true>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, glu);
+      else if (wpr == 2)
+        launch_kernel(mat_vec_kernel<T, NT, 2, true>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, glu);
+      else
+        launch_kernel(mat_vec_kernel<T, NT, 4, true>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, glu);
+      WEIR_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  if (glu.y) bad_operands("mul_mat", dst, "a GLU launch takes at most 4 tokens");
   // Warps per row group: enough warps to fill the GPU (96 per SM: 8B F16
   // decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
   constexpr int R = rows_per_warp(NT);
@@ -179,21 +233,21 @@ void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c) {
   const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
   const bool early = c.w_fixed && mat_vec_early_loads();
   if (wpr == 1)
-    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early);
+    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, VecGlu{});
   else if (wpr == 2)
-    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early);
+    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, VecGlu{});
   else
-    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early);
+    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, VecGlu{});
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
 template <DType T>
-void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
+void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c, const VecGlu& glu = {}) {
   switch (dsts[0]->n_rows()) {
-    case 1: return mat_vec_nt<T, 1>(dsts, n, c);
-    case 2: return mat_vec_nt<T, 2>(dsts, n, c);
-    case 3: return mat_vec_nt<T, 3>(dsts, n, c);
-    case 4: return mat_vec_nt<T, 4>(dsts, n, c);
+    case 1: return mat_vec_nt<T, 1>(dsts, n, c, glu);
+    case 2: return mat_vec_nt<T, 2>(dsts, n, c, glu);
+    case 3: return mat_vec_nt<T, 3>(dsts, n, c, glu);
+    case 4: return mat_vec_nt<T, 4>(dsts, n, c, glu);
     case 5: return mat_vec_nt<T, 5>(dsts, n, c);
     case 6: return mat_vec_nt<T, 6>(dsts, n, c);
     case 7: return mat_vec_nt<T, 7>(dsts, n, c);
@@ -202,10 +256,10 @@ void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
 }
 
 // The float decode kernel on dsts[0..n) (types without 8-bit kernels).
-void vec_products(const Tensor* const* dsts, int n, const OpCtx& c) {
+void vec_products(const Tensor* const* dsts, int n, const OpCtx& c, const VecGlu& glu = {}) {
   const Tensor& dst = *dsts[0];
   const DType wt = dst.src[0]->dtype;
-  if (!dispatch_dtype(wt, [&]<DType WT>() { mat_vec<WT>(dsts, n, c); }))
+  if (!dispatch_dtype(wt, [&]<DType WT>() { mat_vec<WT>(dsts, n, c, glu); }))
     bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(wt));
 }
 
@@ -324,8 +378,27 @@ void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor
   q8_mat_vec_fold_norm(product, add, norm, mul, c);
 }
 
+bool can_fuse_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
+  if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
+  const Tensor* gate = glu.src[0];
+  const Tensor* up = glu.src[1];
+  if (!gate || !up || gate == up || !((gate == &a && up == &b) || (gate == &b && up == &a))) return false;
+  const Tensor* W = gate->src[0];
+  const Tensor* Wu = up->src[0];
+  if (gate->op != Op::MulMat || up->op != Op::MulMat || !W || !Wu || !gate->src[1] || gate->src[1] != up->src[1])
+    return false;
+  const int64_t T = gate->n_rows(), N = gate->ne[0];
+  return uses_vec(*gate) && rows_per_warp(int(T)) == 2 && !has_q8_mat_vec(W->dtype) && Wu->dtype == W->dtype &&
+         W->ne[0] == Wu->ne[0] && W->ne[1] == N && Wu->ne[1] == N && up->n_rows() == T && up->ne[0] == N &&
+         glu.dtype == DType::F32 && glu.nb[0] == 4 && glu.ne[0] == N && glu.n_rows() == T && glu.is_contiguous();
+}
+
 void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
   check(a), check(b);
+  if (can_fuse_vec_glu(a, b, glu)) {
+    const Tensor* mats[2] = {glu.src[0], glu.src[1]};  // gate first
+    return vec_products(mats, 2, c, VecGlu{static_cast<float*>(glu.data), int64_t(glu.nb[1] / 4), glu.op == Op::GeluMul});
+  }
   q8_mat_vec_glu(a, b, glu, c);
 }
 
