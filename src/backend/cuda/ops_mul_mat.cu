@@ -186,21 +186,7 @@ template <DType T, int NT>
 void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecGlu& glu = {}) {
   const Tensor& dst = *dsts[0];
   const int64_t K = dst.src[0]->ne[0];
-  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
-  Mats m{};
-  m.n = n;
-  for (int i = 0; i < n; ++i) {
-    const Tensor& d = *dsts[i];
-    const Tensor& W = *d.src[0];
-    if (W.dtype != dst.src[0]->dtype || W.ne[0] != K || d.n_rows() != dst.n_rows() || d.src[1] != dst.src[1])
-      bad_operands("mul_mat", d, "cannot run in one launch with " + dst.name);
-    m.w[i] = static_cast<const uint8_t*>(W.data);
-    m.stride[i] = W.nb[1];
-    m.rows[i] = W.ne[1];
-    m.y[i] = static_cast<float*>(d.data);
-    m.ldy[i] = int64_t(d.nb[1] / 4);
-    m.total += W.ne[1];
-  }
+  const Mats m = group_mats(dsts, n);
   const int64_t N = m.total;
   const Rows x = rows_of(*dst.src[1]);
   if constexpr (rows_per_warp(NT) == 2)

@@ -921,29 +921,12 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Tensor& dst = *dsts[0];
   const Tensor& W = *dst.src[0];
   const int64_t K = W.ne[0], T = dst.n_rows();
-  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
   if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
-  // The weight rows must keep the blocks' natural alignment (16 bytes for
-  // q4_K / q5_K, 2 for the others, read as aligned words).
-  const size_t align = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
   Launch l{};
   l.K = K;
-  Mats& m = l.m;
-  m.n = n;
-  for (int i = 0; i < n; ++i) {
-    const Tensor& d = *dsts[i];
-    const Tensor& Wi = *d.src[0];
-    if (Wi.dtype != W.dtype || Wi.ne[0] != K || d.n_rows() != T || d.src[1] != dst.src[1])
-      bad_operands("mul_mat", d, "cannot run in one launch with " + dst.name);
-    if (reinterpret_cast<uintptr_t>(Wi.data) % align || Wi.nb[1] % align)
-      bad_operands("mul_mat", d, "weight rows are not " + std::to_string(align) + "-byte aligned");
-    m.w[i] = static_cast<const uint8_t*>(Wi.data);
-    m.stride[i] = Wi.nb[1];
-    m.rows[i] = Wi.ne[1];
-    m.y[i] = static_cast<float*>(d.data);
-    m.ldy[i] = int64_t(d.nb[1] / 4);
-    m.total += Wi.ne[1];
-  }
+  // The weight rows must keep the blocks' natural alignment (16 bytes for
+  // q4_K / q5_K, 2 for the others, read as aligned words).
+  l.m = group_mats(dsts, n, W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2);
   if (c.x_folded) {
     if (!c.x_quantized || !c.fold || fold_bytes(K, T) > c.fold_bytes || K % 32)
       bad_operands("mul_mat", dst, "no folded norm to read x from");

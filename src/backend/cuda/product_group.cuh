@@ -5,6 +5,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+
+#include "backend/cuda/cuda_util.cuh"
 
 namespace weir::cuda {
 
@@ -18,6 +21,31 @@ struct Mats {
   int n;
   int64_t total;  // rows of all of them
 };
+
+// The group of the products dsts[0..n): the same x, weight type, K and
+// tokens, weight rows `align`-byte aligned (checked: bad_operands).
+inline Mats group_mats(const Tensor* const* dsts, int n, size_t align = 1) {
+  const Tensor& dst = *dsts[0];
+  const Tensor& W = *dst.src[0];
+  if (n < 1 || n > kMaxMats) bad_operands("mul_mat", dst, "bad product group");
+  Mats m{};
+  m.n = n;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& d = *dsts[i];
+    const Tensor& Wi = *d.src[0];
+    if (Wi.dtype != W.dtype || Wi.ne[0] != W.ne[0] || d.n_rows() != dst.n_rows() || d.src[1] != dst.src[1])
+      bad_operands("mul_mat", d, "cannot run in one launch with " + dst.name);
+    if (reinterpret_cast<uintptr_t>(Wi.data) % align || Wi.nb[1] % align)
+      bad_operands("mul_mat", d, "weight rows are not " + std::to_string(align) + "-byte aligned");
+    m.w[i] = static_cast<const uint8_t*>(Wi.data);
+    m.stride[i] = Wi.nb[1];
+    m.rows[i] = Wi.ne[1];
+    m.y[i] = static_cast<float*>(d.data);
+    m.ldy[i] = int64_t(d.nb[1] / 4);
+    m.total += Wi.ne[1];
+  }
+  return m;
+}
 
 // Row `row` of the group: its matrix's weights, output and output stride.
 // (Chains of selects, not an index into the parameter arrays: an index
