@@ -196,6 +196,7 @@ all_models=(
   "llama-8b-q4_0:llama-3.1-8b:llama:Q4_0"
   "llama-8b-q8_0:llama-3.1-8b:llama:Q8_0"
   "llama-8b-f16:llama-3.1-8b:llama:F16"
+  "llama-1b-f16:llama-3.2-1b:llama:F16"
   "qwen2.5-7b-q4km:qwen2.5-7b:qwen2:Q4_K_M:$carry/qwen2-vocab-deepseek-r1.gguf"
 )
 want=${WEIR_GPU_BENCH_MODELS:-}

@@ -525,17 +525,27 @@ void CudaBackend::plan_norm_folds(Plan& p, const std::vector<int>& readers) cons
   static const bool on = !env_is_zero("WEIR_CUDA_NORM_FOLD");  // =0: a norm kernel instead (for comparisons)
   const size_t n = p.nodes.size();
   for (size_t i = 0; on && i + 4 < n; ++i) {
-    if (p.skip[i] || p.group[i] != 1 || p.fold_from[i] >= 0 || p.fused[i + 1] != 2 || !p.quantize_out[i + 1]) continue;
+    if (p.skip[i] || p.group[i] != 1 || p.fold_from[i] >= 0 || p.fused[i + 1] != 2) continue;
     const Tensor& prod = *p.nodes[i];
     const Tensor& mul = *p.nodes[i + 3];
-    if (readers[size_t(prod.id)] != 1 || !can_fold_norm(prod, *p.nodes[i + 1], *p.nodes[i + 2], mul)) continue;
+    // The 8-bit kernels' fold replaces the norm's 8-bit blocks; the float
+    // kernel's writes mul's result.
+    const bool q8 = mul_mat_quantizes_x(prod);
+    if ((q8 && !p.quantize_out[i + 1]) || readers[size_t(prod.id)] != 1 ||
+        !can_fold_norm(prod, *p.nodes[i + 1], *p.nodes[i + 2], mul))
+      continue;
     // The product launches after it that read mul's result (q/k, then v
     // where v has a type of its own), together every reader of it.
     std::vector<size_t> takers;
     int taken = 0;
     for (size_t next = i + 4; next < n && taken < readers[size_t(mul.id)];) {
       while (next < n && p.skip[next]) ++next;
-      if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &mul || !p.x_quantized[next]) break;
+      if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &mul ||
+          (q8 && !p.x_quantized[next]))
+        break;
+      bool takes = true;
+      for (size_t k = next; k < next + size_t(p.group[next]); ++k) takes = takes && mul_mat_takes_fold(prod, *p.nodes[k]);
+      if (!takes) break;
       takers.push_back(next);
       taken += p.group[next];
       next += size_t(p.group[next]);
@@ -706,6 +716,7 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
     c.x_folded = p.fold_from[i] >= 0;
     c.x_handed = p.x_handed[i];
     c.fold_eps = c.x_folded ? p.nodes[size_t(p.fold_from[i]) + 2]->fparams[0] : 0.0f;
+    c.fold_product = c.x_folded ? p.nodes[size_t(p.fold_from[i])] : nullptr;
     if (p.glu[i]) {
       op_mul_mat_glu(*t, *p.nodes[i + 1], *p.nodes[i + 2], c);
       i += 2;

@@ -49,6 +49,7 @@ struct OpCtx {
   size_t fold_bytes = 0;
   bool x_folded = false;
   float fold_eps = 0.0f;
+  const Tensor* fold_product = nullptr;  // x_folded: the product that folded it
   // mul_mat group: product k's result goes to row_jobs[k] (a rope or
   // set_rows of it: can_run_row_jobs) instead of its own output.
   const RopeStoreNode* row_jobs = nullptr;
@@ -82,6 +83,11 @@ void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c);
 // runs after them.
 bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* jobs);
 bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
+// Whether taker (a product launched after the fold, reading mul's result)
+// can read it as the producer's kernel writes it: 8-bit blocks for the
+// 8-bit kernels (with OpCtx::x_quantized), F32 rows of s * w for the float
+// kernel (F16, BF16, F32).
+bool mul_mat_takes_fold(const Tensor& producer, const Tensor& taker);
 size_t fold_norm_bytes(const Tensor& product);
 void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c);

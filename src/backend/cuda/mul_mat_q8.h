@@ -38,7 +38,9 @@ inline constexpr int64_t kMaxFoldTokens = 4;  // the producer takes two rows a w
 // Fold memory for K elements of T tokens: the 8-bit blocks, then the sums.
 size_t fold_bytes(int64_t K, int64_t T);
 float* fold_sums(void* fold, int64_t K, int64_t T);
-// The launch (can_fold_norm, cuda_ops.h): writes add's result and the fold;
+// Whether the 8-bit kernels can run this fold (can_fold_norm, cuda_ops.h).
+bool q8_can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
+// The launch: writes add's result and the fold;
 // mul's result is not written (the products reading it take the fold,
 // OpCtx::x_folded).
 void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,

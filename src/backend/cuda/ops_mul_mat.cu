@@ -31,6 +31,7 @@
 #include "backend/cuda/glu.cuh"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/mul_mat_tile.h"
+#include "backend/cuda/product_ends.cuh"
 #include "backend/cuda/product_group.cuh"
 
 namespace weir::cuda {
@@ -47,6 +48,9 @@ constexpr size_t kSliceBytes = size_t(256) << 20;
 // kUnroll groups of each row at a time with all their loads issued first.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
+// The ends of a launch, as types: a plain launch runs the code it ran
+// before the others came.
+struct VecPlain {};
 // The GLU applied by a gate/up launch (can_fuse_vec_glu): h = act(gate) * up
 // stored to y (rows of ldy) in place of gate and up.
 struct VecGlu {
@@ -54,17 +58,50 @@ struct VecGlu {
   int64_t ldy;
   bool gelu;  // else silu
 };
+// The rows handed to rope / set_rows jobs (can_run_row_jobs, product_ends.cuh).
+struct VecJobs : ProductJobs {};
+// The producer's side of a folded norm: s = W a + r (the residual stream)
+// and x = s * w (w: the norm's weights) stored, x not yet divided by rms,
+// and each block's sum of squares of its rows of s (ss[t][block]); blocks
+// of at least 4 rows (fold_wpr).
+struct VecAddOut {
+  Rows r, s, x;
+  const float* w;
+  float* ss;  // token t's at ss + t * ld
+  int ld;
+};
+// The consumer's side (P > 0: "NORM"): its results divided by
+// sqrt(sum(ss[t][0..n)) / k + eps). Each thread loads P partials a token
+// into registers as it starts and sums them at the end, when they have long
+// arrived, the rest (past 128 P) loaded and summed there. P fits n (H100,
+// 8B F16 same call: summing them first made every block wait for them, its
+// gate/up launch 4% slower; 16 held where 8 would do cost warps, 1B F16
+// -3%; 8 held where 16 were needed made the end wait, 8B -1.5%; copying
+// them to shared memory (cp.async) cost occupancy and L1, 8B -19%).
+struct VecNorm {
+  const float* ss;
+  int n, ld;
+  float k, eps;
+};
+// The partials a thread holds for n of them, NT tokens (the kernels there are).
+inline int held_partials(int64_t n, int NT) {
+  if (NT > 1) return 2;
+  return n <= 256 ? 2 : n <= 1024 ? 8 : 16;
+}
 
 // early (F16): W is written by no kernel of the graph, so the first step's
 // rows are loaded before pdl_wait(), while the kernel ahead finishes.
 // m: up to kMaxMats products on the same x (product_group.cuh), one launch.
-// GLU: m is gate and up; a warp (WPR warps) takes gate row j and up row j
-// and stores h_j (glu).
-template <DType T, int NT, int WPR, bool GLU = false>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, int64_t K, Rows x, bool early,
-                                                                      VecGlu glu) {
+// WPR warps a row group. GLU: m is gate and up; a warp (WPR warps) takes
+// gate row j and up row j and stores h_j.
+template <DType T, int NT, int WPR, class Epi, int P = 0>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, int64_t K, Rows x, bool early, Epi epi,
+                                                                      VecNorm nrm) {
+  constexpr bool GLU = std::is_same_v<Epi, VecGlu>, JOBS = std::is_same_v<Epi, VecJobs>;
+  constexpr bool ADD = std::is_same_v<Epi, VecAddOut>, NORM = P > 0;
   constexpr int R = rows_per_warp(NT);
   static_assert(!GLU || R == 2, "a GLU warp takes a gate row and an up row");
+  static_assert(!JOBS || R == 2, "a rope takes a warp's two rows as a pair");
   // F16 rows are kept as loaded (16 bytes for 8 weights) until used, so
   // twice as many loads fit in the registers.
   constexpr bool kRaw = T == DType::F16;
@@ -106,21 +143,45 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
   };
   const bool preloaded = kRaw && early && live[0];
   if (preloaded) load_raw(sub);
+  // ADD: the thread that stores (sub 0) loads the norm's weights of its
+  // rows now (no kernel writes them) and their residuals after the wait.
+  float fw[R], fr[R][NT];
+  if constexpr (ADD)
+    if (live[0] && sub == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) fw[r] = live[r] ? epi.w[row0 + r] : 0.0f;
   pdl_wait();
   float acc[R][NT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+  if constexpr (ADD)
+    if (live[0] && sub == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+          fr[r][t] = live[r] ? reinterpret_cast<const float*>(epi.r.row(t))[row0 + r] : 0.0f;
+  // NORM: this thread's share of the producer's partial sums, loaded now,
+  // summed at the end.
+  constexpr int kThreads = 32 * kWarpsPerBlock;
+  float held[NT][NORM ? P : 1];
+  if constexpr (NORM)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const int i = int(threadIdx.x) + j * kThreads;
+        held[t][j] = i < nrm.n ? nrm.ss[t * nrm.ld + i] : 0.0f;
+      }
+  float js[NT], jc[NT];  // row jobs: the rope's angle
+  if constexpr (JOBS)
+    if (live[0]) job_angles<NT>(m, epi, row0, js, jc);
   const float* xr[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
-  if (!live[0]) {
-    if constexpr (!GLU) store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
-    if constexpr (GLU) reduce_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane);  // its barrier, nothing stored
-    return;
-  }
-  for (int64_t g0 = sub; g0 < groups; g0 += kThreadsPerRow * kUnroll) {
+  for (int64_t g0 = sub; live[0] && g0 < groups; g0 += kThreadsPerRow * kUnroll) {
     if constexpr (kRaw) {
       if (!preloaded || g0 != sub) load_raw(g0);
 #pragma unroll
@@ -168,84 +229,235 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
       }
     }
   }
-  if constexpr (GLU) {
-    if (reduce_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane)) {
-      float* h = glu.y + row0 / 2;
+  // NORM: token t's sum of squares, by the whole block (a fixed order: every
+  // block gets the same sum).
+  float inv[NT];
+  if constexpr (NORM) {
+    __shared__ float sq[kWarpsPerBlock][NT];
 #pragma unroll
-      for (int t = 0; t < NT; ++t)
-        h[t * glu.ldy] = glu.gelu ? GeluMulF{}(acc[0][t], acc[1][t]) : SiluMulF{}(acc[0][t], acc[1][t]);
+    for (int t = 0; t < NT; ++t) {
+      float p = 0.0f;
+#pragma unroll
+      for (int j = 0; j < P; ++j) p += held[t][j];
+      for (int i = int(threadIdx.x) + P * kThreads; i < nrm.n; i += kThreads) p += nrm.ss[t * nrm.ld + i];
+      p = warp_sum(p);
+      if (lane == 0) sq[warp][t] = p;
     }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float ss = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kWarpsPerBlock; ++j) ss += sq[j][t];
+      inv[t] = 1.0f / sqrtf(ss / nrm.k + nrm.eps);
+    }
+  }
+  // The row sums across the row group's threads, to the thread that stores them.
+  const bool mine = reduce_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane) && live[0];
+  if constexpr (ADD) {
+    // s and x, and the block's sum of squares of s (rows in order).
+    __shared__ float sq[kWarpsPerBlock][NT];
+    float q[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) q[t] = 0.0f;
+    if (mine)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (live[r])
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            const float v = acc[r][t] + fr[r][t];
+            reinterpret_cast<float*>(const_cast<char*>(epi.s.row(t)))[row0 + r] = v;
+            reinterpret_cast<float*>(const_cast<char*>(epi.x.row(t)))[row0 + r] = v * fw[r];
+            q[t] += v * v;
+          }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      q[t] = warp_sum(q[t]);
+      if (lane == 0) sq[warp][t] = q[t];
+    }
+    __syncthreads();
+    if (threadIdx.x < NT) {
+      float ss = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kWarpsPerBlock; ++j) ss += sq[j][threadIdx.x];
+      epi.ss[int64_t(threadIdx.x) * epi.ld + blockIdx.x] = ss;
+    }
+    return;
+  }
+  if (!mine) return;
+  float out[R][NT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) out[r][t] = NORM ? acc[r][t] * inv[t] : acc[r][t];
+  if constexpr (GLU) {
+    float* h = epi.y + row0 / 2;
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+      h[t * epi.ldy] = epi.gelu ? GeluMulF{}(out[0][t], out[1][t]) : SiluMulF{}(out[0][t], out[1][t]);
+  } else if constexpr (JOBS) {
+    run_jobs<NT, R>(out, m, row0, epi, js, jc);
   } else {
-    store_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane, live, yr, ld);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (live[r])
+#pragma unroll
+        for (int t = 0; t < NT; ++t) yr[r][t * ld[r]] = out[r][t];
   }
 }
 
-// The products dsts[0..n) (same x, W type and K) in one launch; with glu.y,
-// gate and up (dsts[0], dsts[1]) and their GLU.
+// The types whose float launches take folded norms and row jobs (the float
+// models'; the others keep their instantiations few).
+constexpr bool has_vec_ends(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+
+// How a float launch ends (the Vec* types above), set by vec_products.
+struct VecEnds {
+  VecNorm nrm{};        // its ss set: x is a folded norm's s * w (NORM)
+  bool jobs = false;    // the rows go to jobs
+  ProductJobs j{};      //   (these)
+  VecGlu glu{};         // its y set: gate and up, and their GLU
+  VecAddOut fout{};     // its s set: the producer of a folded norm
+};
+
+// Warps a row group: enough warps to fill the GPU (96 per SM: 8B F16
+// decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
+int vec_wpr(int64_t warp_rows, int64_t K, const OpCtx& c) {
+  int wpr = 1;
+  const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96);
+  while (wpr < kWarpsPerBlock && warp_rows * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
+  return wpr;
+}
+
+// A folding launch's warps a row group: the plain launch's, capped by
+// WEIR_CUDA_FOLD_WPR (for tuning: fewer, larger blocks, fewer partial sums).
+int fold_wpr(int64_t N, int64_t K, int64_t T, const OpCtx& c) {
+  static const int cap = [] {
+    const char* e = std::getenv("WEIR_CUDA_FOLD_WPR");
+    return e && *e ? std::max(1, std::min(kWarpsPerBlock, std::atoi(e))) : kWarpsPerBlock;
+  }();
+  const int R = rows_per_warp(int(T));
+  return std::min(cap, vec_wpr((N + R - 1) / R, K, c));
+}
+
+template <DType T, int NT, class Epi, int P = 0>
+void launch_vec(int wpr, unsigned grid, const Mats& m, int64_t K, const Rows& x, bool early, const Epi& epi,
+                const VecEnds& e, const OpCtx& c) {
+  if (wpr == 1)
+    launch_kernel(mat_vec_kernel<T, NT, 1, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, epi,
+                  e.nrm);
+  else if (wpr == 2)
+    launch_kernel(mat_vec_kernel<T, NT, 2, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, epi,
+                  e.nrm);
+  else
+    launch_kernel(mat_vec_kernel<T, NT, 4, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, epi,
+                  e.nrm);
+  WEIR_CUDA_CHECK_LAUNCH();
+}
+
+// A NORM launch, holding as many partials as fit their count (held_partials).
+template <DType T, int NT, class Epi>
+void launch_norm(int wpr, unsigned grid, const Mats& m, int64_t K, const Rows& x, bool early, const Epi& epi,
+                 const VecEnds& e, const OpCtx& c) {
+  const int p = held_partials(e.nrm.n, NT);
+  if constexpr (NT == 1) {
+    if (p == 16) return launch_vec<T, NT, Epi, 16>(wpr, grid, m, K, x, early, epi, e, c);
+    if (p == 8) return launch_vec<T, NT, Epi, 8>(wpr, grid, m, K, x, early, epi, e, c);
+  }
+  launch_vec<T, NT, Epi, 2>(wpr, grid, m, K, x, early, epi, e, c);
+}
+
+// The products dsts[0..n) (same x, W type and K) in one launch, ending as e says.
 template <DType T, int NT>
-void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecGlu& glu = {}) {
+void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds& e) {
   const Tensor& dst = *dsts[0];
   const int64_t K = dst.src[0]->ne[0];
   const Mats m = group_mats(dsts, n);
   const int64_t N = m.total;
   const Rows x = rows_of(*dst.src[1]);
-  if constexpr (rows_per_warp(NT) == 2)
-    if (glu.y) {
+  const bool early = c.w_fixed && mat_vec_early_loads();
+  constexpr int R = rows_per_warp(NT);
+  const bool norm = e.nrm.ss != nullptr;
+  if constexpr (R == 2) {
+    if (e.glu.y) {
       if (n != 2 || m.rows[0] != m.rows[1]) bad_operands("mul_mat", dst, "a GLU launch takes gate and up");
       // Like the plain launch: rows (here pairs) a warp, warps a row.
       const int64_t pairs = m.rows[0];
-      int wpr = 1;
-      const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96);
-      while (wpr < kWarpsPerBlock && pairs * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
+      const int wpr = vec_wpr(pairs, K, c);
       const unsigned grid = blocks_for(pairs, kWarpsPerBlock / wpr);
-      const bool early = c.w_fixed && mat_vec_early_loads();
-      if (wpr == 1)
-        launch_kernel(mat_vec_kernel<T, NT, 1, true>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, glu);
-      else if (wpr == 2)
-        launch_kernel(mat_vec_kernel<T, NT, 2, true>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, glu);
-      else
-        launch_kernel(mat_vec_kernel<T, NT, 4, true>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, glu);
-      WEIR_CUDA_CHECK_LAUNCH();
-      return;
+      if constexpr (has_vec_ends(T))
+        if (norm) return launch_norm<T, NT>(wpr, grid, m, K, x, early, e.glu, e, c);
+      if (!norm) return launch_vec<T, NT>(wpr, grid, m, K, x, early, e.glu, e, c);
     }
-  if (glu.y) bad_operands("mul_mat", dst, "a GLU launch takes at most 4 tokens");
-  // Warps per row group: enough warps to fill the GPU (96 per SM: 8B F16
-  // decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
-  constexpr int R = rows_per_warp(NT);
-  const int64_t warp_rows = (N + R - 1) / R;
-  int wpr = 1;
-  const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96);
-  while (wpr < kWarpsPerBlock && warp_rows * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
-  const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
-  const bool early = c.w_fixed && mat_vec_early_loads();
-  if (wpr == 1)
-    launch_kernel(mat_vec_kernel<T, NT, 1>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, VecGlu{});
-  else if (wpr == 2)
-    launch_kernel(mat_vec_kernel<T, NT, 2>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, VecGlu{});
-  else
-    launch_kernel(mat_vec_kernel<T, NT, 4>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, VecGlu{});
-  WEIR_CUDA_CHECK_LAUNCH();
+    if constexpr (has_vec_ends(T)) {
+      const int wpr = vec_wpr((N + R - 1) / R, K, c);
+      const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
+      if (e.fout.s.base) {
+        if (n != 1 || norm) bad_operands("mul_mat", dst, "a folding launch takes one product of a plain x");
+        const int fw = fold_wpr(N, K, NT, c);
+        return launch_vec<T, NT>(fw, blocks_for(N, kWarpsPerBlock / fw * R), m, K, x, early, e.fout, e, c);
+      }
+      const VecJobs jobs{e.j};
+      if (e.jobs && norm) return launch_norm<T, NT>(wpr, grid, m, K, x, early, jobs, e, c);
+      if (e.jobs) return launch_vec<T, NT>(wpr, grid, m, K, x, early, jobs, e, c);
+      if (norm) return launch_norm<T, NT>(wpr, grid, m, K, x, early, VecPlain{}, e, c);
+    }
+  }
+  if (e.glu.y || e.jobs || norm || e.fout.s.base)
+    bad_operands("mul_mat", dst, "no float launch for this GLU, fold or row jobs (at most 4 tokens; F16, BF16, F32)");
+  const int wpr = vec_wpr((N + R - 1) / R, K, c);
+  launch_vec<T, NT>(wpr, blocks_for(N, kWarpsPerBlock / wpr * R), m, K, x, early, VecPlain{}, e, c);
 }
 
 template <DType T>
-void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c, const VecGlu& glu = {}) {
+void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds& e) {
   switch (dsts[0]->n_rows()) {
-    case 1: return mat_vec_nt<T, 1>(dsts, n, c, glu);
-    case 2: return mat_vec_nt<T, 2>(dsts, n, c, glu);
-    case 3: return mat_vec_nt<T, 3>(dsts, n, c, glu);
-    case 4: return mat_vec_nt<T, 4>(dsts, n, c, glu);
-    case 5: return mat_vec_nt<T, 5>(dsts, n, c);
-    case 6: return mat_vec_nt<T, 6>(dsts, n, c);
-    case 7: return mat_vec_nt<T, 7>(dsts, n, c);
-    default: return mat_vec_nt<T, 8>(dsts, n, c);
+    case 1: return mat_vec_nt<T, 1>(dsts, n, c, e);
+    case 2: return mat_vec_nt<T, 2>(dsts, n, c, e);
+    case 3: return mat_vec_nt<T, 3>(dsts, n, c, e);
+    case 4: return mat_vec_nt<T, 4>(dsts, n, c, e);
+    case 5: return mat_vec_nt<T, 5>(dsts, n, c, e);
+    case 6: return mat_vec_nt<T, 6>(dsts, n, c, e);
+    case 7: return mat_vec_nt<T, 7>(dsts, n, c, e);
+    default: return mat_vec_nt<T, 8>(dsts, n, c, e);
   }
 }
 
-// The float decode kernel on dsts[0..n) (types without 8-bit kernels).
-void vec_products(const Tensor* const* dsts, int n, const OpCtx& c, const VecGlu& glu = {}) {
+// The norm whose result x is (x = mul(rms_norm(s), w): the float kernel's
+// fold), or null.
+const Tensor* folded_norm(const Tensor& x) {
+  const Tensor* norm = x.op == Op::Mul ? x.src[0] : nullptr;
+  if (!norm || norm->op != Op::RmsNorm || !norm->src[0] || !x.src[1]) return nullptr;
+  return norm;
+}
+
+// The blocks of a folding launch of `product`: its partial sums.
+int64_t vec_blocks(const Tensor& product, const OpCtx& c) {
+  const int64_t N = product.src[0]->ne[1], K = product.src[0]->ne[0];
+  const int R = rows_per_warp(int(product.n_rows()));
+  return blocks_for(N, kWarpsPerBlock / fold_wpr(N, K, product.n_rows(), c) * R);
+}
+
+// The float decode kernel on dsts[0..n) (types without 8-bit kernels):
+// with c.x_folded, x is a folded norm's s * w, not yet divided by rms
+// (VecNorm); with c.row_jobs, the rows go to them; `e` says the rest (GLU,
+// folding).
+void vec_products(const Tensor* const* dsts, int n, const OpCtx& c, VecEnds e = {}) {
   const Tensor& dst = *dsts[0];
   const DType wt = dst.src[0]->dtype;
-  if (!dispatch_dtype(wt, [&]<DType WT>() { mat_vec<WT>(dsts, n, c, glu); }))
+  const Tensor& x = *dst.src[1];
+  if (c.x_folded) {
+    const int64_t T = dst.n_rows(), n = c.fold_product ? vec_blocks(*c.fold_product, c) : 0, ld = (n + 3) / 4 * 4;
+    if (!c.fold_product || !c.fold || size_t(ld * T) * sizeof(float) > c.fold_bytes)
+      bad_operands("mul_mat", dst, "no folded norm to read x from");
+    e.nrm = VecNorm{static_cast<const float*>(c.fold), int(n), int(ld), float(x.ne[0]), c.fold_eps};
+  }
+  if (c.row_jobs) {
+    if (!can_run_row_jobs(dsts, n, c.row_jobs)) bad_operands("mul_mat", dst, "cannot run these rope/set_rows jobs");
+    e.jobs = true;
+    for (int k = 0; k < n; ++k) e.j.j[k] = make_rope_job(c.row_jobs[k]);
+  }
+  if (!dispatch_dtype(wt, [&]<DType WT>() { mat_vec<WT>(dsts, n, c, e); }))
     bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(wt));
 }
 
@@ -356,12 +568,88 @@ void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
   q8_mat_vec(dsts, n, c);
 }
 
-size_t fold_norm_bytes(const Tensor& product) { return fold_bytes(product.ne[0], product.n_rows()); }
+size_t fold_norm_bytes(const Tensor& product) {
+  // The float kernel's: a block's partial sums, at least two rows a block.
+  const size_t T = size_t(product.n_rows());
+  return mul_mat_quantizes_x(product) ? fold_bytes(product.ne[0], product.n_rows())
+                                      : T * (size_t((product.ne[0] + 1) / 2 + 3) / 4 * 4) * sizeof(float);
+}
+
+// The float kernel's fold: its launch writes add's and mul's results (mul's
+// not yet divided by rms) and its blocks' sums of squares into fold memory;
+// the products reading mul's result divide theirs by rms (VecNorm).
+bool can_fold_norm_vec(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
+  const Tensor* W = product.src[0];
+  if (product.op != Op::MulMat || !W || !product.src[1] || !uses_vec(product) || has_q8_mat_vec(W->dtype) ||
+      !has_vec_ends(W->dtype))
+    return false;
+  const int64_t T = product.n_rows();
+  const Tensor* r = add.src[0] == &product ? add.src[1] : add.src[1] == &product ? add.src[0] : nullptr;
+  return rows_per_warp(int(T)) == 2 && product.ne[0] == W->ne[1] && r && r != &product &&
+         can_fuse_add_rms_norm_mul(add, norm, mul) && add.ne[0] == W->ne[1] && add.n_rows() == T &&
+         folded_norm(mul) == &norm && add.ne[0] % 4 == 0 && add.dtype == DType::F32 && add.nb[0] == 4 &&
+         add.nb[1] % 16 == 0 && mul.dtype == DType::F32 && mul.nb[0] == 4;
+}
+
+bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
+  return q8_can_fold_norm(product, add, norm, mul) || can_fold_norm_vec(product, add, norm, mul);
+}
+
+bool mul_mat_takes_fold(const Tensor& producer, const Tensor& taker) {
+  const Tensor* W = taker.src[0];
+  if (taker.op != Op::MulMat || !W || !taker.src[1] || !uses_vec(taker) || taker.n_rows() != producer.n_rows())
+    return false;
+  if (mul_mat_quantizes_x(producer)) return mul_mat_quantizes_x(taker);
+  return !has_q8_mat_vec(W->dtype) && has_vec_ends(W->dtype) && W->ne[0] % 8 == 0;
+}
 
 void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c) {
   check(product);
-  q8_mat_vec_fold_norm(product, add, norm, mul, c);
+  if (!can_fold_norm_vec(product, add, norm, mul)) return q8_mat_vec_fold_norm(product, add, norm, mul, c);
+  if (c.x_folded) bad_operands("mul_mat", product, "reads the folded x it would write");
+  const Tensor& r = add.src[0] == &product ? *add.src[1] : *add.src[0];
+  VecEnds e;
+  if (!c.fold || fold_norm_bytes(product) > c.fold_bytes)
+    bad_operands("mul_mat", product, "no memory for a folded norm");
+  const int64_t n = vec_blocks(product, c);
+  e.fout = VecAddOut{rows_of(r),
+                     rows_of(add),
+                     rows_of(mul),
+                     static_cast<const float*>(mul.src[1]->data),
+                     static_cast<float*>(c.fold),
+                     int((n + 3) / 4 * 4)};
+  const Tensor* one[1] = {&product};
+  vec_products(one, 1, c, e);
+}
+
+bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* jobs) {
+  if (n < 1 || n > kMaxMats) return false;
+  const DType wt = dsts[0]->src[0] ? dsts[0]->src[0]->dtype : DType::F32;
+  for (int k = 0; k < n; ++k) {
+    const Tensor& d = *dsts[k];
+    const Tensor& job = *jobs[k].node;
+    const int64_t N = d.ne[0], T = d.n_rows();
+    // Two rows a warp (a rope's pair): the kernels for up to 4 tokens (both
+    // kernels take two rows a warp there).
+    if (d.op != Op::MulMat || !d.src[0] || d.src[0]->dtype != wt || !uses_vec(d) || T < 1 ||
+        rows_per_warp(int(T)) != 2 || N % 2 || !d.is_contiguous())
+      return false;
+    if (!has_q8_mat_vec(wt) && !has_vec_ends(wt)) return false;
+    const Tensor* src = job.op == Op::Rope ? job.src[0] : job.op == Op::SetRows ? job.src[1] : nullptr;
+    if (!src || src->storage() != &d || (src != &d && (src->view_offset != 0 || !src->is_contiguous()))) return false;
+    if (job.op == Op::Rope) {
+      const int64_t D = src->ne[0], H = src->ne[1];
+      if (!can_rope_store(job) || RopeMode(job.iparams[1]) != RopeMode::Normal || job.iparams[0] != D || D % 2 ||
+          D * H != N || src->ne[2] != T || job.ne[3] != 1 || !job.src[1] || job.src[1]->dtype != DType::I32)
+        return false;
+      if (jobs[k].into && !can_rope_into(job, *jobs[k].into)) return false;
+    } else if (src->ne[0] != N || src->n_rows() != T || !job.src[0] || !job.src[2] || job.src[2]->dtype != DType::I32 ||
+               (job.src[0]->dtype != DType::F32 && job.src[0]->dtype != DType::F16)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool can_fuse_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
@@ -383,7 +671,9 @@ void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const O
   check(a), check(b);
   if (can_fuse_vec_glu(a, b, glu)) {
     const Tensor* mats[2] = {glu.src[0], glu.src[1]};  // gate first
-    return vec_products(mats, 2, c, VecGlu{static_cast<float*>(glu.data), int64_t(glu.nb[1] / 4), glu.op == Op::GeluMul});
+    VecEnds e;
+    e.glu = VecGlu{static_cast<float*>(glu.data), int64_t(glu.nb[1] / 4), glu.op == Op::GeluMul};
+    return vec_products(mats, 2, c, e);
   }
   q8_mat_vec_glu(a, b, glu, c);
 }

@@ -35,6 +35,7 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/glu.cuh"
 #include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/product_ends.cuh"
 #include "backend/cuda/product_group.cuh"
 #include "backend/cuda/q8_act.cuh"
 #include "backend/cuda/rope_job.cuh"
@@ -326,14 +327,6 @@ struct DotQ6K {
   }
 };
 
-// The residual norm folded into the products around it (mul_mat_q8.h says
-// why). The consumer's side: ss null, none; else its results are scaled by
-// 1 / sqrt(sum(ss[t][0..n)) / k + eps), the partials summed in a fixed order.
-struct FoldIn {
-  const float* ss;
-  int n;
-  float k, eps;
-};
 // The producer's side: s = W a + r (the residual stream) written, the 8-bit
 // blocks of s * w (w: the norm's weights) and each block's sum of squares of s.
 struct FoldOut {
@@ -343,12 +336,8 @@ struct FoldOut {
   float* ss;
 };
 
-// The products' rows handed to rope / set_rows jobs (rope_job.cuh), one
-// job a product, instead of stored: q and k roped (k into the KV cache), v
-// written into its cache, by the launch that computes them. A rope takes a
-// warp's two rows as a pair (rows 2i and 2i + 1: the normal mode).
-struct RowJobs {
-  RopeJob j[kMaxMats];
+// The products' rows handed to rope / set_rows jobs (product_ends.cuh).
+struct RowJobs : ProductJobs {
   bool on;
   FoldIn fin;  // its ss may be null
 };
@@ -363,49 +352,6 @@ struct GluOut {
   bool gelu;   // else silu
   FoldIn fin;  // its ss may be null
 };
-
-// The job of the warp's rows (row0: the first) and its row in the job's input.
-__device__ __forceinline__ const RopeJob& job_of(const Mats& m, const RowJobs& jobs, int64_t row0, int64_t* l) {
-  int mi;
-  which(m, row0, &mi, l);
-  return jobs.j[mi == 0 ? 0 : mi == 1 ? 1 : 2];
-}
-
-// A rope job's sin and cos for the warp's pair, by token: computed before
-// the dot products, not after them (the positions and the frequency factors
-// are two dependent loads: at the end they made the launch 2 us longer).
-template <int NT>
-__device__ __forceinline__ void job_angles(const Mats& m, const RowJobs& jobs, int64_t row0, float (&s)[NT],
-                                           float (&c)[NT]) {
-  int64_t l;
-  const RopeJob& J = job_of(m, jobs, row0, &l);
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    s[t] = 0.0f, c[t] = 1.0f;
-    if (J.rope) rope_angle(J.pos[t], int(l % J.D) / 2, J.theta_scale, J.freq_scale, J.ff, &s[t], &c[t]);
-  }
-}
-
-template <int NT, int R>
-__device__ __forceinline__ void run_jobs(const float (&acc)[R][NT], const Mats& m, int64_t row0, const RowJobs& jobs,
-                                         const float (&s)[NT], const float (&co)[NT]) {
-  int64_t l;
-  const RopeJob& J = job_of(m, jobs, row0, &l);
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    if (J.rope) {
-      if constexpr (R == 2) {
-        const int64_t h = l / J.D;
-        const int a = int(l % J.D);
-        put(J, t, h, a, acc[0][t] * co[t] - acc[1][t] * s[t]);
-        put(J, t, h, a + 1, acc[0][t] * s[t] + acc[1][t] * co[t]);
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < R; ++r) put(J, t, 0, l + r, acc[r][t]);
-    }
-  }
-}
 
 // Rows per warp: 2 (sharing the x loads) while the accumulators stay few.
 constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
@@ -544,13 +490,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   if constexpr (FOLD)
     if (warp < NT) fr = reinterpret_cast<const float*>(epi.r.row(warp))[int64_t(blockIdx.x) * 32 + lane];
   float ss[NT];  // folded x: this lane's share of the sum of squares
-  if constexpr (SCALED)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      ss[t] = 0.0f;
-      if (epi.fin.ss)
-        for (int j = lane; j < epi.fin.n; j += 32) ss[t] += epi.fin.ss[t * epi.fin.n + j];
-    }
+  if constexpr (SCALED) fold_partials<NT>(epi.fin, lane, ss);
   float js[NT], jc[NT];  // row jobs: the rope's angle
   if constexpr (JOBS)
     if (live[0]) job_angles<NT>(m, epi, row0, js, jc);
@@ -595,14 +535,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
       }
     }
   }
-  if constexpr (SCALED)
-    if (epi.fin.ss)
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        const float inv = 1.0f / sqrtf(warp_sum(ss[t]) / epi.fin.k + epi.fin.eps);
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][t] *= inv;
-      }
+  if constexpr (SCALED) fold_scale<NT, R>(epi.fin, ss, acc);
   if constexpr (FOLD) {
     // The block's 32 rows: the sum with the residual, then lane l of warp t
     // quantizes element l of token t's block.
@@ -979,32 +912,6 @@ void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
   launch_type(*dsts[0], l, c);
 }
 
-bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* jobs) {
-  if (n < 1 || n > kMaxMats) return false;
-  for (int k = 0; k < n; ++k) {
-    const Tensor& d = *dsts[k];
-    const Tensor& job = *jobs[k].node;
-    const int64_t N = d.ne[0], T = d.n_rows();
-    // Two rows a warp (a rope's pair): the kernels for up to 4 tokens.
-    if (d.op != Op::MulMat || !d.src[0] || !has_q8_mat_vec(d.src[0]->dtype) || T < 1 || T > kMaxQ8Tokens ||
-        rows_per_warp(int(T)) != 2 || N % 2 || !d.is_contiguous())
-      return false;
-    const Tensor* src = job.op == Op::Rope ? job.src[0] : job.op == Op::SetRows ? job.src[1] : nullptr;
-    if (!src || src->storage() != &d || (src != &d && (src->view_offset != 0 || !src->is_contiguous()))) return false;
-    if (job.op == Op::Rope) {
-      const int64_t D = src->ne[0], H = src->ne[1];
-      if (!can_rope_store(job) || RopeMode(job.iparams[1]) != RopeMode::Normal || job.iparams[0] != D || D % 2 ||
-          D * H != N || src->ne[2] != T || job.ne[3] != 1 || !job.src[1] || job.src[1]->dtype != DType::I32)
-        return false;
-      if (jobs[k].into && !can_rope_into(job, *jobs[k].into)) return false;
-    } else if (src->ne[0] != N || src->n_rows() != T || !job.src[0] || !job.src[2] || job.src[2]->dtype != DType::I32 ||
-               (job.src[0]->dtype != DType::F32 && job.src[0]->dtype != DType::F16)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 size_t fold_bytes(int64_t K, int64_t T) {
   return (q8_act_bytes(K, T) + 255) / 256 * 256 + size_t(K / 32) * size_t(T) * sizeof(float);
 }
@@ -1013,7 +920,7 @@ float* fold_sums(void* fold, int64_t K, int64_t T) {
   return reinterpret_cast<float*>(static_cast<char*>(fold) + (q8_act_bytes(K, T) + 255) / 256 * 256);
 }
 
-bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
+bool q8_can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
   const Tensor* W = product.src[0];
   if (product.op != Op::MulMat || !W || !product.src[1] || !has_q8_mat_vec(W->dtype)) return false;
   const int64_t T = product.n_rows();
@@ -1025,7 +932,7 @@ bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm,
 
 void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c) {
-  if (!can_fold_norm(product, add, norm, mul)) bad_operands("mul_mat", product, "cannot fold " + norm.name);
+  if (!q8_can_fold_norm(product, add, norm, mul)) bad_operands("mul_mat", product, "cannot fold " + norm.name);
   if (c.x_folded) bad_operands("mul_mat", product, "reads the folded x it would write");
   const Tensor* one[1] = {&product};
   Launch l = prepare(one, 1, c);

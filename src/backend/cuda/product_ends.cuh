@@ -1,0 +1,98 @@
+// What a decode product launch does with its rows besides storing them,
+// shared by the 8-bit kernels (ops_mul_mat_q8.cu) and the float kernel
+// (ops_mul_mat.cu): scale them by a folded norm's 1 / rms (the consumer's
+// side of mul_mat_q8.h's fold), and hand them to rope / set_rows jobs.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/product_group.cuh"
+#include "backend/cuda/rope_job.cuh"
+
+namespace weir::cuda {
+
+// The residual norm folded into the products around it (mul_mat_q8.h says
+// why). The consumer's side: ss null, none; else its results are scaled by
+// 1 / sqrt(sum(ss[t][0..n)) / k + eps), the partials summed in a fixed order.
+struct FoldIn {
+  const float* ss;
+  int n;
+  float k, eps;
+};
+
+// This lane's share of token t's sum of squares (loaded early: used at the end).
+template <int NT>
+__device__ __forceinline__ void fold_partials(const FoldIn& f, int lane, float (&ss)[NT]) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    ss[t] = 0.0f;
+    if (f.ss)
+      for (int j = lane; j < f.n; j += 32) ss[t] += f.ss[t * f.n + j];
+  }
+}
+
+// The rows' partial sums (every lane's) times 1 / rms, token by token.
+template <int NT, int R>
+__device__ __forceinline__ void fold_scale(const FoldIn& f, const float (&ss)[NT], float (&acc)[R][NT]) {
+  if (!f.ss) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const float inv = 1.0f / sqrtf(warp_sum(ss[t]) / f.k + f.eps);
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][t] *= inv;
+  }
+}
+
+// The products' rows handed to rope / set_rows jobs (rope_job.cuh), one
+// job a product, instead of stored: q and k roped (k into the KV cache), v
+// written into its cache, by the launch that computes them. A rope takes a
+// warp's two rows as a pair (rows 2i and 2i + 1: the normal mode).
+struct ProductJobs {
+  RopeJob j[kMaxMats];
+};
+
+// The job of the warp's rows (row0: the first) and its row in the job's input.
+__device__ __forceinline__ const RopeJob& job_of(const Mats& m, const ProductJobs& jobs, int64_t row0, int64_t* l) {
+  int mi;
+  which(m, row0, &mi, l);
+  return jobs.j[mi == 0 ? 0 : mi == 1 ? 1 : 2];
+}
+
+// A rope job's sin and cos for the warp's pair, by token: computed before
+// the dot products, not after them (the positions and the frequency factors
+// are two dependent loads: at the end they made the launch 2 us longer).
+template <int NT>
+__device__ __forceinline__ void job_angles(const Mats& m, const ProductJobs& jobs, int64_t row0, float (&s)[NT],
+                                           float (&c)[NT]) {
+  int64_t l;
+  const RopeJob& J = job_of(m, jobs, row0, &l);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    s[t] = 0.0f, c[t] = 1.0f;
+    if (J.rope) rope_angle(J.pos[t], int(l % J.D) / 2, J.theta_scale, J.freq_scale, J.ff, &s[t], &c[t]);
+  }
+}
+
+// The warp's row sums (R rows from row0, summed across the warp) to its job.
+template <int NT, int R>
+__device__ __forceinline__ void run_jobs(const float (&acc)[R][NT], const Mats& m, int64_t row0, const ProductJobs& jobs,
+                                         const float (&s)[NT], const float (&co)[NT]) {
+  int64_t l;
+  const RopeJob& J = job_of(m, jobs, row0, &l);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (J.rope) {
+      if constexpr (R == 2) {
+        const int64_t h = l / J.D;
+        const int a = int(l % J.D);
+        put(J, t, h, a, acc[0][t] * co[t] - acc[1][t] * s[t]);
+        put(J, t, h, a + 1, acc[0][t] * s[t] + acc[1][t] * co[t]);
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < R; ++r) put(J, t, 0, l + r, acc[r][t]);
+    }
+  }
+}
+
+}  // namespace weir::cuda
