@@ -259,9 +259,14 @@ if has sanitize; then
   else
     echo "compute-sanitizer or a model missing: skipped"
   fi
+  tiny_f16=/tmp/weir-tests/gpu-tiny-llama-F16.gguf  # the float kernel's ends (fold, row jobs, GLU); made by the tests
+  if command -v compute-sanitizer >/dev/null && [ -f "$tiny_f16" ]; then
+    TAIL=6 run_logged sanitize "$log_dir/memcheck-f16.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$build/weir" run -m "$tiny_f16" -ngl 99 -n 8 --temp 0 -p "A few words for the float kernels."
+  fi
   if command -v compute-sanitizer >/dev/null; then  # the tile kernels on every shape their tests take
     TAIL=6 run_logged sanitize "$log_dir/memcheck-tile.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='*MmaTile*:*OneLaunch*:*Glu*:*Folded*:CudaAttention.Decode'
+      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='*MmaTile*:*OneLaunch*:*Glu*:*Folded*:*CacheThemselves*:CudaAttention.Decode'
   fi
 fi
 
