@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_checks.h"
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "core/quant/quantize.h"
+#include "core/thread_group.h"
 
 namespace weir {
 namespace {
@@ -24,18 +26,15 @@ constexpr int64_t kChunkFloats = int64_t(16) << 20;
 
 // A small persistent pool: run(job) calls job() on every thread (the caller
 // included) and returns when all are done, rethrowing the first exception.
+// Its threads start all or none (ThreadGroup).
 class Workers {
  public:
-  explicit Workers(int n) {
-    for (int i = 1; i < n; ++i) threads_.emplace_back([this] { loop(); });
+  explicit Workers(int n) : n_workers_(size_t(std::max(0, n - 1))) {
+    threads_.start(n - 1, 1, [this](int) { loop(); }, [this] { stop(); });
   }
   ~Workers() {
-    {
-      std::lock_guard<std::mutex> lk(m_);
-      stop_ = true;
-    }
-    start_.notify_all();
-    for (std::thread& t : threads_) t.join();
+    stop();
+    threads_.join();
   }
   Workers(const Workers&) = delete;
   Workers& operator=(const Workers&) = delete;
@@ -45,7 +44,7 @@ class Workers {
       std::lock_guard<std::mutex> lk(m_);
       job_ = &job;
       ++generation_;
-      pending_ = threads_.size();
+      pending_ = n_workers_;
       error_ = nullptr;
     }
     start_.notify_all();
@@ -85,7 +84,15 @@ class Workers {
     }
   }
 
-  std::vector<std::thread> threads_;
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = true;
+    }
+    start_.notify_all();
+  }
+
+  size_t n_workers_;
   std::mutex m_;
   std::condition_variable start_, done_;
   const std::function<void()>* job_ = nullptr;
@@ -93,6 +100,7 @@ class Workers {
   size_t pending_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
+  ThreadGroup threads_;  // last: started once the state above is ready
 };
 
 bool is_integer_dtype(DType t) {
@@ -130,6 +138,7 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
                               const std::function<void(const QuantizeProgress&)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 1) n_threads = std::max(1u, std::thread::hardware_concurrency());
+  check_not_input(in_path, out_path);
   const GGUFFile in = GGUFFile::open(in_path);
   const auto& tensors = in.tensors();
 

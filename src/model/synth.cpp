@@ -14,9 +14,11 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/file_checks.h"
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "core/quant/random_blocks.h"
+#include "core/thread_group.h"
 
 namespace weir {
 namespace {
@@ -233,6 +235,7 @@ SynthResult write_synth_model(const SynthPreset& p, const SynthOptions& o, const
                   " do not fit type " + dtype_name(t.type));
   }
 
+  if (o.vocab) check_not_input(o.vocab->name(), path);
   GGUFWriter w;
   write_synth_metadata(w, p, o.file_type);
   if (o.vocab) {
@@ -315,8 +318,6 @@ SynthResult write_synth_model(const SynthPreset& p, const SynthOptions& o, const
       cv.notify_all();
     }
   };
-  std::vector<std::thread> pool;
-  for (size_t i = 0; i < n_threads; ++i) pool.emplace_back(worker);
   auto stop = [&]() {
     {
       std::lock_guard<std::mutex> lk(mu);
@@ -324,8 +325,9 @@ SynthResult write_synth_model(const SynthPreset& p, const SynthOptions& o, const
       next.store(jobs.size());
     }
     cv.notify_all();
-    for (std::thread& t : pool) t.join();
   };
+  ThreadGroup pool;  // all or none
+  pool.start(int(n_threads), 0, [&](int) { worker(); }, stop);
   try {
     uint64_t done = 0;
     for (size_t j = 0; j < jobs.size(); ++j) {
@@ -346,9 +348,10 @@ SynthResult write_synth_model(const SynthPreset& p, const SynthOptions& o, const
     }
   } catch (...) {
     stop();
+    pool.join();
     throw;
   }
-  for (std::thread& t : pool) t.join();
+  pool.join();
   w.close();
   if (o.sync) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

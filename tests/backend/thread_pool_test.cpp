@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "backend/cpu/ops_common.h"
+#include "core/error.h"
+#include "core/thread_group.h"
 
 namespace weir::cpu {
 namespace {
@@ -346,40 +348,30 @@ TEST(ThreadPool, BarrierStress) {
               std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
-// Not a test: ns per barrier phase (no work between barriers), spin vs
-// adaptive, 2 and 4 threads; each of 5 runs lasts ~WEIR_POOL_BENCH_MS (200).
-// Run with --gtest_also_run_disabled_tests.
-TEST(ThreadPoolBench, DISABLED_BarrierNsPerPhase) {
-  const char* v = std::getenv("WEIR_POOL_BENCH_MS");
-  const auto run_for = std::chrono::milliseconds(v ? std::atoi(v) : 200);
-  for (int n : {2, 4})
-    for (WaitMode mode : {WaitMode::Spin, WaitMode::Adaptive}) {
-      ThreadPool pool(n, {}, mode);
-      check_phases(pool, 100);  // warm up
-      std::vector<double> runs;
-      for (int rep = 0; rep < 5; ++rep) {
-        std::atomic<bool> stop{false};
-        int64_t phases = 0;
-        const auto t0 = Clock::now();
-        pool.run([&](int ith) {
-          // Thread 0 may raise stop at phases 0 mod 64, all read it at 32 mod
-          // 64: at least one barrier between every write and read.
-          for (int64_t p = 1;; ++p) {
-            pool.barrier(ith);
-            if ((p & 63) == 32 && stop.load(std::memory_order_relaxed)) {
-              if (ith == 0) phases = p;
-              break;
-            }
-            if (ith == 0 && (p & 63) == 0 && Clock::now() - t0 > run_for) stop = true;
-          }
-        });
-        runs.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(phases));
-      }
-      std::sort(runs.begin(), runs.end());
-      std::printf("barrier %d threads %-8s median %9.0f ns/phase (min %.0f, max %.0f)\n", n,
-                  mode == WaitMode::Spin ? "spin" : "adaptive", runs[2], runs[0], runs[4]);
-      std::fflush(stdout);
+// A pool whose threads cannot all start throws ThreadStartError with none of
+// them left running, and a pool made after it works.
+TEST(ThreadPool, StartsAllThreadsOrNone) {
+  // The process's threads, once down to `want` (a joined thread's task can
+  // outlive the join by a moment) or after a second.
+  auto threads = [](int want) {
+    int n = 0;
+    for (int tries = 0; tries < 1000; ++tries) {
+      std::ifstream status("/proc/self/status");
+      for (std::string line; std::getline(status, line);)
+        if (line.rfind("Threads:", 0) == 0) n = std::stoi(line.substr(8));
+      if (n <= want) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    return n;
+  };
+  const int before = threads(1);
+  ThreadGroup::fail_after_for_testing(2);
+  EXPECT_THROW(ThreadPool pool(6), ThreadStartError);
+  EXPECT_EQ(threads(before), before);
+  ThreadPool pool(4);
+  std::atomic<int> ran{0};
+  pool.run([&](int) { ++ran; });
+  EXPECT_EQ(ran.load(), 4);
 }
 
 }  // namespace

@@ -35,13 +35,18 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> group_of_thread, WaitMode
     state_[size_t(i)].cursor.counter = &chunks_;
     state_[size_t(i)].barrier.set_oversubscribed(n_ > n_cpus);
   }
-  for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
+  // All or none: a thread the system refuses stops the ones started.
+  threads_.start(n_ - 1, 1, [this](int i) { worker(i); }, [this] { stop_workers(); });
 }
 
 ThreadPool::~ThreadPool() {
+  stop_workers();
+  threads_.join();
+}
+
+void ThreadPool::stop_workers() {
   stop_ = true;  // published by the bump below
   bump_and_wake(generation_, idle_sleepers_);
-  for (auto& t : threads_) t.join();
 }
 
 std::vector<int> ThreadPool::worker_tids() const {

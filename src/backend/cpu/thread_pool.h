@@ -18,13 +18,14 @@
 #include "backend/cpu/barrier.h"
 #include "backend/cpu/chunk_counter.h"
 #include "backend/cpu/spin_wait.h"
+#include "core/thread_group.h"
 
 namespace weir::cpu {
 
 class ThreadPool {
  public:
   // group_of_thread: see Barrier (e.g. the NUMA node of each thread); empty:
-  // one group. Barrier waits spin without sleeping when WEIR_BARRIER=spin.
+  // one group. Starts all n - 1 workers or none (ThreadStartError). Barrier waits spin without sleeping when WEIR_BARRIER=spin.
   explicit ThreadPool(int n_threads, std::vector<int> group_of_thread = {});
   ThreadPool(int n_threads, std::vector<int> group_of_thread, WaitMode mode);
   ~ThreadPool();
@@ -65,6 +66,7 @@ class ThreadPool {
   };
   void worker(int ith);
   void run_guarded(int ith);
+  void stop_workers();
 
   int n_;
   WaitMode mode_;
@@ -81,7 +83,7 @@ class ThreadPool {
   std::atomic<uint32_t> done_sleepers_{0};
   std::mutex error_mutex_;
   std::exception_ptr error_;
-  std::vector<std::thread> threads_;
+  ThreadGroup threads_;  // last: started once the state above is ready
 };
 
 }  // namespace weir::cpu
