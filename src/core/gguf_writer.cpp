@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/file_checks.h"
+#include "core/partial_files.h"
 
 namespace weir {
 namespace {
@@ -94,6 +96,7 @@ struct GGUFWriter::Impl {
 
   std::string path, tmp_path;  // written as tmp_path, renamed to path by close()
   int fd = -1;
+  int partial_slot = -1;  // tmp_path in the list removed on a fatal signal
   size_t cur = 0;         // tensor being written
   uint64_t cur_done = 0;  // its bytes written so far
   uint64_t data_pos = 0;  // bytes written into the data section
@@ -166,6 +169,7 @@ GGUFWriter::~GGUFWriter() {
   if (impl_ && impl_->fd >= 0) {
     ::close(impl_->fd);
     ::unlink(impl_->tmp_path.c_str());
+    forget_partial_file(impl_->partial_slot);
   }
 }
 
@@ -291,10 +295,17 @@ void GGUFWriter::open(const std::string& path) {
   }
   h.b.resize(align_up(h.b.size(), m.alignment), 0);
 
+  check_output_path(path);
+  check_free_space(path, h.b.size() + m.data_size);
   m.path = path;
   m.tmp_path = path + ".part";
+  m.partial_slot = track_partial_file(m.tmp_path);  // before it exists: no moment untracked
   m.fd = ::open(m.tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (m.fd < 0) throw Error(m.tmp_path + ": cannot create: " + std::strerror(errno));
+  if (m.fd < 0) {
+    const int err = errno;
+    forget_partial_file(std::exchange(m.partial_slot, -1));
+    throw Error(m.tmp_path + ": cannot create: " + std::strerror(err));
+  }
   m.write_all(h.b.data(), h.b.size());
   m.cur = 0;
   m.cur_done = 0;
@@ -330,11 +341,11 @@ void GGUFWriter::close() {
                 std::to_string(ti.nbytes) + " bytes");
   }
   const int fd = std::exchange(m.fd, -1);
-  if (::close(fd) != 0 || ::rename(m.tmp_path.c_str(), m.path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(m.tmp_path.c_str());
-    throw Error(m.path + ": cannot finish writing: " + std::strerror(err));
-  }
+  const bool ok = ::close(fd) == 0 && ::rename(m.tmp_path.c_str(), m.path.c_str()) == 0;
+  const int err = errno;
+  if (!ok) ::unlink(m.tmp_path.c_str());
+  forget_partial_file(m.partial_slot);
+  if (!ok) throw Error(m.path + ": cannot finish writing: " + std::strerror(err));
 }
 
 }  // namespace weir
