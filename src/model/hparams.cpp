@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/warn.h"
 
 namespace weir {
 
@@ -13,9 +14,23 @@ HParams HParams::from_gguf(const GGUFFile& f) {
   const std::string p = h.arch + ".";
   auto u = [&](const char* k) { return int64_t(f.get_uint(p + k)); };
   auto u_or = [&](const char* k, int64_t d) { return int64_t(f.get_uint_or(p + k, uint64_t(d))); };
+  auto positive = [&](const char* k) {
+    const int64_t v = u(k);
+    if (v <= 0) throw Error(f.name() + ": " + p + k + " is " + std::to_string(v) + "; it must be positive");
+    return v;
+  };
+  // A float key that must be finite and positive when present.
+  auto positive_float_or = [&](const std::string& k, double d) {
+    const double v = f.get_float_or(k, d);
+    if (!std::isfinite(v) || v <= 0)
+      throw Error(f.name() + ": " + k + " is " + std::to_string(v) + "; it must be a positive finite number");
+    return v;
+  };
   h.n_ctx_train = u_or("context_length", 0);
-  h.n_embd = u("embedding_length");
-  h.n_layer = u("block_count");
+  if (h.n_ctx_train == 0 && f.find(p + "context_length"))
+    warn(f.name() + ": " + p + "context_length is 0; the context the model was trained for is unknown");
+  h.n_embd = positive("embedding_length");
+  h.n_layer = positive("block_count");
   h.n_ff = u("feed_forward_length");
   h.n_head = u("attention.head_count");
   h.n_head_kv = u_or("attention.head_count_kv", h.n_head);
@@ -24,12 +39,15 @@ HParams HParams::from_gguf(const GGUFFile& f) {
                 ") must be a positive multiple of head_count_kv (" + std::to_string(h.n_head_kv) + ")");
   h.head_dim_k = u_or("attention.key_length", h.n_embd / h.n_head);
   h.head_dim_v = u_or("attention.value_length", h.head_dim_k);
-  h.rms_eps = float(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  if (h.head_dim_k <= 0 || h.head_dim_v <= 0)
+    throw Error(f.name() + ": " + p + "attention.key_length / value_length (" + std::to_string(h.head_dim_k) + ", " +
+                std::to_string(h.head_dim_v) + ") must be positive");
+  h.rms_eps = float(positive_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
   h.n_rot = u_or("rope.dimension_count", h.head_dim_k);
   if (h.n_rot <= 0 || h.n_rot % 2 || h.n_rot > h.head_dim_k)
     throw Error(f.name() + ": " + p + "rope.dimension_count (" + std::to_string(h.n_rot) +
                 ") must be even and at most the head size (" + std::to_string(h.head_dim_k) + ")");
-  h.rope_base = float(f.get_float_or(p + "rope.freq_base", 10000.0));
+  h.rope_base = float(positive_float_or(p + "rope.freq_base", 10000.0));
   // As llama.cpp: the factor (or the older rope.scale_linear) scales
   // positions by 1/factor. Llama 3 style scaling has no metadata type:
   // converters store its per-pair factors as the tensor rope_freqs.weight.

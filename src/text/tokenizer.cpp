@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/warn.h"
 #include "text/bpe_tokenizer.h"
 #include "text/spm_tokenizer.h"
 
@@ -100,10 +101,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GGUFFile& f) {
     }
     // llama.cpp's words for the same case.
     if (pre.empty())
-      std::fprintf(stderr,
-                   "weir: warning: %s: no tokenizer.ggml.pre; using llama.cpp's \"default\" "
-                   "BPE pre-tokenizer (generation quality may be degraded)\n",
-                   f.name().c_str());
+      warn(f.name() + ": no tokenizer.ggml.pre; using llama.cpp's \"default\" BPE pre-tokenizer "
+           "(generation quality may be degraded)");
     return std::make_unique<BpeTokenizer>(Vocab::from_gguf(f),
                                           f.get_str_array("tokenizer.ggml.merges"));
   }

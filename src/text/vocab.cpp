@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/warn.h"
 
 namespace weir {
 
@@ -350,24 +351,32 @@ void Vocab::apply_llama_cpp_rules(const Config& cfg) {
   if (cfg.add_space_prefix) add_space_prefix = *cfg.add_space_prefix;
   if (cfg.remove_extra_whitespaces) remove_extra_whitespaces = *cfg.remove_extra_whitespaces;
 
-  // Special ids from the file; an out-of-range id keeps the default.
-  auto set_id = [&](const std::optional<uint64_t>& from, int32_t& id) {
-    if (from && *from < uint64_t(n)) id = int32_t(*from);
+  // Special ids from the file; an out-of-range id keeps the default, with a
+  // warning naming the key (as llama.cpp does).
+  auto set_id = [&](const std::optional<uint64_t>& from, int32_t& id, const char* what) {
+    if (!from) return;
+    if (*from < uint64_t(n)) {
+      id = int32_t(*from);
+      return;
+    }
+    warn(cfg.source + ": tokenizer.ggml." + what + "_token_id is " + std::to_string(*from) +
+         ", outside the vocabulary of " + std::to_string(n) + " tokens; " +
+         (id == TOKEN_NULL ? std::string("ignored") : "using id " + std::to_string(id) + " instead"));
   };
-  set_id(cfg.bos, bos);
-  set_id(cfg.eos, eos);
-  set_id(cfg.eot, eot);
-  set_id(cfg.eom, eom);
-  set_id(cfg.unk, unk);
-  set_id(cfg.sep, sep);
-  set_id(cfg.pad, pad);
-  set_id(cfg.mask, mask);
-  set_id(cfg.fim_pre, fim_pre);
-  set_id(cfg.fim_suf, fim_suf);
-  set_id(cfg.fim_mid, fim_mid);
-  set_id(cfg.fim_pad, fim_pad);
-  set_id(cfg.fim_rep, fim_rep);
-  set_id(cfg.fim_sep, fim_sep);
+  set_id(cfg.bos, bos, "bos");
+  set_id(cfg.eos, eos, "eos");
+  set_id(cfg.eot, eot, "eot");
+  set_id(cfg.eom, eom, "eom");
+  set_id(cfg.unk, unk, "unknown");
+  set_id(cfg.sep, sep, "seperator");
+  set_id(cfg.pad, pad, "padding");
+  set_id(cfg.mask, mask, "mask");
+  set_id(cfg.fim_pre, fim_pre, "fim_pre");
+  set_id(cfg.fim_suf, fim_suf, "fim_suf");
+  set_id(cfg.fim_mid, fim_mid, "fim_mid");
+  set_id(cfg.fim_pad, fim_pad, "fim_pad");
+  set_id(cfg.fim_rep, fim_rep, "fim_rep");
+  set_id(cfg.fim_sep, fim_sep, "fim_sep");
   if (cfg.add_bos) add_bos = *cfg.add_bos;
   if (cfg.add_eos) add_eos = *cfg.add_eos;
   if (cfg.add_sep) add_sep = *cfg.add_sep;

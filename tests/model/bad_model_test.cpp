@@ -3,9 +3,12 @@
 // names the key or tensor at fault, never a crash.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "core/warn.h"
 #include "model/model.h"
 #include "tiny_models.h"
 
@@ -44,7 +47,57 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"broken-dtype", "blk.0.ffn_up.weight", "f64"},
                       BadCase{"broken-missing", "blk.1.ffn_down.weight", "missing"},
                       BadCase{"broken-nrot", "llama.rope.dimension_count", "head size"},
-                      BadCase{"broken-freqs", "rope_freqs.weight", "shape"}),
+                      BadCase{"broken-freqs", "rope_freqs.weight", "shape"},
+                      BadCase{"broken-eps-nan", "llama.attention.layer_norm_rms_epsilon", "positive finite"},
+                      BadCase{"broken-eps-zero", "llama.attention.layer_norm_rms_epsilon", "positive finite"}),
+    [](const auto& info) {
+      std::string n = info.param.name;
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
+
+// In range for their type, but wrong: the model loads, and a warning names
+// the key (never silent).
+struct WarnCase {
+  const char* name;
+  const char* must_name;
+  const char* what;
+};
+
+class SuspiciousModel : public ::testing::TestWithParam<WarnCase> {};
+
+TEST_P(SuspiciousModel, LoadsWithAWarningNamingTheKey) {
+  const WarnCase c = GetParam();
+  WEIR_TINY_MODEL(dir, c.name, "");
+  std::vector<std::string> warnings;
+  auto previous = set_warning_sink([&](const std::string& w) { warnings.push_back(w); });
+  std::unique_ptr<Model> m;
+  try {
+    m = Model::load(dir + "/" + c.name + ".gguf");
+  } catch (...) {
+    set_warning_sink(previous);
+    throw;
+  }
+  set_warning_sink(previous);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(c.must_name), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find(c.what), std::string::npos) << warnings[0];
+}
+
+// The out-of-range BOS id keeps the tokenizer's default (1, as llama.cpp).
+TEST(SuspiciousModel, OutOfRangeBosKeepsTheDefault) {
+  WEIR_TINY_MODEL(dir, "broken-bos", "default");
+  auto previous = set_warning_sink([](const std::string&) {});
+  auto m = Model::load(dir + "/broken-bos.gguf");
+  set_warning_sink(previous);
+  EXPECT_EQ(m->tokenizer().vocab().bos, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, SuspiciousModel,
+    ::testing::Values(WarnCase{"broken-ctx-zero", "llama.context_length", "is 0"},
+                      WarnCase{"broken-bos", "tokenizer.ggml.bos_token_id", "outside the vocabulary"}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (char& ch : n)

@@ -66,6 +66,15 @@ BROKEN = {
     "broken-missing": "blk.1.ffn_down.weight",
     "broken-nrot": "llama.rope.dimension_count",
     "broken-freqs": "rope_freqs.weight",
+    # In range for their type but wrong: an error or a warning naming the key.
+    "broken-eps-nan": "llama.attention.layer_norm_rms_epsilon",
+    "broken-eps-zero": "llama.attention.layer_norm_rms_epsilon",
+    "broken-ctx-zero": "llama.context_length",
+    "broken-bos": "tokenizer.ggml.bos_token_id",
+    # Loads, but its weights make every logit NaN (a corrupt file).
+    "broken-nan-weights": "output_norm.weight",
+    # Every logit 0 (output.weight zero) and EOS id 0: greedy ends at once.
+    "flat-logits-eos0": "output.weight",
 }
 
 
@@ -88,7 +97,7 @@ def llama3_rope_factors(head_dim_rot, base, factor, low, high, orig_ctx):
     return np.array(out, dtype=np.float32)
 
 
-def add_vocab(w):
+def add_vocab(w, bos=1, eos=2):
     """A small SentencePiece-style vocabulary: unk, bos, eos, 256 byte tokens, pieces."""
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     types = [2, 3, 3] + [6] * 256
@@ -104,8 +113,8 @@ def add_vocab(w):
     w.add_token_list(tokens)
     w.add_token_scores(scores)
     w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    w.add_bos_token_id(bos)
+    w.add_eos_token_id(eos)
     w.add_unk_token_id(0)
 
 
@@ -117,14 +126,15 @@ def write_model(path, spec, rng, broken=None):
     w = gguf.GGUFWriter(path, "bogus" if broken == "broken-arch" else arch)
     p = arch + "."
     w.add_string("general.name", "tiny-" + arch)
-    w.add_uint32(p + "context_length", 256)
+    w.add_uint32(p + "context_length", 0 if broken == "broken-ctx-zero" else 256)
     w.add_uint32(p + "embedding_length", E)
     if broken != "broken-key":
         w.add_uint32(p + "block_count", L)
     w.add_uint32(p + "feed_forward_length", F)
     w.add_uint32(p + "attention.head_count", Hq)
     w.add_uint32(p + "attention.head_count_kv", Hkv)
-    w.add_float32(p + "attention.layer_norm_rms_epsilon", 1e-6)
+    eps = {"broken-eps-nan": float("nan"), "broken-eps-zero": 0.0}.get(broken, 1e-6)
+    w.add_float32(p + "attention.layer_norm_rms_epsilon", eps)
     w.add_float32(p + "rope.freq_base", spec.get("rope_base", 10000.0))
     if "key_length" in spec:
         w.add_uint32(p + "attention.key_length", D)
@@ -138,7 +148,7 @@ def write_model(path, spec, rng, broken=None):
         w.add_float32(p + "rope.scaling.factor", spec["linear"])
     if "window" in spec:
         w.add_uint32(p + "attention.sliding_window", spec["window"])
-    add_vocab(w)
+    add_vocab(w, bos=N_VOCAB + 1000 if broken == "broken-bos" else 1, eos=0 if broken == "flat-logits-eos0" else 2)
 
     def mat(name, n_out, n_in, scale=1.0):
         shape = (n_out, n_in)
@@ -150,6 +160,8 @@ def write_model(path, spec, rng, broken=None):
             return
         if broken == "broken-missing" and name == BROKEN[broken]:
             return
+        if broken == "flat-logits-eos0" and name == BROKEN[broken]:
+            a = np.zeros(shape)
         add_weight(name, a)
 
     def add_weight(name, a):
@@ -160,7 +172,10 @@ def write_model(path, spec, rng, broken=None):
             w.add_tensor(name, a.astype(np.float32))
 
     def vec(name, n, mean, scale):
-        w.add_tensor(name, (mean + rng.normal(0.0, scale, size=n)).astype(np.float32))
+        a = (mean + rng.normal(0.0, scale, size=n)).astype(np.float32)
+        if broken == "broken-nan-weights" and name == BROKEN[broken]:
+            a[:] = np.nan
+        w.add_tensor(name, a)
 
     # Smaller embeddings when tied, so that logits stay a few units.
     embd_std = 0.35 if spec.get("tied") else 1.0
