@@ -181,6 +181,7 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   sp.n_batch = std::min(t.n_batch, t.n_ubatch);
   sp.kv_type = o.kv_type;
   sp.n_seq = std::max(1, t.n_parallel);
+  sp.stop = o.stop;
   Session s(model, backend, sp);
   TokenSource src(model, o.seed);
 

@@ -7,6 +7,7 @@
 // repeated; t/s is computed per repetition, then averaged (mean, sample
 // standard deviation).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -64,6 +65,7 @@ struct BenchRunOptions {
   bool warmup = true;  // one untimed run first (pp: the full prompt; tg: one token)
   DType kv_type = DType::F16;
   uint32_t seed = 1;   // random tokens
+  const std::atomic<bool>* stop = nullptr;  // SessionParams::stop
 };
 
 // Runs one test on `backend` (whose thread count the caller chose to match

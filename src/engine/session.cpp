@@ -160,6 +160,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
                                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
                                   const void* token_from) {
   const size_t T = tokens.size();
+  if (p_.stop && p_.stop->load(std::memory_order_relaxed)) throw Cancelled("interrupted");
   if (!token_from) last_sampled_ = nullptr;  // this step may reuse its memory
   std::vector<int32_t> pos(T), cells(T);
   for (size_t t = 0; t < T; ++t) {
@@ -168,41 +169,53 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     pos[t] = int32_t(seq_len_[s]++);
   }
   // One sequence: its cells in one claim; several: a cell each.
-  bool full = false;
+  size_t claimed = 0;
   if (std::all_of(seq.begin(), seq.end(), [&](int32_t x) { return x == seq[0]; })) {
     cells = kv_.claim(pos, seq[0]);
-    full = cells.empty();
+    if (!cells.empty()) claimed = T;
+    cells.resize(T);
   } else {
-    for (size_t t = 0; t < T && !full; ++t) {
-      const std::vector<int32_t> c = kv_.claim({pos[t]}, seq[t]);
-      full = c.empty();
-      if (!full) cells[t] = c[0];
+    for (; claimed < T; ++claimed) {
+      const std::vector<int32_t> c = kv_.claim({pos[claimed]}, seq[claimed]);
+      if (c.empty()) break;
+      cells[claimed] = c[0];
     }
   }
-  if (full) {
+  // Takes the step's tokens back out of the cache.
+  auto undo = [&] {
+    for (size_t t = claimed; t-- > 0;) kv_.release_last(seq[t]);
     for (size_t t = 0; t < T; ++t) --seq_len_[size_t(seq[t])];
+  };
+  if (claimed < T) {
+    undo();
     throw Error("session: KV cache full");
   }
-  const int64_t n_kv = padded_span(kv_.extent(), int64_t(T), p_.n_ctx);
-  std::vector<int32_t> distinct = seq;
-  std::sort(distinct.begin(), distinct.end());
-  const bool separate = T > 1 && std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
-  Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate);
-  st.turn ^= 1;
-  ForwardGraph& fg = st.fg;
-  std::memcpy(st.host(fg.tokens), tokens.data(), T * sizeof(int32_t));
-  std::memcpy(st.host(fg.pos), pos.data(), T * sizeof(int32_t));
-  std::memcpy(st.host(fg.kv_cells), cells.data(), T * sizeof(int32_t));
-  std::memcpy(st.host(fg.out_rows), out_rows.data(), out_rows.size() * sizeof(int32_t));
-  fill_masks(st, pos, seq);
-  if (sample) std::memcpy(st.host(st.sample_params), sample_params, st.sample_params->n_bytes());
-  // The staging memory is reused only after the host wait that ends this
-  // step, so it outlives the copies (backend contract, rule 3).
-  Queue& q = backend_.queue();
-  q.copy_to_device(st.inputs->data(), static_cast<char*>(st.staging->data()) + st.turn * st.half, st.half);
-  if (token_from) q.copy_on_device(fg.tokens->data, token_from, sizeof(int32_t));
-  q.run(*fg.graph);
-  return st;
+  try {
+    const int64_t n_kv = padded_span(kv_.extent(), int64_t(T), p_.n_ctx);
+    std::vector<int32_t> distinct = seq;
+    std::sort(distinct.begin(), distinct.end());
+    const bool separate = T > 1 && std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
+    Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate);
+    st.turn ^= 1;
+    ForwardGraph& fg = st.fg;
+    std::memcpy(st.host(fg.tokens), tokens.data(), T * sizeof(int32_t));
+    std::memcpy(st.host(fg.pos), pos.data(), T * sizeof(int32_t));
+    std::memcpy(st.host(fg.kv_cells), cells.data(), T * sizeof(int32_t));
+    std::memcpy(st.host(fg.out_rows), out_rows.data(), out_rows.size() * sizeof(int32_t));
+    fill_masks(st, pos, seq);
+    if (sample) std::memcpy(st.host(st.sample_params), sample_params, st.sample_params->n_bytes());
+    // The staging memory is reused only after the host wait that ends this
+    // step, so it outlives the copies (backend contract, rule 3).
+    Queue& q = backend_.queue();
+    q.copy_to_device(st.inputs->data(), static_cast<char*>(st.staging->data()) + st.turn * st.half, st.half);
+    if (token_from) q.copy_on_device(fg.tokens->data, token_from, sizeof(int32_t));
+    q.run(*fg.graph);
+    return st;
+  } catch (...) {
+    // Stopped (Cancelled) or failed: as if the step had never been asked for.
+    undo();
+    throw;
+  }
 }
 
 void Session::check_not_queued() const {

@@ -10,6 +10,7 @@
 // forward step waits on the host once: after the logits (or the sampled
 // token id) are copied back.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -31,6 +32,11 @@ struct SessionParams {
   // Sequences decoded side by side (0 .. n_seq - 1): the cache gives each a
   // region of n_ctx / n_seq cells, so attention reads only its own keys.
   int n_seq = 1;
+  // When set and true, the next forward step throws Cancelled instead of
+  // running (a long prompt stops between its batches; the CPU backend also
+  // stops between graph segments, CpuOptions::stop). A step that throws
+  // leaves the session as it was before it.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Sampling on the backend (the sample op, core/graph.h): no repetition

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <string>
 
 #include "core/error.h"
@@ -19,9 +21,19 @@ KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backen
   if (region_ < 1) n_regions_ = 1, region_ = n_cells;
   if (type != DType::F32 && type != DType::F16) throw Error("kv cache: type must be f32 or f16");
   if (n_cells <= 0) throw Error("kv cache: context size must be positive");
-  const size_t per_layer = (k_row_ + v_row_) * size_t(n_cells);
-  bytes_ = per_layer * size_t(hp.n_layer);
-  mem_ = backend.alloc(bytes_);  // zero-filled: unused cells hold no NaN
+  if (n_cells > std::numeric_limits<int32_t>::max())
+    throw Error("kv cache: " + std::to_string(n_cells) + " cells is more than positions can number (2^31 - 1)");
+  size_t per_layer = 0;
+  if (__builtin_mul_overflow(k_row_ + v_row_, size_t(n_cells), &per_layer) ||
+      __builtin_mul_overflow(per_layer, size_t(hp.n_layer), &bytes_))
+    throw Error("kv cache: " + std::to_string(n_cells) + " cells would need more memory than can be addressed");
+  try {
+    mem_ = backend.alloc(bytes_);  // zero-filled: unused cells hold no NaN
+  } catch (const std::bad_alloc&) {
+    throw Error("kv cache: cannot allocate " + std::to_string(bytes_) + " bytes for " + std::to_string(n_cells) + " cells");
+  } catch (const Error& e) {
+    throw Error("kv cache: " + std::to_string(n_cells) + " cells need " + std::to_string(bytes_) + " bytes: " + e.what());
+  }
   char* p = static_cast<char*>(mem_->data());
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     k_.push_back(p);

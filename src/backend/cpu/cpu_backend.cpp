@@ -62,6 +62,10 @@ struct CpuBackend::Plan {
   std::vector<bool> round_here;
   // Whether node i (an rms_norm) runs fused with node i+1 (its mul).
   std::vector<bool> fuse_next;
+  // Where the graph's run is cut into jobs, so that a stop request
+  // (CpuOptions::stop) is seen between them: the first node of each job
+  // after the first. Empty: one job.
+  std::vector<size_t> segment_starts;
 };
 
 class CpuEvent final : public Event {
@@ -253,6 +257,28 @@ void CpuBackend::plan_node_barriers(Plan& p) const {
   }
 }
 
+// Multiply-adds of a node, roughly: what its run costs.
+static double node_macs(const Tensor& t) {
+  switch (t.op) {
+    case Op::MulMat: return double(t.n_elements()) * double(t.src[0]->ne[0]);
+    case Op::Attention: return 2.0 * double(t.src[0]->n_elements()) * double(t.src[1]->ne[2]);
+    default: return double(t.n_elements());
+  }
+}
+
+void CpuBackend::plan_segments(Plan& p) const {
+  p.segment_starts.clear();
+  if (!opts_.stop) return;
+  double macs = 0;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (macs >= opts_.segment_macs && !(i > 0 && p.fuse_next[i - 1])) {
+      p.segment_starts.push_back(i);
+      macs = 0;
+    }
+    macs += node_macs(*p.nodes[i]);
+  }
+}
+
 void CpuBackend::plan(Graph& g) {
   place_weights(g);  // first: views of weights take their data below
   auto& tensors = g.tensors();
@@ -362,6 +388,7 @@ void CpuBackend::plan(Graph& g) {
   for (size_t i = 0; i < plan->nodes.size(); ++i)
     if (plan->rounded[i]) plan->rounded[i]->data = plan->nodes[i]->data;
   plan_node_barriers(*plan);
+  plan_segments(*plan);
   plans_[&g] = std::move(plan);
 }
 
@@ -374,10 +401,11 @@ void CpuBackend::run_graph(Graph& g) {
   static thread_local cpu::Scratch scratch_tl;
   std::exception_ptr error;
   std::mutex error_mutex;
-  pool_.run([&](int ith) {
+  size_t begin = 0, end = 0;  // the nodes of the current job
+  const auto job = [&](int ith) {
     cpu::OpContext ctx{ith, pool_.size(), &scratch_tl, !opts_.llama_rounding, pool_.chunk_cursor(ith),
                        numa_.groups.size() > 1 ? &numa_ : nullptr};
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    for (size_t i = begin; i < end; ++i) {
       Tensor* t = nodes[i];
       if (Tensor* r = rounded[i]; r && !p.round_here[i]) {
         t = r;  // x made by an earlier node
@@ -424,7 +452,19 @@ void CpuBackend::run_graph(Graph& g) {
         if (!error) error = std::current_exception();
       }
     }
-  });
+  };
+  // One job for the whole graph, or one per segment with the stop flag
+  // looked at between them (each job's end joins all threads, so a cut is
+  // a barrier).
+  for (size_t k = 0; k <= p.segment_starts.size() && !error; ++k) {
+    end = k < p.segment_starts.size() ? p.segment_starts[k] : nodes.size();
+    if (opts_.stop && opts_.stop->load(std::memory_order_relaxed)) {
+      error = std::make_exception_ptr(Cancelled("interrupted"));
+      break;
+    }
+    pool_.run(job);
+    begin = end;
+  }
   ++stats_.graphs_run;
   if (error) std::rethrow_exception(error);
 }

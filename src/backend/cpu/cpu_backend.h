@@ -2,6 +2,7 @@
 // planned once per graph (intermediate tensors share memory when their
 // lifetimes do not overlap).
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -24,6 +25,12 @@ struct CpuOptions {
   cpu::NumaMode numa = cpu::NumaMode::Off;
   // Where the node tree is read from; tests point it at a made-up machine.
   std::string numa_sysfs_root = "/sys/devices/system/node";
+  // When set: a graph's run is cut into jobs of about segment_macs
+  // multiply-adds, and a run whose flag is true between them stops with
+  // Cancelled (a long prompt on a big model stops in well under a second;
+  // a decode step of a small model stays one job).
+  const std::atomic<bool>* stop = nullptr;
+  double segment_macs = double(1 << 30);
 };
 
 // What NUMA placement did, for logs and tests.
@@ -63,6 +70,7 @@ class CpuBackend final : public Backend {
   void run_graph(Graph& g);
   struct Plan;
   void plan_node_barriers(Plan& p) const;
+  void plan_segments(Plan& p) const;
   void pin_threads();
   // Points g's weights (leaves read by mul_mat) at copies placed per node.
   void place_weights(Graph& g);
