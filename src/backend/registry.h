@@ -23,6 +23,9 @@ struct GpuInfo {
 
 // Whether this build has the CUDA backend.
 bool cuda_built();
+// What the CUDA backend was built with ("toolkit 13.0, sm_80 sm_90"), or why
+// there is none.
+std::string cuda_build_info();
 // The GPUs weir can use now; empty with *why saying why (no CUDA in the
 // build, no driver, no device).
 std::vector<GpuInfo> cuda_devices(std::string* why = nullptr);

@@ -6,11 +6,15 @@
 namespace weir::tools {
 namespace {
 
-void check_all(const std::vector<int>& v, int lo, const char* flag) {
+void check_all(const std::vector<int>& v, int lo, int hi, const char* flag) {
   for (int x : v)
-    if (x < lo) throw UsageError(std::string(flag) + ": values must be at least " + std::to_string(lo) + ", got " +
-                                 std::to_string(x));
+    if (x < lo || x > hi)
+      throw UsageError(std::string(flag) + ": values must be " + std::to_string(lo) + " to " + std::to_string(hi) +
+                       ", got " + std::to_string(x));
 }
+
+constexpr int kMaxTokens = 1 << 24;  // -p, -n, -d: 16M tokens is far past any model's context
+constexpr int kMaxTests = 100000;
 
 DType kv_type(const std::string& flag, const std::string& s) {
   if (s == "f16") return DType::F16;
@@ -47,16 +51,19 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   if (!a.parse(argc, argv)) return false;
   o->warmup = !no_warmup;
   if (o->plan.models.empty()) throw UsageError("no model given (-m MODEL.gguf)");
-  check_all(o->plan.n_prompt, 0, "-p");
-  check_all(o->plan.n_gen, 0, "-n");
-  check_all(o->plan.n_depth, 0, "-d");
-  check_all(o->plan.n_batch, 1, "-b");
-  check_all(o->plan.n_ubatch, 1, "-ub");
-  check_all(o->plan.n_threads, 1, "-t");
-  check_all(o->plan.n_gpu_layers, 0, "-ngl");
-  check_all(o->plan.n_parallel, 1, "-np");
+  check_all(o->plan.n_prompt, 0, kMaxTokens, "-p");
+  check_all(o->plan.n_gen, 0, kMaxTokens, "-n");
+  check_all(o->plan.n_depth, 0, kMaxTokens, "-d");
+  check_all(o->plan.n_batch, 1, kMaxTokens, "-b");
+  check_all(o->plan.n_ubatch, 1, kMaxTokens, "-ub");
+  check_all(o->plan.n_threads, 1, kMaxThreads, "-t");
+  check_all(o->plan.n_gpu_layers, 0, 1 << 20, "-ngl");
+  check_all(o->plan.n_parallel, 1, 4096, "-np");
   if (o->device < 0) throw UsageError("--device: expected a GPU number >= 0");
-  if (o->reps < 1) throw UsageError("-r: at least 1 repetition");
+  bool any_gpu = false;
+  for (int n : o->plan.n_gpu_layers) any_gpu = any_gpu || n > 0;
+  check_device_flag(a.given("--device"), any_gpu ? 1 : 0);
+  if (o->reps < 1 || o->reps > 10000) throw UsageError("-r: expected 1 to 10000 repetitions, got " + std::to_string(o->reps));
   if (o->output != "md" && o->output != "csv" && o->output != "json" && o->output != "jsonl")
     throw UsageError("-o: expected md, csv, json or jsonl, got '" + o->output + "'");
   if (o->numa == "disabled") o->numa = "off";
@@ -68,6 +75,14 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   for (int p : o->plan.n_prompt) any = any || p > 0;
   for (int n : o->plan.n_gen) any = any || n > 0;
   if (!any) throw UsageError("nothing to run: every -p and -n value is 0");
+  double n_tests = double(o->plan.models.size());
+  for (const auto* v : {&o->plan.n_batch, &o->plan.n_ubatch, &o->plan.n_threads, &o->plan.n_gpu_layers,
+                        &o->plan.n_depth})
+    n_tests *= double(v->size());
+  n_tests *= double(o->plan.n_prompt.size() + o->plan.n_gen.size() * o->plan.n_parallel.size());
+  if (n_tests > kMaxTests)
+    throw UsageError("the lists expand to " + std::to_string(uint64_t(n_tests)) + " tests, more than " +
+                     std::to_string(kMaxTests) + "; give fewer values");
   return true;
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/membw.h"
 #include "backend/registry.h"
+#include "core/error.h"
 #include "engine/bench.h"
 #include "engine/session.h"
 #include "model/model_desc.h"
@@ -15,6 +16,7 @@
 #include "tools/bench_options.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/signals.h"
 
 namespace weir::tools {
 namespace {
@@ -41,8 +43,7 @@ LoadedModel load_for_bench(const std::string& path, const BenchTest& first, int 
     SessionParams sp;
     sp.n_ctx = n_ctx;
     sp.kv_type = kv_type;
-    Session s(*lm.model, *backend, sp);
-    s.prepare(1);
+    make_session(*lm.model, *backend, sp, "-p + -n + -d, times -np")->prepare(1);
     if (!backend->host_visible_memory()) lm.gpu = std::move(backend);
   }
   lm.info = std::make_unique<BenchModelInfo>();
@@ -55,10 +56,7 @@ LoadedModel load_for_bench(const std::string& path, const BenchTest& first, int 
   return lm;
 }
 
-void emit(const std::string& s) {
-  std::fwrite(s.data(), 1, s.size(), stdout);
-  std::fflush(stdout);
-}
+void emit(const std::string& s) { write_stdout(s); }
 
 }  // namespace
 
@@ -82,7 +80,6 @@ int cmd_bench(int argc, char** argv) {
   for (const BenchTest& t : tests)
     max_ctx[t.model] = std::max(max_ctx[t.model], t.n_ctx());
 
-  const auto& interrupted = install_interrupt_flag();
   emit(printer->header());
   std::vector<LoadedModel> models;  // kept: rows point at their info
   std::map<int, double> read_bw;    // threads -> bytes/s (-1: the GPU's)
@@ -91,8 +88,9 @@ int cmd_bench(int argc, char** argv) {
   ro.reps = o.reps;
   ro.warmup = o.warmup;
   ro.kv_type = o.kv_type;
+  ro.stop = &stop_flag();
   for (const BenchTest& t : tests) {
-    if (interrupted.load()) break;
+    if (stop_requested()) break;
     if (models.empty() || models.back().info->path != t.model)
       models.push_back(load_for_bench(t.model, t, o.device, max_ctx[t.model], o.kv_type, cpu_opts));
     LoadedModel& lm = models.back();
@@ -112,14 +110,23 @@ int cmd_bench(int argc, char** argv) {
     }
     if (gpu && !lm.gpu) lm.gpu = make_backend(*lm.model, t.n_gpu_layers, o.device, t.n_threads, cpu_opts);
     std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over
-    if (!gpu) cpu = std::make_unique<CpuBackend>(t.n_threads, cpu_opts);
-    row.result = run_bench_test(*lm.model, gpu ? *lm.gpu : *cpu, t, ro);
+    if (!gpu) cpu = make_backend(*lm.model, 0, o.device, t.n_threads, cpu_opts);
+    try {
+      row.result = run_bench_test(*lm.model, gpu ? *lm.gpu : *cpu, t, ro);
+    } catch (const Cancelled&) {
+      break;  // the rows so far, then the footer
+    }
     row.model = lm.info.get();
     emit(printer->row(row));
     rows.push_back(std::move(row));
   }
   emit(printer->footer(rows));
-  return interrupted.load() ? 130 : 0;
+  if (stop_requested()) {
+    std::fprintf(stderr, "weir bench: interrupted (%s) after %zu of %zu tests\n", stop_signal_name(), rows.size(),
+                 tests.size());
+    return stop_exit_code();
+  }
+  return 0;
 }
 
 }  // namespace weir::tools

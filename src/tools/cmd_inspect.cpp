@@ -18,6 +18,7 @@
 #include "core/gguf.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/common.h"
 
 namespace weir::tools {
 namespace {
@@ -416,8 +417,8 @@ int cmd_inspect(int argc, char** argv) {
   if (!a.parse(argc, argv)) return 0;
   const GGUFFile f = GGUFFile::open(path);
   const std::string out = json ? json_report(f, all) : text_report(f, all);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  write_stdout(out);
+  return 0;
 }
 
 }  // namespace weir::tools

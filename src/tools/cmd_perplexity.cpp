@@ -6,8 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
@@ -49,14 +47,15 @@ int cmd_perplexity(int argc, char** argv) {
       .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)");
   if (!a.parse(argc, argv)) return 0;
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
-  if (n_ctx < 4) throw UsageError("--ctx-size must be at least 4");
-  if (threads < 1) throw UsageError("--threads must be at least 1");
+  if (n_ctx < 4 || n_ctx > (int64_t(1) << 24))
+    throw UsageError("--ctx-size: expected 4 to 16777216 tokens a chunk, got " + std::to_string(n_ctx));
+  if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
+  if (max_chunks < -1 || max_chunks == 0)
+    throw UsageError("--chunks: expected a positive number of chunks (-1: all), got " + std::to_string(max_chunks));
+  check_threads(threads);
+  check_device_flag(a.given("--device"), ngl);
   const cpu::NumaMode numa_mode = parse_numa_flag(numa);
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_text_file(file, "-f");
 
   double load_s = 0;
   auto model = load_model(model_path, &load_s);
@@ -65,11 +64,11 @@ int cmd_perplexity(int argc, char** argv) {
   const std::vector<int32_t> tokens = model->tokenizer().encode(text, add_bos, true);
   int64_t n_chunk = int64_t(tokens.size()) / n_ctx;
   if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
-  std::fprintf(stderr, "weir perplexity: %zu tokens, %lld chunks of %lld, loaded in %.0f ms\n", tokens.size(),
-               (long long)n_chunk, (long long)n_ctx, load_s * 1e3);
   if (n_chunk == 0)
     throw Error(file + ": " + std::to_string(tokens.size()) + " tokens is fewer than one chunk of " +
                 std::to_string(n_ctx) + " (-c)");
+  std::fprintf(stderr, "weir perplexity: %zu tokens, %lld chunks of %lld, loaded in %.0f ms\n", tokens.size(),
+               (long long)n_chunk, (long long)n_ctx, load_s * 1e3);
 
   CpuOptions cpu_opts;
   cpu_opts.numa = numa_mode;
@@ -78,7 +77,8 @@ int cmd_perplexity(int argc, char** argv) {
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
-  Session session(*model, backend, p);
+  std::unique_ptr<Session> session_ptr = make_session(*model, backend, p);
+  Session& session = *session_ptr;
   const int64_t first = n_ctx / 2;
   std::vector<int32_t> want;
   for (int64_t j = first; j < n_ctx - 1; ++j) want.push_back(int32_t(j));
@@ -92,6 +92,11 @@ int cmd_perplexity(int argc, char** argv) {
     session.reset();
     session.eval(chunk, want);
     for (size_t i = 0; i < want.size(); ++i) {
+      const int64_t bad = first_non_finite(session.logits(i), session.n_vocab());
+      if (bad >= 0)
+        throw Error("chunk " + std::to_string(c + 1) + ", token " + std::to_string(want[i]) +
+                    ": the model computed a non-finite logit (" + std::to_string(session.logits(i)[bad]) +
+                    " for token " + std::to_string(bad) + "); " + model_path + " has broken weights or metadata");
       const double v = nll(session.logits(i), session.n_vocab(), chunk[size_t(want[i]) + 1]);
       sum += v;
       sum2 += v * v;
@@ -102,15 +107,18 @@ int cmd_perplexity(int argc, char** argv) {
                    seconds_since(t0) * double(n_chunk));
       report_numa(backend);
     }
-    std::printf("[%lld]%.4f,", (long long)(c + 1), std::exp(sum / double(count)));
-    std::fflush(stdout);
+    char progress[64];
+    std::snprintf(progress, sizeof progress, "[%lld]%.4f,", (long long)(c + 1), std::exp(sum / double(count)));
+    write_stdout(progress);
   }
   const double mean = sum / double(count);
   const double var = sum2 / double(count) - mean * mean;
   const double ppl = std::exp(mean);
   const double err = var > 0 && count > 1 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
-  std::printf("\n");
-  std::fflush(stdout);
+  if (!std::isfinite(ppl))
+    throw Error("the perplexity is not finite (" + std::to_string(ppl) + "): the mean negative log-likelihood is " +
+                std::to_string(mean));
+  write_stdout("\n");
   std::fprintf(stderr, "weir perplexity: %lld tokens scored in %.1f s (%.1f t/s evaluated)\n", (long long)count,
                seconds_since(t0), double(n_chunk * n_ctx) / seconds_since(t0));
   std::printf("PPL = %.4f +/- %.5f\n", ppl, err);

@@ -15,11 +15,10 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/signals.h"
 
 namespace weir::tools {
 namespace {
-
-struct Interrupted {};
 
 std::string size_text(uint64_t bytes) {
   char buf[32];
@@ -32,11 +31,15 @@ std::string size_text(uint64_t bytes) {
 
 class ProgressPrinter {
  public:
-  ProgressPrinter(const std::atomic<bool>& interrupted, std::string header)
-      : interrupted_(interrupted), header_(std::move(header)), tty_(isatty(STDERR_FILENO) != 0), t0_(std::chrono::steady_clock::now()) {}
+  ProgressPrinter(std::string out_path, std::string header)
+      : out_path_(std::move(out_path)), header_(std::move(header)), tty_(isatty(STDERR_FILENO) != 0),
+        t0_(std::chrono::steady_clock::now()) {}
 
   void operator()(const QuantizeProgress& p) {
-    if (interrupted_) throw Interrupted{};
+    if (stop_requested()) {
+      if (tty_) std::fputs("\r\x1b[K", stderr);
+      throw Cancelled(out_path_ + " not written");  // the writer removes OUT.part
+    }
     if (!header_.empty()) {  // on the first call: the input was readable and the plan is feasible
       std::fprintf(stderr, "%s\n", header_.c_str());
       header_.clear();
@@ -66,8 +69,7 @@ class ProgressPrinter {
   }
 
  private:
-  const std::atomic<bool>& interrupted_;
-  std::string header_;
+  std::string out_path_, header_;
   bool tty_;
   std::chrono::steady_clock::time_point t0_, last_draw_{};
   int printed_decile_ = 0;
@@ -84,19 +86,13 @@ int cmd_quantize(int argc, char** argv) {
       .positional("TYPE", &type_name, "file type: Q4_K_M, Q8_0, F16, ... (an unknown name lists them)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)");
   if (!a.parse(argc, argv)) return 0;
-  if (threads < 1) throw UsageError("--threads must be at least 1");
+  check_threads(threads);
   const FileType ft = parse_file_type(type_name);
 
-  const auto& interrupted = install_interrupt_flag();
-  ProgressPrinter printer(interrupted, "quantize: " + in_path + " -> " + out_path + " as " + file_type_name(ft) +
-                                           ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads"));
-  QuantizeResult r;
-  try {
-    r = quantize_model(in_path, out_path, ft, threads, [&](const QuantizeProgress& p) { printer(p); });
-  } catch (const Interrupted&) {
-    std::fprintf(stderr, "\nquantize: interrupted; %s not written\n", out_path.c_str());
-    return 130;
-  }
+  ProgressPrinter printer(out_path, "quantize: " + in_path + " -> " + out_path + " as " + file_type_name(ft) + ", " +
+                                        std::to_string(threads) + (threads == 1 ? " thread" : " threads"));
+  const QuantizeResult r =
+      quantize_model(in_path, out_path, ft, threads, [&](const QuantizeProgress& p) { printer(p); });
   std::printf("%s: %s (%.2f bpw) -> %s: %s (%.2f bpw) as %s; %zu tensors (%zu converted, %zu copied) in %.2f s\n",
               in_path.c_str(), size_text(r.in_file_bytes).c_str(), r.bpw_in(), out_path.c_str(),
               size_text(r.out_file_bytes).c_str(), r.bpw_out(), file_type_name(ft), r.n_tensors, r.n_converted,

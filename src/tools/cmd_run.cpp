@@ -1,11 +1,9 @@
 // weir run: generate text from a prompt, streaming only the generated text to
-// stdout; timings go to stderr.
+// stdout; timings, and why generation stopped, go to stderr.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "engine/sampler.h"
@@ -14,15 +12,29 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/signals.h"
 
 namespace weir::tools {
+namespace {
+
+void check_sampling(const SamplerParams& sp) {
+  if (sp.temperature < 0) throw UsageError("--temp: expected 0 (greedy) or more, got " + std::to_string(sp.temperature));
+  if (sp.top_k < 0) throw UsageError("--top-k: expected 0 (off) or more, got " + std::to_string(sp.top_k));
+  if (!(sp.top_p > 0 && sp.top_p <= 1)) throw UsageError("--top-p: expected a value in (0, 1], got " + std::to_string(sp.top_p));
+  if (!(sp.min_p >= 0 && sp.min_p <= 1)) throw UsageError("--min-p: expected a value in [0, 1], got " + std::to_string(sp.min_p));
+  if (!(sp.repeat_penalty > 0))
+    throw UsageError("--repeat-penalty: expected a positive value (1: off), got " + std::to_string(sp.repeat_penalty));
+  if (sp.repeat_last_n < 0) throw UsageError("--repeat-last-n: expected 0 (off) or more, got " + std::to_string(sp.repeat_last_n));
+}
+
+}  // namespace
 
 int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file;
   int n_predict = 128, threads = default_threads();
   std::string numa = "off";
   int64_t n_ctx = 4096, n_batch = 512;
-  bool ignore_eos = false, no_bos = false;
+  bool ignore_eos = false, no_bos = false, verbose = false;
   int ngl = 0, device = 0;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
@@ -41,35 +53,41 @@ int cmd_run(int argc, char** argv) {
       .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
       .opt("-ngl,--n-gpu-layers", &ngl, "N", "0: CPU (default); 99: the whole model on the GPU")
       .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)")
-      .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096)")
+      .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "keep generating past end-of-generation tokens")
-      .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it");
+      .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it")
+      .flag("-v,--verbose", &verbose, "say on stderr what happens as it happens (load, prompt, generation)");
   if (!a.parse(argc, argv)) return 0;
-  if (!prompt_file.empty()) {
-    std::ifstream in(prompt_file, std::ios::binary);
-    if (!in) throw Error(prompt_file + ": cannot read prompt file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
-  }
-  if (threads < 1) throw UsageError("--threads must be at least 1");
+  if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));
+  check_threads(threads);
+  check_sampling(sp);
+  check_device_flag(a.given("--device"), ngl);
   const cpu::NumaMode numa_mode = parse_numa_flag(numa);
-  if (n_ctx < 1 || n_batch < 1) throw UsageError("--ctx-size and --batch-size must be positive");
+  if (n_ctx < 1) throw UsageError("--ctx-size: expected a positive number of tokens, got " + std::to_string(n_ctx));
+  if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
+  if (a.given("-p") && a.given("-f"))
+    throw UsageError("give the prompt as -p TEXT or -f FILE, not both");
+  if (!prompt_file.empty()) prompt = read_text_file(prompt_file, "-f");
+  auto say = [&](const char* what) {
+    if (verbose) std::fprintf(stderr, "weir: %s\n", what);
+  };
 
-  // Installed first, so an early Ctrl-C also ends the run cleanly.
-  const auto& interrupted = install_interrupt_flag();
   double load_s = 0;
+  say("loading the model");
   auto model = load_model(model_path, &load_s);
   const Tokenizer& tok = model->tokenizer();
   CpuOptions cpu_opts;
   cpu_opts.numa = numa_mode;
   std::unique_ptr<Backend> backend_ptr = make_backend(*model, ngl, device, threads, cpu_opts);
   Backend& backend = *backend_ptr;
+  // The default context never exceeds what the model was trained for.
+  if (!a.given("-c") && model->hparams().n_ctx_train > 0) n_ctx = std::min(n_ctx, model->hparams().n_ctx_train);
   SessionParams p;
   p.n_ctx = n_ctx;
-  p.n_batch = n_batch;
-  Session session(*model, backend, p);
+  p.n_batch = std::min(n_batch, n_ctx);
+  std::unique_ptr<Session> session_ptr = make_session(*model, backend, p);
+  Session& session = *session_ptr;
   Sampler sampler(sp, int(model->hparams().n_vocab));
   // On a GPU the sampler runs there and only token ids come back, unless a
   // repetition penalty (which needs the CPU sampler's history) is asked for.
@@ -87,51 +105,83 @@ int cmd_run(int argc, char** argv) {
     throw Error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the context (" +
                 std::to_string(n_ctx) + "); raise --ctx-size");
 
+  const auto check_logits = [&](int n_gen) {
+    const int64_t bad = first_non_finite(session.logits(), session.n_vocab());
+    if (bad >= 0)
+      throw Error("the model computed a non-finite logit (" + std::to_string(session.logits()[bad]) + " for token " +
+                  std::to_string(bad) + ") at generated token " + std::to_string(n_gen) + ": " + model_path +
+                  " has broken weights or metadata");
+  };
+  if (verbose) std::fprintf(stderr, "weir: prompt of %zu tokens\n", ids.size());
   auto t0 = std::chrono::steady_clock::now();
   int32_t next = -1;
-  if (sample_on_backend)
+  if (sample_on_backend) {
     next = session.eval_sample(ids, bs);
-  else
+  } else {
     session.eval(ids);
+    check_logits(0);
+  }
   const double prompt_s = seconds_since(t0);
   report_numa(backend);
   for (int32_t id : ids) sampler.accept(id);
+  say("generating");
 
+  // Why generation ended, for the stats line.
+  enum class Stop { Budget, EndToken, ContextFull, Signal } why = Stop::Budget;
   Utf8Streamer out;
   int n_gen = 0;
-  const int64_t budget = n_predict < 0 ? n_ctx - int64_t(ids.size()) : std::min<int64_t>(n_predict, n_ctx - int64_t(ids.size()));
+  const int64_t room = n_ctx - int64_t(ids.size());
+  const bool until_end = n_predict < 0;
+  const int64_t budget = until_end ? room : std::min<int64_t>(n_predict, room);
   t0 = std::chrono::steady_clock::now();
-  // Sampling on the backend, the step for each token is queued before the
-  // host waits for that token (Session::queue_sample_next), while the token
-  // after it is wanted.
-  if (sample_on_backend && budget > 1) session.queue_sample_next(bs);
-  while (n_gen < budget && !interrupted.load()) {
-    const int32_t id = sample_on_backend ? next : sampler.sample(session.logits());
-    sampler.accept(id);
-    ++n_gen;
-    if (!ignore_eos && tok.vocab().is_eog(id)) break;
-    const std::string text = out.push(tok.token_to_piece(id, false));
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    if (n_gen >= budget || interrupted.load()) break;
-    if (sample_on_backend) {
-      if (n_gen + 1 < budget) session.queue_sample_next(bs);
-      next = session.take_sampled();
-    } else {
-      const int32_t step[1] = {id};
-      session.eval(step);
+  try {
+    // Sampling on the backend, the step for each token is queued before the
+    // host waits for that token (Session::queue_sample_next), while the token
+    // after it is wanted.
+    if (sample_on_backend && budget > 1) session.queue_sample_next(bs);
+    while (n_gen < budget && !stop_requested()) {
+      const int32_t id = sample_on_backend ? next : sampler.sample(session.logits());
+      // The backend's sampler answers -1 when no logit is finite.
+      if (id < 0)
+        throw Error("the model computed no finite logit at generated token " + std::to_string(n_gen) + ": " +
+                    model_path + " has broken weights or metadata");
+      sampler.accept(id);
+      ++n_gen;
+      if (!ignore_eos && tok.vocab().is_eog(id)) {
+        why = Stop::EndToken;
+        break;
+      }
+      write_stdout(out.push(tok.token_to_piece(id, false)));
+      if (n_gen >= budget || stop_requested()) break;
+      if (sample_on_backend) {
+        if (n_gen + 1 < budget) session.queue_sample_next(bs);
+        next = session.take_sampled();
+      } else {
+        const int32_t step[1] = {id};
+        session.eval(step);
+        check_logits(n_gen);
+      }
     }
+  } catch (const Cancelled&) {
+    // The stop flag turned between the loop's look and the session's.
   }
+  if (stop_requested()) why = Stop::Signal;
+  else if (why == Stop::Budget && n_gen >= room && (until_end || n_predict > room)) why = Stop::ContextFull;
   if (sample_on_backend) session.cancel_queued();  // stopped early: the steps past the last token
-  const std::string rest = out.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  if (isatty(STDOUT_FILENO)) std::fputc('\n', stdout);  // a pipe gets exactly the generated text
-  std::fflush(stdout);
+  write_stdout(out.flush());
+  if (isatty(STDOUT_FILENO)) write_stdout("\n");  // a pipe gets exactly the generated text
   const double gen_s = seconds_since(t0);
-  std::fprintf(stderr, "\nweir: load %.0f ms | prompt %zu tokens, %.1f t/s | generation %d tokens, %.1f t/s%s\n",
-               load_s * 1e3, ids.size(), double(ids.size()) / prompt_s, n_gen,
-               gen_s > 0 ? double(n_gen) / gen_s : 0.0, interrupted.load() ? " | interrupted" : "");
-  return interrupted.load() ? 130 : 0;
+  std::string reason;
+  switch (why) {
+    case Stop::Budget: reason = "-n " + std::to_string(n_predict) + " reached"; break;
+    case Stop::EndToken: reason = "end-of-generation token"; break;
+    case Stop::ContextFull: reason = "context full (" + std::to_string(n_ctx) + " tokens; raise --ctx-size)"; break;
+    case Stop::Signal: reason = std::string("interrupted (") + stop_signal_name() + ")"; break;
+  }
+  std::fprintf(stderr, "\nweir: load %.0f ms | prompt %zu tokens, %.1f t/s | generation %d tokens, %.1f t/s | stopped: %s\n",
+               load_s * 1e3, ids.size(), double(ids.size()) / prompt_s, n_gen, gen_s > 0 ? double(n_gen) / gen_s : 0.0,
+               reason.c_str());
+  return why == Stop::Signal ? stop_exit_code() : 0;
 }
 
 }  // namespace weir::tools

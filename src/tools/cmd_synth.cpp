@@ -12,9 +12,12 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/signals.h"
 
 namespace weir::tools {
 namespace {
+
+constexpr int64_t kMaxLayers = 4096;  // real models have at most a few hundred
 
 // Bytes of tensor data in a file of type `type` ("" when the type plan
 // cannot make that type).
@@ -79,11 +82,12 @@ int cmd_synth(int argc, char** argv) {
   }
   if (type_name.empty()) throw UsageError("--type is required (e.g. --type Q4_K_M)");
   if (out.empty()) throw UsageError("-o OUT.gguf is required");
-  if (threads < 1) throw UsageError("--threads must be at least 1");
-  if (layers < 0) throw UsageError("--layers must be positive");
+  check_threads(threads);
+  if (a.given("--layers") && (layers < 1 || layers > kMaxLayers))
+    throw UsageError("--layers: expected 1 to " + std::to_string(kMaxLayers) + ", got " + std::to_string(layers));
 
   SynthPreset p = find_synth_preset(arch, preset_name);
-  if (layers > 0) p.n_layer = layers;
+  if (a.given("--layers")) p.n_layer = layers;
   SynthOptions o;
   o.file_type = parse_file_type(type_name);
   o.seed = seed;
@@ -101,13 +105,16 @@ int cmd_synth(int argc, char** argv) {
     o.vocab = &vocab;
   }
 
-  // Ctrl-C stops at the next piece; the writer then removes the partial file.
-  const auto& interrupted = install_interrupt_flag();
+  // A stop signal ends it at the next piece; the writer then removes the
+  // partial file.
   const bool tty = isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
   o.progress = [&](uint64_t done, uint64_t total) {
-    if (interrupted.load()) throw Error("interrupted; " + out + " was not written");
+    if (stop_requested()) {
+      if (tty) std::fputs("\r\x1b[K", stderr);
+      throw Cancelled(out + " not written");
+    }
     if (!tty) return;
     const auto now = std::chrono::steady_clock::now();
     if (done < total && now - last < std::chrono::milliseconds(200)) return;

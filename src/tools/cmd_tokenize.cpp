@@ -1,13 +1,12 @@
 // weir tokenize: print the tokens of a text (ids and pieces, or a JSON list).
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/gguf.h"
 #include "text/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/common.h"
 
 namespace weir::tools {
 
@@ -23,15 +22,9 @@ int cmd_tokenize(int argc, char** argv) {
       .flag("--no-parse-special", &no_parse_special, "treat special-token text as plain text");
   if (!a.parse(argc, argv)) return 0;
   if (model_path.empty()) throw UsageError("no model given (-m MODEL.gguf)");
-  if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error(file + ": cannot read");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  } else if (!a.given("-p") && !a.given("--prompt")) {
-    throw UsageError("no text given (-p TEXT or -f FILE)");
-  }
+  if (a.given("-p") && a.given("-f")) throw UsageError("give the text as -p TEXT or -f FILE, not both");
+  if (a.given("-f")) text = read_text_file(file, "-f");
+  else if (!a.given("-p")) throw UsageError("no text given (-p TEXT or -f FILE)");
   // Only the tokenizer is needed: no weights are touched.
   GGUFFile f = GGUFFile::open(model_path);
   auto tok = Tokenizer::from_gguf(f);

@@ -1,5 +1,5 @@
 // Pieces shared by the subcommands: loading a model with timing, the default
-// thread count, Ctrl-C handling.
+// thread count, checks of common flags, reading text files, writing stdout.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "engine/session.h"
 #include "model/model.h"
 
 namespace weir::tools {
@@ -36,13 +37,38 @@ void report_numa(const Backend& b);
 bool wants_gpu(const Model& m, int n_gpu_layers);
 // The backend for these flags: the CPU (threads, cpu options) or a CUDA GPU;
 // errors say why a GPU cannot be used (none, no CUDA in this build, ...).
+// The CPU backend stops between graph segments on a stop signal.
 std::unique_ptr<Backend> make_backend(const Model& m, int n_gpu_layers, int device, int threads,
                                       const CpuOptions& cpu);
+// A Session on this backend; memory the KV cache cannot get is an error that
+// says how much the context (--ctx-size) asked for and to lower it. Sets p.stop to the stop
+// flag (signals.h).
+// ctx_flags: the flags that set the context, for the message.
+std::unique_ptr<Session> make_session(const Model& m, Backend& b, SessionParams p,
+                                      const std::string& ctx_flags = "--ctx-size");
+// The first non-finite value of a row of logits, or -1 when all are finite.
+int64_t first_non_finite(const float* logits, int64_t n);
+
 // "NVIDIA H100 80GB HBM3" for --device d, or "" when there is none.
 std::string gpu_name(int device);
 
-// Installs a SIGINT handler that sets the returned flag (a second Ctrl-C
-// kills the process as usual).
-const std::atomic<bool>& install_interrupt_flag();
+// --threads: at least 1 and at most kMaxThreads (more would only fail to
+// start, or crawl); a UsageError names the flag.
+constexpr int kMaxThreads = 1024;
+void check_threads(int threads, const std::string& flag = "--threads");
+// --device without -ngl would be silently ignored: a UsageError says so.
+void check_device_flag(bool device_given, int n_gpu_layers);
+
+// The text of a prompt or text file given by `flag` (-f): a regular file, a
+// pipe or a terminal (/dev/stdin, <(cmd)); a directory, a missing or
+// unreadable file, or more than kMaxTextBytes is an error naming the flag
+// and path. A FIFO with no writer reads as empty, never blocks forever.
+constexpr size_t kMaxTextBytes = size_t(1) << 30;
+std::string read_text_file(const std::string& path, const std::string& flag);
+
+// Writes to stdout; a failed write (a full disk, a closed pipe) throws an
+// Error naming standard output.
+void write_stdout(const void* data, size_t n);
+inline void write_stdout(const std::string& s) { write_stdout(s.data(), s.size()); }
 
 }  // namespace weir::tools

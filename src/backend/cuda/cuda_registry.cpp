@@ -10,6 +10,11 @@ namespace weir {
 
 bool cuda_built() { return true; }
 
+std::string cuda_build_info() {
+  return "toolkit " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) + ", " +
+         WEIR_CUDA_ARCH_LIST;
+}
+
 std::vector<GpuInfo> cuda_devices(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);

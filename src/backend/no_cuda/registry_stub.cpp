@@ -7,6 +7,8 @@ namespace weir {
 
 bool cuda_built() { return false; }
 
+std::string cuda_build_info() { return "not built (no nvcc found, or -DWEIR_CUDA=OFF)"; }
+
 std::vector<GpuInfo> cuda_devices(std::string* why) {
   if (why) *why = "this weir was built without CUDA (no nvcc found, or -DWEIR_CUDA=OFF)";
   return {};
