@@ -361,40 +361,6 @@ TEST(CpuMulMat, BadShapesThrow) {
   EXPECT_NO_THROW(op_mul_mat(yt, OpContext{1, 2, &s}));  // only thread 0 reports
 }
 
-// Timing printout (not an assertion): the Gemma 3 270M FFN up-projection
-// shape for a 512-token prefill, and decode (T = 1).
-TEST(CpuMulMat, TimingPrintout) {
-  std::mt19937 rng(6);
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  auto time_it = [&](DType dt, int64_t K, int64_t N, int64_t T, int reps, int nth) {
-    MatMulCase m(dt, K, N, T, rng);
-    std::vector<Scratch> scratch(static_cast<size_t>(nth));
-    auto once = [&] {
-      std::vector<std::thread> th;
-      for (int i = 1; i < nth; ++i)
-        th.emplace_back([&, i] { op_mul_mat(m.y, OpContext{i, nth, &scratch[size_t(i)]}); });
-      op_mul_mat(m.y, OpContext{0, nth, &scratch[0]});
-      for (auto& t : th) t.join();
-    };
-    once();  // warm up scratch and caches
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) once();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-    const double gflops = 2.0 * double(K) * double(N) * double(T) / s * 1e-9;
-    const double gbs = double(row_bytes(dt, K)) * double(N) / s * 1e-9;
-    std::printf("[ timing ] mul_mat %s K=%lld N=%lld T=%lld threads=%d isa=%s: %.3f ms, %.1f GFLOP/s, "
-                "W read %.1f GB/s\n",
-                dtype_name(dt), (long long)K, (long long)N, (long long)T, nth,
-                simd::isa_name(simd::active_isa()), s * 1e3, gflops, gbs);
-  };
-  time_it(DType::Q5_0, 640, 2048, 512, 3, 1);
-  if (hw > 1) time_it(DType::Q5_0, 640, 2048, 512, 3, int(hw));
-  time_it(DType::Q5_0, 640, 2048, 1, 200, 1);
-  time_it(DType::Q4_K, 2048, 640, 1, 200, 1);
-  time_it(DType::Q8_0, 640, 262144 / 8, 1, 20, 1);
-  if (hw > 1) time_it(DType::Q8_0, 640, 262144 / 8, 1, 20, int(hw));
-}
-
 // ---------------------------------------------------------------------------
 // Element-wise ops
 
@@ -745,24 +711,6 @@ TEST(CpuAttention, PrefillFromZeroLongKeyRuns) {
       if (HasFatalFailure()) return;
     }
   }
-}
-
-// Time of one prefill attention of Gemma 3 270M's shape (D 256, 4 query
-// heads on 1 kv head, 512 tokens from position 0, F16 cache), one thread,
-// best of several runs. Not an assertion (--gtest_also_run_disabled_tests).
-TEST(CpuAttention, DISABLED_ThroughputGemmaPrefill) {
-  std::mt19937 rng(15);
-  AttnCase c;
-  c.D = 256, c.Hq = 4, c.Hkv = 1, c.T = 512, c.S = 512, c.Smax = 512, c.kv = DType::F16;
-  build_attn(c, rng, 0, 1 << 30);
-  Scratch scratch;
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    op_attention(c.o, OpContext{0, 1, &scratch});
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::printf("attention D 256, 4 q heads, 512 tokens, f16 cache: %.2f ms per layer\n", best * 1e3);
 }
 
 // ---------------------------------------------------------------------------

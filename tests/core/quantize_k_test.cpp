@@ -136,19 +136,5 @@ TEST(QuantizeK, RowsIndependent) {
   }
 }
 
-// Speed, printed (not asserted: the machine is shared): one 4096 x 4096
-// tensor, single thread, CPU time.
-TEST(QuantizeK, Speed4096x4096) {
-  const int64_t n = 4096;
-  const std::vector<float> x = test::normal_data(size_t(n * n), 0.02, 7);
-  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q4_0}) {
-    std::vector<uint8_t> q(size_t(n) * row_bytes(t, n));
-    const std::clock_t c0 = std::clock();
-    quant::quantize_rows(t, x.data(), q.data(), n, n);
-    const double s = double(std::clock() - c0) / CLOCKS_PER_SEC;
-    std::printf("  %-5s 4096x4096: %.3f s CPU, single thread\n", dtype_name(t), s);
-  }
-}
-
 }  // namespace
 }  // namespace weir

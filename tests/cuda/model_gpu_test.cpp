@@ -129,7 +129,7 @@ void compare_model(const std::string& path, int n_prompt, int n_steps = 32) {
 }
 
 std::string tiny(const std::string& arch, FileType ft) {
-  const std::string dir = test::test_tmp();
+  const std::string dir = test::own_dir();
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/gpu-tiny-" + arch + "-" + file_type_name(ft) + ".gguf";
   if (!std::filesystem::exists(path)) {
