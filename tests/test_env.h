@@ -3,6 +3,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -31,6 +33,60 @@ inline std::string python() { return env_or("WEIR_PYTHON", WEIR_DEFAULT_PYTHON);
 inline std::string ref_scripts() { return env_or("WEIR_REF_SCRIPTS", WEIR_DEFAULT_REF_SCRIPTS); }
 inline std::string test_tmp() { return env_or("WEIR_TEST_TMP", WEIR_DEFAULT_TEST_TMP); }
 inline std::string model_path() { return env_or("WEIR_TEST_MODEL", WEIR_DEFAULT_TEST_MODEL); }
+
+// A folder of the current test's own, made empty on first use: CTest runs
+// each test case as its own process, in parallel with others, so a fixed
+// name under testing::TempDir() would be shared by several of them. Removed
+// when the test passes (kept for a look when it fails).
+inline std::string own_dir() {
+  struct Remover : testing::EmptyTestEventListener {
+    std::string dir;
+    void OnTestEnd(const testing::TestInfo& info) override {
+      if (!dir.empty() && info.result() && info.result()->Passed()) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+      dir.clear();
+    }
+  };
+  static Remover* remover = [] {
+    auto* r = new Remover;
+    testing::UnitTest::GetInstance()->listeners().Append(r);  // gtest owns it
+    return r;
+  }();
+  const testing::TestInfo* info = testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "outside-tests";
+  for (char& c : name)
+    if (c == '/') c = '_';
+  std::string base = testing::TempDir();
+  if (!base.empty() && base.back() != '/') base += '/';
+  const std::string dir = base + "weir-" + name + "-" + std::to_string(::getpid());
+  if (remover->dir != dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::create_directories(dir);
+    remover->dir = dir;
+  }
+  return dir;
+}
+
+// A folder for what several tests of one process share (a model made once
+// for all of them): named by the process, removed when it exits.
+inline std::string process_dir() {
+  static const std::string dir = [] {
+    std::string base = testing::TempDir();
+    if (!base.empty() && base.back() != '/') base += '/';
+    const std::string d = base + "weir-process-" + std::to_string(::getpid());
+    std::filesystem::create_directories(d);
+    static const std::string to_remove = d;
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(to_remove, ec);
+    });
+    return d;
+  }();
+  return dir;
+}
 
 }  // namespace weir::test
 

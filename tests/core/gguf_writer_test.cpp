@@ -36,7 +36,7 @@ std::vector<std::string> valid_corpus() {
   return out;
 }
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/weir-writer-" + name; }
+std::string temp_path(const std::string& name) { return weir::test::own_dir() + "/" + name; }
 
 // Copies every kv, tensor info and tensor byte of `in` into a new file.
 void copy_gguf(const GGUFFile& in, const std::string& out) {

@@ -18,6 +18,7 @@
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "core/quant/block_formats.h"
+#include "test_env.h"
 
 namespace weir {
 namespace {
@@ -121,7 +122,7 @@ TEST(RandomBlocks, KQuantScalesUseTheHighBits) {
 TEST(RandomBlocks, GgufPyReadsTheSameValues) {
   if (std::system("python3 -c 'import gguf, numpy' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "python3 with the gguf package is not available";
-  const std::string path = testing::TempDir() + "/random_blocks.gguf";
+  const std::string path = weir::test::own_dir() + "/random_blocks.gguf";
   const int64_t n = 256 * 64;
   const float target = 0.05f;
   std::map<std::string, Stats> ours;

@@ -15,12 +15,13 @@
 #include "engine/session.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "test_env.h"
 
 namespace weir {
 namespace {
 
 std::string synth_tiny(const std::string& arch) {
-  const std::string path = testing::TempDir() + "/batched-" + arch + ".gguf";
+  const std::string path = test::own_dir() + "/batched-" + arch + ".gguf";
   SynthOptions o;
   o.threads = 2;
   o.sync = false;

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "model/synth_presets.h"
+#include "test_env.h"
 
 namespace weir {
 namespace {
@@ -84,7 +85,7 @@ TEST(Bench, Statistics) {
 }
 
 TEST(Bench, RunsOnATinyModel) {
-  const std::string path = testing::TempDir() + "/bench-engine-llama.gguf";
+  const std::string path = test::own_dir() + "/bench-engine-llama.gguf";
   SynthOptions so;
   so.sync = false;
   write_synth_model(find_synth_preset("llama", "tiny"), so, path);

@@ -13,12 +13,13 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "model/synth_presets.h"
+#include "test_env.h"
 
 namespace weir {
 namespace {
 
 std::string synth_tiny(const std::string& arch, FileType ft) {
-  const std::string path = testing::TempDir() + "/model-desc-" + arch + ".gguf";
+  const std::string path = weir::test::own_dir() + "/model-desc-" + arch + ".gguf";
   SynthOptions o;
   o.sync = false;
   o.file_type = ft;

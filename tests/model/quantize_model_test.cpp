@@ -20,6 +20,7 @@
 #include "core/gguf_writer.h"
 #include "core/half.h"
 #include "core/quant/quantize.h"
+#include "core/thread_group.h"
 #include "model/quant_plan.h"
 #include "model/quantize_model.h"
 #include "test_env.h"
@@ -29,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/weir-qm-" + name; }
+std::string temp_path(const std::string& name) { return weir::test::own_dir() + "/" + name; }
 
 struct SrcTensor {
   std::string name;
@@ -262,6 +263,28 @@ TEST(QuantizeGGUF, ProgressReachesTheEndAndCanAbort) {
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".part"));
   fs::remove(src);
+}
+
+// Worker threads that cannot all start: an error, no output, no partial file.
+TEST(QuantizeGGUF, ThreadsThatCannotStartLeaveNothing) {
+  const std::string src = make_model("threads-fail-src", llama_tensors(DType::F32));
+  const std::string out = temp_path("threads-fail");
+  ThreadGroup::fail_after_for_testing(1);
+  EXPECT_THROW(quantize_model(src, out, FileType::Q8_0, 4), ThreadStartError);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".part"));
+  quantize_model(src, out, FileType::Q8_0, 4);  // and then it works
+  EXPECT_TRUE(fs::exists(out));
+}
+
+// The output may not be the input, by any name.
+TEST(QuantizeGGUF, OutputThatIsTheInputIsRefused) {
+  const std::string src = make_model("self-src", llama_tensors(DType::F32));
+  const std::string link = temp_path("self-link");
+  fs::create_hard_link(src, link);
+  const auto before = file_bytes(src);
+  for (const std::string& out : {src, link}) EXPECT_THROW(quantize_model(src, out, FileType::Q8_0, 2), Error);
+  EXPECT_TRUE(file_bytes(src) == before);
 }
 
 TEST(QuantizeGGUF, UnconvertibleTensorIsNamedBeforeWriting) {

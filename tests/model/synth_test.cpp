@@ -17,15 +17,18 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/error.h"
+#include "core/thread_group.h"
 #include "engine/session.h"
 #include "model/model.h"
+#include "test_env.h"
 
 namespace weir {
 namespace {
 
 std::string synth_tiny(const std::string& arch, const std::string& tag,
                        std::function<DType(const SynthTensor&)> type_of = {}) {
-  const std::string path = testing::TempDir() + "/synth-" + arch + "-" + tag + ".gguf";
+  const std::string path = weir::test::own_dir() + "/synth-" + arch + "-" + tag + ".gguf";
   SynthOptions o;
   o.threads = 2;
   o.sync = false;
@@ -106,6 +109,18 @@ TEST(Synth, TinyGemma3LoadsAndTokenizes) {
   const std::vector<int32_t> ids = tok.encode(text, false, false);
   EXPECT_FALSE(ids.empty());
   EXPECT_EQ(tok.decode(ids, false), text);
+}
+
+// Generator threads that cannot all start: an error, no file, no partial file.
+TEST(Synth, ThreadsThatCannotStartLeaveNothing) {
+  const std::string path = weir::test::own_dir() + "/threads-fail.gguf";
+  SynthOptions o;
+  o.threads = 4;
+  o.sync = false;
+  ThreadGroup::fail_after_for_testing(2);
+  EXPECT_THROW(write_synth_model(find_synth_preset("llama", "tiny"), o, path), ThreadStartError);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".part"));
 }
 
 TEST(Synth, SameSeedSameFile) {

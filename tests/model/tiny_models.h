@@ -16,7 +16,7 @@ namespace weir::test {
 // skips) or the script fails.
 inline std::string make_tiny_model(const std::string& name, const std::string& tag, std::string* why,
                                    bool* skip) {
-  std::string dir = test_tmp() + "/tiny/" + name;
+  std::string dir = own_dir() + "/tiny/" + name;
   if (!tag.empty()) dir.append(".").append(tag);
   std::filesystem::create_directories(dir);
   auto quoted = [](const std::string& s) {

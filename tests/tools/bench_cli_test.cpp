@@ -15,7 +15,7 @@ using weir::test::run_weir;
 
 std::string tiny_model() {
   static const std::string path = [] {
-    const std::string p = testing::TempDir() + "/bench-cli-tiny.gguf";
+    const std::string p = weir::test::process_dir() + "/bench-cli-tiny.gguf";
     const auto r = run_weir("synth --arch llama --preset tiny --type Q8_0 -o " + weir::test::shell_quote(p));
     EXPECT_EQ(r.code, 0) << r.err;
     return p;

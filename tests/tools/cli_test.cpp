@@ -12,6 +12,7 @@
 #include <regex>
 #include <string>
 
+#include "model/tiny_models.h"
 #include "test_env.h"
 
 namespace {
@@ -63,7 +64,7 @@ TEST(Cli, MissingModelIsAClearError) {
 }
 
 TEST(Cli, NotAGgufFileIsAClearError) {
-  const std::string bad = testing::TempDir() + "/not-a-model.gguf";
+  const std::string bad = weir::test::own_dir() + "/not-a-model.gguf";
   std::ofstream(bad) << "this is not a gguf file at all, just some text";
   Result r = weir("run -m " + bad + " -p hi", true);
   EXPECT_EQ(r.code, 2);
@@ -123,7 +124,7 @@ TEST(Cli, SampledRunIsReproducibleWithASeed) {
 // Ctrl-C stops generation cleanly: the text so far, the timing line, exit 130.
 TEST(Cli, InterruptStopsCleanly) {
   WEIR_REQUIRE_MODEL(model);
-  const std::string out = testing::TempDir() + "/interrupt.out", err = testing::TempDir() + "/interrupt.err";
+  const std::string dir = weir::test::own_dir(), out = dir + "/interrupt.out", err = dir + "/interrupt.err";
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -143,6 +144,25 @@ TEST(Cli, InterruptStopsCleanly) {
   std::string text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("interrupted"), std::string::npos) << text;
   EXPECT_NE(text.find("generation"), std::string::npos) << text;
+}
+
+// Why generation stopped is said on stderr: -n reached, a full context, an
+// end-of-generation token.
+TEST(Cli, RunSaysWhyGenerationStopped) {
+  WEIR_REQUIRE_MODEL(model);
+  Result r = weir("run -m " + model + " -p Once -n 3 --temp 0 -t 2", true);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("stopped: -n 3 reached"), std::string::npos) << r.out;
+  r = weir("run -m " + model + " -p Once -n -1 -c 12 --temp 0 -t 2", true);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("generation 10 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stopped: context full (12 tokens; raise --ctx-size)"), std::string::npos) << r.out;
+  // A model whose every logit is 0 and whose EOS is id 0: greedy picks it.
+  WEIR_TINY_MODEL(dir, "flat-logits-eos0", "");
+  r = weir("run -m " + dir + "/flat-logits-eos0.gguf -p hi -n 20 --temp 0 -t 1", true);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("generation 1 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stopped: end-of-generation token"), std::string::npos) << r.out;
 }
 
 // llama-perplexity -c 512 on ppl-text.txt (flash attention off, f32 KV) gives

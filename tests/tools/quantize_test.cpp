@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using test::run_weir;
 using test::shell_quote;
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/weir-quantize-" + name; }
+std::string temp_path(const std::string& name) { return weir::test::own_dir() + "/" + name; }
 
 // Whether this build can write file type `name` for a plain model (its
 // name is known and its main tensor type has a quantizer).

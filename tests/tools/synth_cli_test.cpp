@@ -46,7 +46,7 @@ TEST(SynthCli, ListsPresets) {
 }
 
 TEST(SynthCli, Errors) {
-  const std::string out = testing::TempDir() + "/synth-err.gguf";
+  const std::string out = weir::test::own_dir() + "/synth-err.gguf";
   Result r = weir("synth --arch llama --preset qwen3-8b --type F16 -o " + out);
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.out, "qwen3 model, not llama")) << r.out;
@@ -65,7 +65,7 @@ TEST(SynthCli, Errors) {
 }
 
 TEST(SynthCli, WritesAModelThatRuns) {
-  const std::string out = testing::TempDir() + "/synth-cli-gemma3.gguf";
+  const std::string out = weir::test::own_dir() + "/synth-cli-gemma3.gguf";
   Result r = weir("synth --arch gemma3 --preset tiny --type F16 --layers 3 --seed 5 -t 2 -o " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "MB/s")) << r.out;
@@ -86,7 +86,7 @@ TEST(SynthCli, WritesAModelThatRuns) {
 TEST(SynthCli, VocabFromAnotherFile) {
   const std::string vocab = weir::test::ref_dir() + "/qwen2-vocab-deepseek-r1.gguf";
   if (!std::filesystem::exists(vocab)) GTEST_SKIP() << vocab << " not found";
-  const std::string out = testing::TempDir() + "/synth-cli-qwen2.gguf";
+  const std::string out = weir::test::own_dir() + "/synth-cli-qwen2.gguf";
   Result r = weir("synth --arch qwen2 --preset tiny --type F32 --vocab " + vocab + " -o " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "note")) << r.out;  // 152064 tokens instead of tiny's 512

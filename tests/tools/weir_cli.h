@@ -23,7 +23,7 @@ struct CliResult {
 inline CliResult run_weir(const std::string& args) {
   static int counter = 0;
   const std::string err_path =
-      testing::TempDir() + "/weir-cli-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".err";
+      own_dir() + "/weir-cli-" + std::to_string(counter++) + ".err";
   const std::string cmd = weir_bin() + " " + args + " 2>" + err_path;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
