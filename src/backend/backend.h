@@ -15,6 +15,15 @@
 //  5. Every host wait goes through Queue::synchronize or Event::wait, so a
 //     backend can count them (stats().host_waits): decode aims for one per
 //     token.
+//  6. Events cross backends: any queue may wait on an event recorded on any
+//     queue of any backend. Where it can, it waits on the device (a CUDA
+//     stream on a CUDA event of any GPU); an event that completes when it is
+//     recorded (is_host_event: the CPU's inline queue) needs no wait at all;
+//     otherwise the queue waits on the host, and that wait is counted.
+//  7. A backend has a compute queue and a copy queue. Commands on the two
+//     are ordered only by events (rule 2); the copy queue takes copies only,
+//     so a copy can overlap the compute before it. Backends with one engine
+//     (the CPU) return the same queue for both.
 // The CPU backend's queue runs each command inline on submit, which satisfies
 // the contract trivially; it is the reference for every other backend.
 //
@@ -33,6 +42,25 @@
 namespace weir {
 
 class Graph;
+struct Tensor;
+
+// Which device a backend computes on: what shared code asks (with
+// supports() and host_visible_memory()) instead of a backend's name.
+struct Device {
+  enum class Kind : uint8_t { Cpu, Cuda, Test };
+  Kind kind = Kind::Cpu;
+  int index = 0;  // the GPU's number (CUDA0, CUDA1 ...)
+  bool operator==(const Device&) const = default;
+  // As -ot and reports spell it: "CPU", "CUDA0", "TEST0".
+  std::string name() const {
+    switch (kind) {
+      case Kind::Cpu: return "CPU";
+      case Kind::Cuda: return "CUDA" + std::to_string(index);
+      case Kind::Test: return "TEST" + std::to_string(index);
+    }
+    return "?";
+  }
+};
 
 struct BackendStats {
   uint64_t host_waits = 0;
@@ -66,6 +94,9 @@ class Event {
   virtual ~Event() = default;
   virtual void wait() = 0;  // host waits
   virtual bool is_done() const = 0;
+  // True for events complete when recorded (an inline queue's): no queue
+  // ever needs to wait on them (rule 6).
+  virtual bool is_host_event() const { return false; }
 };
 
 class Queue {
@@ -80,17 +111,29 @@ class Queue {
   // into the next step's input without passing through the host).
   virtual void copy_on_device(void* dst, const void* src, size_t n) = 0;
   virtual std::unique_ptr<Event> record() = 0;
-  virtual void wait_event(Event& e) = 0;  // device-side wait, no host block
-  virtual void synchronize() = 0;         // host waits for everything queued
+  // Later commands on this queue wait for e, recorded on any queue of any
+  // backend: on the device where this backend can, else on the host (rule 6).
+  virtual void wait_event(Event& e) = 0;
+  virtual void synchronize() = 0;  // host waits for everything queued
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  // Whether this backend has a kernel for node (its op with these operand
+  // dtypes and shapes).
+  virtual bool supports(const Tensor& node) const = 0;
   // Whether the host can read and write this backend's buffers directly.
   virtual bool host_visible_memory() const = 0;
+  // The compute queue (graphs and copies) and the copy queue (copies only;
+  // rule 7).
   virtual Queue& queue() = 0;
+  virtual Queue& copy_queue() = 0;
+  // Whether p points into memory this backend holds: alloc() buffers,
+  // planned graphs' arenas, weights it copied.
+  virtual bool owns(const void* p) const = 0;
   // Prepares a graph for repeated runs: allocates its intermediate tensors
   // and inputs (with lifetimes planned so buffers are reused). Must be
   // called after the graph is built and before the first run.
@@ -104,6 +147,12 @@ class Backend {
   // Memory for state that graphs read and write across runs (the KV cache):
   // a graph's external tensors may point into it.
   virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+  // State that belongs to layer `layer` (its KV cache): a backend made of
+  // several (sched/) puts it where that layer's attention runs.
+  virtual std::unique_ptr<Buffer> alloc_state(int64_t layer, size_t bytes) {
+    (void)layer;
+    return alloc(bytes);
+  }
   // Host memory for the sources and destinations of this backend's copies.
   virtual std::unique_ptr<Buffer> alloc_host(size_t bytes) = 0;
 };

@@ -204,6 +204,16 @@ Tensor* Graph::sample(Tensor* logits, Tensor* params) {
   return y;
 }
 
+Tensor* Graph::clone(const Tensor& t, const std::function<Tensor*(const Tensor*)>& map) {
+  Tensor& x = tensors_.emplace_back(t);
+  x.id = int(tensors_.size()) - 1;
+  for (Tensor*& s : x.src)
+    if (s) s = map(s);
+  if (x.view_src) x.view_src = map(x.view_src);
+  if (x.op != Op::Leaf) x.data = nullptr;
+  return &x;
+}
+
 Tensor* Graph::reshape(Tensor* src, std::initializer_list<int64_t> ne) {
   if (!src->is_contiguous()) throw Error("graph: reshape of non-contiguous " + src->name);
   Tensor* y = make(src->dtype, ne, Op::View, src->name + " (reshaped)");

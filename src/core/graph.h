@@ -40,6 +40,7 @@
 //       u * total. NaN logits count as -inf; a row of only -inf/NaN gives -1.
 #pragma once
 #include <deque>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -87,6 +88,12 @@ class Graph {
   Tensor* reshape(Tensor* src, std::initializer_list<int64_t> ne);
   Tensor* view(Tensor* src, std::initializer_list<int64_t> ne, std::initializer_list<size_t> nb,
                size_t offset);
+
+  // A copy of t, a tensor of another graph: the same op, shape, strides,
+  // parameters and name, its sources and view source replaced by map(src).
+  // A leaf keeps its data pointer (external memory, or none for an input);
+  // a node gets its memory when this graph is planned.
+  Tensor* clone(const Tensor& t, const std::function<Tensor*(const Tensor*)>& map);
 
   const std::deque<Tensor>& tensors() const { return tensors_; }
   std::deque<Tensor>& tensors() { return tensors_; }

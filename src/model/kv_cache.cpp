@@ -27,19 +27,21 @@ KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backen
   if (__builtin_mul_overflow(k_row_ + v_row_, size_t(n_cells), &per_layer) ||
       __builtin_mul_overflow(per_layer, size_t(hp.n_layer), &bytes_))
     throw Error("kv cache: " + std::to_string(n_cells) + " cells would need more memory than can be addressed");
-  try {
-    mem_ = backend.alloc(bytes_);  // zero-filled: unused cells hold no NaN
-  } catch (const std::bad_alloc&) {
-    throw Error("kv cache: cannot allocate " + std::to_string(bytes_) + " bytes for " + std::to_string(n_cells) + " cells");
-  } catch (const Error& e) {
-    throw Error("kv cache: " + std::to_string(n_cells) + " cells need " + std::to_string(bytes_) + " bytes: " + e.what());
-  }
-  char* p = static_cast<char*>(mem_->data());
+  // A buffer a layer, from the backend that runs that layer's attention
+  // (Backend::alloc_state); zero-filled: unused cells hold no NaN.
   for (int64_t il = 0; il < hp.n_layer; ++il) {
+    try {
+      mem_.push_back(backend.alloc_state(il, per_layer));
+    } catch (const std::bad_alloc&) {
+      throw Error("kv cache: cannot allocate " + std::to_string(bytes_) + " bytes for " + std::to_string(n_cells) +
+                  " cells");
+    } catch (const Error& e) {
+      throw Error("kv cache: " + std::to_string(n_cells) + " cells need " + std::to_string(bytes_) + " bytes: " +
+                  e.what());
+    }
+    char* p = static_cast<char*>(mem_.back()->data());
     k_.push_back(p);
-    p += k_row_ * size_t(n_cells);
-    v_.push_back(p);
-    p += v_row_ * size_t(n_cells);
+    v_.push_back(p + k_row_ * size_t(n_cells));
   }
   pos_.assign(size_t(n_cells), -1);
   seq_.assign(size_t(n_cells), -1);

@@ -20,8 +20,9 @@ namespace weir {
 
 class KVCache {
  public:
-  // K and V memory comes from the backend that runs the graphs (device
-  // memory for a GPU); the cell table stays on the host.
+  // K and V memory of each layer comes from the backend that runs that
+  // layer's attention (Backend::alloc_state: device memory for a GPU); the
+  // cell table stays on the host.
   KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend, int n_regions = 1);
   ~KVCache();
   KVCache(const KVCache&) = delete;
@@ -55,7 +56,7 @@ class KVCache {
   int64_t n_cells_;
   DType type_;
   size_t k_row_, v_row_, bytes_ = 0;
-  std::unique_ptr<Buffer> mem_;
+  std::vector<std::unique_ptr<Buffer>> mem_;  // a layer each
   std::vector<void*> k_, v_;
   std::vector<int32_t> pos_, seq_;  // pos -1: free
   int64_t head_ = 0;                // search start for free cells

@@ -33,15 +33,23 @@ struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
 };
 
+// Host memory, zero-filled; registered in `owned` (when given) while it lives.
 class HostBuffer final : public Buffer {
  public:
-  explicit HostBuffer(size_t n) {
+  HostBuffer(size_t n, MemoryRanges* owned) : owned_(owned) {
     if (posix_memalign(&data_, kArenaAlign, n ? n : 1) != 0)
       throw Error("cpu backend: cannot allocate " + std::to_string(n) + " bytes");
     std::memset(data_, 0, n);
     size_ = n;
+    if (owned_) owned_->add(data_, n);
   }
-  ~HostBuffer() override { std::free(data_); }
+  ~HostBuffer() override {
+    if (owned_) owned_->erase(data_);
+    std::free(data_);
+  }
+
+ private:
+  MemoryRanges* owned_;
 };
 
 }  // namespace
@@ -73,6 +81,7 @@ class CpuEvent final : public Event {
   explicit CpuEvent(BackendStats& s) : stats_(s) {}
   void wait() override { ++stats_.host_waits; }
   bool is_done() const override { return true; }
+  bool is_host_event() const override { return true; }
 
  private:
   BackendStats& stats_;
@@ -86,7 +95,10 @@ class CpuQueue final : public Queue {
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_on_device(void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
   std::unique_ptr<Event> record() override { return std::make_unique<CpuEvent>(b_.stats_); }
-  void wait_event(Event&) override {}
+  // Commands run inline: a later one waits for a device's event on the host.
+  void wait_event(Event& e) override {
+    if (!e.is_host_event()) e.wait();
+  }
   void synchronize() override { ++b_.stats_.host_waits; }
 
  private:
@@ -195,10 +207,39 @@ void CpuBackend::place_weights(Graph& g) {
 
 Queue& CpuBackend::queue() { return *queue_; }
 
-std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
-std::unique_ptr<Buffer> CpuBackend::alloc_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
+Queue& CpuBackend::copy_queue() { return *queue_; }
 
-void CpuBackend::release(const Graph& g) { plans_.erase(&g); }
+std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) { return std::make_unique<HostBuffer>(bytes, &owned_); }
+std::unique_ptr<Buffer> CpuBackend::alloc_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes, nullptr); }
+
+bool CpuBackend::owns(const void* p) const { return owned_.contains(p); }
+
+bool CpuBackend::supports(const Tensor& t) const {
+  switch (t.op) {
+    case Op::MulMat:
+    case Op::GetRows: return traits(t.src[0]->dtype).dequantizable;
+    case Op::RmsNorm:
+    case Op::Mul:
+    case Op::Add:
+    case Op::Scale:
+    case Op::Rope:
+    case Op::GeluMul:
+    case Op::SiluMul:
+    case Op::Attention:
+    case Op::SetRows:
+    case Op::Sample:
+    case Op::View:
+    case Op::Leaf: return true;
+    default: return false;
+  }
+}
+
+void CpuBackend::release(const Graph& g) {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) return;
+  if (it->second->arena) owned_.erase(it->second->arena.get());
+  plans_.erase(it);
+}
 
 size_t CpuBackend::planned_bytes(const Graph& g) const {
   auto it = plans_.find(&g);
@@ -280,6 +321,7 @@ void CpuBackend::plan_segments(Plan& p) const {
 }
 
 void CpuBackend::plan(Graph& g) {
+  release(g);        // planned again: the old plan goes
   place_weights(g);  // first: views of weights take their data below
   auto& tensors = g.tensors();
   const int n = int(tensors.size());
@@ -376,6 +418,7 @@ void CpuBackend::plan(Graph& g) {
   if (plan->bytes > 0 && posix_memalign(&mem, kArenaAlign, plan->bytes) != 0)
     throw Error("cpu backend: cannot allocate " + std::to_string(plan->bytes) + " bytes of activations");
   plan->arena.reset(mem);
+  if (mem) owned_.add(mem, plan->bytes);
   char* base = static_cast<char*>(mem);
   for (auto& [x, off] : rounded_x) x->data = base + off;
   for (Tensor& t : tensors) {

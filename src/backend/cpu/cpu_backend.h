@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "backend/backend.h"
+#include "backend/memory_ranges.h"
 #include "backend/cpu/numa_place.h"
 #include "backend/cpu/numa_plan.h"
 #include "backend/cpu/thread_pool.h"
@@ -49,8 +50,12 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override;
 
   std::string name() const override { return "CPU"; }
+  Device device() const override { return {}; }
+  bool supports(const Tensor& node) const override;
   bool host_visible_memory() const override { return true; }
   Queue& queue() override;
+  Queue& copy_queue() override;  // the same inline queue
+  bool owns(const void* p) const override;
   void plan(Graph& g) override;
   const BackendStats& stats() const override { return stats_; }
   std::unique_ptr<Buffer> alloc(size_t bytes) override;
@@ -87,6 +92,7 @@ class CpuBackend final : public Backend {
   std::unordered_set<const void*> placed_copies_;
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
+  MemoryRanges owned_;  // alloc() buffers and plan arenas
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
 };
 

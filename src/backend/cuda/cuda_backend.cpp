@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/activation_plan.h"
+#include "backend/memory_ranges.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/pdl.h"
@@ -28,19 +29,24 @@ constexpr size_t kCublasWorkspace = size_t(32) << 20;
 // cudaMemcpy from pageable memory returns before its DMA is done).
 class DeviceBuffer final : public Buffer {
  public:
-  DeviceBuffer(size_t n, std::map<uintptr_t, size_t>* owned, cudaStream_t stream) : owned_(owned) {
-    WEIR_CUDA_CHECK(cudaMalloc(&data_, n ? n : 1));
+  DeviceBuffer(size_t n, MemoryRanges* owned, cudaStream_t stream) : owned_(owned) {
+    const cudaError_t e = cudaMalloc(&data_, n ? n : 1);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda backend: cannot allocate " + std::to_string(n) + " bytes of device memory (" +
+                  cudaGetErrorString(e) + ")");
+    }
     WEIR_CUDA_CHECK(cudaMemsetAsync(data_, 0, n ? n : 1, stream));
     size_ = n;
-    (*owned_)[reinterpret_cast<uintptr_t>(data_)] = n ? n : 1;
+    owned_->add(data_, n);
   }
   ~DeviceBuffer() override {
-    if (owned_) owned_->erase(reinterpret_cast<uintptr_t>(data_));
+    owned_->erase(data_);
     cudaFree(data_);
   }
 
  private:
-  std::map<uintptr_t, size_t>* owned_;
+  MemoryRanges* owned_;
 };
 
 // Pinned host memory: the device copies to and from it asynchronously.
@@ -75,32 +81,51 @@ class CudaEvent final : public Event {
 
 }  // namespace
 
+// A queue on one of the backend's streams: the compute stream, or the copy
+// stream (copies only).
 class CudaQueue final : public Queue {
  public:
-  explicit CudaQueue(CudaBackend& b) : b_(b) {}
-  void run(Graph& g) override { b_.run_graph(g); }
+  CudaQueue(CudaBackend& b, cudaStream_t s, bool compute) : b_(b), s_(s), compute_(compute) {}
+  void run(Graph& g) override {
+    if (!compute_) throw Error("cuda backend: graphs run on the compute queue, not the copy queue");
+    b_.run_graph(g);
+  }
   void copy_to_device(void* dst, const void* src, size_t n) override {
-    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, b_.stream_));
+    WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
+    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s_));
   }
   void copy_to_host(void* dst, const void* src, size_t n) override {
-    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, b_.stream_));
+    WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
+    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s_));
   }
+  // Device to device, this GPU's memory or a peer's (unified addressing).
   void copy_on_device(void* dst, const void* src, size_t n) override {
-    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, b_.stream_));
+    WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
+    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s_));
   }
-  std::unique_ptr<Event> record() override { return std::make_unique<CudaEvent>(b_.stream_, b_.stats_); }
+  std::unique_ptr<Event> record() override {
+    WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
+    return std::make_unique<CudaEvent>(s_, b_.stats_);
+  }
+  // A CUDA event of any GPU: on the device; an inline queue's: nothing to
+  // wait for; any other: on the host (counted by that event).
   void wait_event(Event& e) override {
-    auto* ce = dynamic_cast<CudaEvent*>(&e);
-    if (!ce) throw Error("cuda queue: can only wait on events of a CUDA queue");
-    WEIR_CUDA_CHECK(cudaStreamWaitEvent(b_.stream_, ce->get(), 0));
+    if (auto* ce = dynamic_cast<CudaEvent*>(&e)) {
+      WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
+      WEIR_CUDA_CHECK(cudaStreamWaitEvent(s_, ce->get(), 0));
+    } else if (!e.is_host_event()) {
+      e.wait();
+    }
   }
   void synchronize() override {
     ++b_.stats_.host_waits;
-    WEIR_CUDA_CHECK(cudaStreamSynchronize(b_.stream_));
+    WEIR_CUDA_CHECK(cudaStreamSynchronize(s_));
   }
 
  private:
   CudaBackend& b_;
+  cudaStream_t s_;
+  bool compute_;
 };
 
 struct CudaBackend::Plan {
@@ -177,13 +202,15 @@ CudaBackend::CudaBackend(const CudaOptions& o) : opts_(o), device_(o.device) {
   WEIR_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
   name_ = "CUDA";
   WEIR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  WEIR_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   WEIR_CUDA_CHECK(cublasCreate(&cublas_));
   WEIR_CUDA_CHECK(cublasSetStream(cublas_, stream_));
   // A workspace of our own, so that cuBLAS allocates nothing while a graph
   // is being recorded.
   WEIR_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
   WEIR_CUDA_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
-  queue_ = std::make_unique<CudaQueue>(*this);
+  queue_ = std::make_unique<CudaQueue>(*this, stream_, true);
+  copy_queue_ = std::make_unique<CudaQueue>(*this, copy_stream_, false);
   const char* prof = std::getenv("WEIR_CUDA_PROFILE");
   profile_ = prof && *prof && std::string(prof) != "0";
 }
@@ -192,6 +219,7 @@ CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   if (profile_) print_profile();
   if (stream_) cudaStreamSynchronize(stream_);
+  if (copy_stream_) cudaStreamSynchronize(copy_stream_);
   plans_.clear();
   for (auto& [host, w] : weights_) cudaFree(w.dev);
   if (scratch_) cudaFree(scratch_);
@@ -200,22 +228,38 @@ CudaBackend::~CudaBackend() {
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
+  if (copy_stream_) cudaStreamDestroy(copy_stream_);
 }
 
 Queue& CudaBackend::queue() { return *queue_; }
+Queue& CudaBackend::copy_queue() { return *copy_queue_; }
+
+bool CudaBackend::supports(const Tensor& t) const {
+  switch (t.op) {
+    case Op::MulMat:
+    case Op::GetRows: return traits(t.src[0]->dtype).dequantizable;
+    case Op::RmsNorm:
+    case Op::Mul:
+    case Op::Add:
+    case Op::Scale:
+    case Op::Rope:
+    case Op::GeluMul:
+    case Op::SiluMul:
+    case Op::Attention:
+    case Op::SetRows:
+    case Op::Sample:
+    case Op::View:
+    case Op::Leaf: return true;
+    default: return false;
+  }
+}
 
 std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
   return std::make_unique<DeviceBuffer>(bytes, &owned_, stream_);
 }
 std::unique_ptr<Buffer> CudaBackend::alloc_host(size_t bytes) { return std::make_unique<PinnedBuffer>(bytes); }
 
-bool CudaBackend::owns(const void* p) const {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  auto it = owned_.upper_bound(a);
-  if (it == owned_.begin()) return false;
-  --it;
-  return a < it->first + it->second;
-}
+bool CudaBackend::owns(const void* p) const { return owned_.contains(p); }
 
 void* CudaBackend::upload_weight(const Tensor& t) {
   const size_t n = t.n_bytes();
@@ -237,7 +281,7 @@ void* CudaBackend::upload_weight(const Tensor& t) {
   // On the stream (DeviceBuffer says why): kernels launched after it see it.
   WEIR_CUDA_CHECK(cudaMemcpyAsync(d, t.data, n, cudaMemcpyHostToDevice, stream_));
   WEIR_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(d) + n, 0, 16, stream_));
-  owned_[reinterpret_cast<uintptr_t>(d)] = n + 16;
+  owned_.add(d, n + 16);
   weight_bytes_ += n;
   weights_.emplace(t.data, Weight{d, n, 0});
   return d;
@@ -247,10 +291,11 @@ void CudaBackend::drop_plan(const Graph* g) {
   auto it = plans_.find(g);
   if (it == plans_.end()) return;
   cudaStreamSynchronize(stream_);  // its arena and weights may still be in use
+  if (it->second->arena) owned_.erase(it->second->arena);
   for (const void* host : it->second->weights) {
     auto w = weights_.find(host);
     if (w == weights_.end() || --w->second.users > 0) continue;
-    owned_.erase(reinterpret_cast<uintptr_t>(w->second.dev));
+    owned_.erase(w->second.dev);
     weight_bytes_ -= w->second.bytes;
     cudaFree(w->second.dev);
     weights_.erase(w);
@@ -332,6 +377,7 @@ void CudaBackend::plan(Graph& g) {
                   " MiB of device memory for a graph's activations");
     }
     WEIR_CUDA_CHECK(cudaMemsetAsync(plan->arena, 0, plan->bytes, stream_));
+    owned_.add(plan->arena, plan->bytes);
   }
   char* base = static_cast<char*>(plan->arena);
   for (Tensor& t : tensors) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/memory_ranges.h"
 #include "backend/registry.h"
 #include "core/tensor.h"
 
@@ -28,8 +29,13 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string name() const override { return name_; }
+  Device device() const override { return {Device::Kind::Cuda, device_}; }
+  bool supports(const Tensor& node) const override;
   bool host_visible_memory() const override { return false; }
   Queue& queue() override;
+  Queue& copy_queue() override;
+  // Device memory that is ours: buffers from alloc(), arenas, weight copies.
+  bool owns(const void* p) const override;
   void plan(Graph& g) override;
   size_t planned_bytes(const Graph& g) const override;
   void release(const Graph& g) override;
@@ -37,7 +43,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Buffer> alloc(size_t bytes) override;
   std::unique_ptr<Buffer> alloc_host(size_t bytes) override;
 
-  int device() const { return device_; }
+  int device_index() const { return device_; }
   const cudaDeviceProp& props() const { return prop_; }
   // Device bytes held by weights copied at plan().
   size_t weight_bytes() const { return weight_bytes_; }
@@ -47,8 +53,6 @@ class CudaBackend final : public Backend {
   struct Plan;
   void run_graph(Graph& g);
   void launch_nodes(Plan& p, size_t begin, size_t end);
-  // Device memory that is ours: buffers from alloc(), arenas, weight copies.
-  bool owns(const void* p) const;
   void* upload_weight(const Tensor& t);
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
   // Grows *mem (device memory shared by all graphs) to at least bytes.
@@ -69,11 +73,12 @@ class CudaBackend final : public Backend {
   cudaDeviceProp prop_{};
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // the copy queue's
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
-  std::unique_ptr<Queue> queue_;
+  std::unique_ptr<Queue> queue_, copy_queue_;
   BackendStats stats_;
-  std::map<uintptr_t, size_t> owned_;  // device allocations: base -> size
+  MemoryRanges owned_;  // device allocations: buffers, arenas, weights
   struct Weight {
     void* dev;
     size_t bytes;
