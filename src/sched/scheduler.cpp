@@ -1,0 +1,328 @@
+#include "sched/scheduler.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace weir::sched {
+namespace {
+
+// Host memory the scheduler hands out (the Session's inputs), known as its
+// own while it lives.
+class HostMemory final : public Buffer {
+ public:
+  HostMemory(std::unique_ptr<Buffer> b, MemoryRanges* ranges) : b_(std::move(b)), ranges_(ranges) {
+    data_ = b_->data();
+    size_ = b_->size();
+    ranges_->add(data_, size_);
+  }
+  ~HostMemory() override { ranges_->erase(data_); }
+
+ private:
+  std::unique_ptr<Buffer> b_;
+  MemoryRanges* ranges_;
+};
+
+// Done when every event it holds is: one per device with queued work.
+class SchedEvent final : public Event {
+ public:
+  SchedEvent(std::vector<std::unique_ptr<Event>> events, uint64_t* host_waits)
+      : events_(std::move(events)), host_waits_(host_waits) {}
+  void wait() override {
+    ++*host_waits_;
+    for (auto& e : events_) e->wait();
+  }
+  bool is_done() const override {
+    for (auto& e : events_)
+      if (!e->is_done()) return false;
+    return true;
+  }
+  bool is_host_event() const override { return events_.empty(); }
+  const std::vector<std::unique_ptr<Event>>& events() const { return events_; }
+
+ private:
+  std::vector<std::unique_ptr<Event>> events_;
+  uint64_t* host_waits_;
+};
+
+}  // namespace
+
+// A run's graph on its backend, and what is copied into it before it runs.
+struct SubRun {
+  int backend = 0;
+  std::unique_ptr<Graph> graph;
+  struct Copy {
+    Tensor* dst;          // a leaf of graph (allocated by its backend's plan)
+    const Tensor* src;    // the original tensor (its data: where it was computed, or a host input)
+    int from;             // backend index or kHost
+  };
+  std::vector<Copy> copies;
+};
+
+struct Scheduler::Plan {
+  SplitPlan split;
+  std::vector<SubRun> subs;
+};
+
+class SchedQueue final : public Queue {
+ public:
+  explicit SchedQueue(Scheduler& s) : s_(s) {}
+  void run(Graph& g) override { s_.run_graph(g); }
+  void copy_to_device(void* dst, const void* src, size_t n) override {
+    const int d = s_.owner(dst);
+    if (!device(d)) return void(std::memcpy(dst, src, n));
+    s_.backends_[size_t(d)]->queue().copy_to_device(dst, src, n);
+    s_.dirty_[size_t(d)] = true;
+  }
+  void copy_to_host(void* dst, const void* src, size_t n) override {
+    const int from = s_.owner(src);
+    if (!device(from)) return void(std::memcpy(dst, src, n));
+    s_.backends_[size_t(from)]->queue().copy_to_host(dst, src, n);
+    s_.dirty_[size_t(from)] = true;
+  }
+  void copy_on_device(void* dst, const void* src, size_t n) override {
+    const int from = s_.owner(src), to = s_.owner(dst);
+    if (!device(from) && !device(to)) return void(std::memmove(dst, src, n));
+    if (!device(from)) return copy_to_device(dst, src, n);
+    Queue& fq = s_.backends_[size_t(from)]->queue();
+    if (!device(to)) {
+      // Into host memory that the next run may read at once: wait for it.
+      fq.copy_to_host(dst, src, n);
+      fq.record()->wait();
+      ++s_.own_host_waits_;
+      return;
+    }
+    Queue& tq = s_.backends_[size_t(to)]->queue();
+    if (from != to) tq.wait_event(*fq.record());
+    tq.copy_on_device(dst, src, n);
+    s_.dirty_[size_t(to)] = true;
+  }
+  std::unique_ptr<Event> record() override {
+    std::vector<std::unique_ptr<Event>> events;
+    for (size_t i = 0; i < s_.backends_.size(); ++i)
+      if (s_.dirty_[i]) events.push_back(s_.backends_[i]->queue().record());
+    return std::make_unique<SchedEvent>(std::move(events), &s_.own_host_waits_);
+  }
+  void wait_event(Event& e) override {
+    if (e.is_host_event()) return;
+    for (Backend* b : s_.backends_) b->queue().wait_event(e);
+  }
+  void synchronize() override {
+    ++s_.own_host_waits_;
+    for (size_t i = 0; i < s_.backends_.size(); ++i)
+      if (s_.dirty_[i]) {
+        s_.backends_[i]->queue().synchronize();
+        s_.dirty_[i] = false;
+      }
+  }
+
+ private:
+  bool device(int b) const { return b >= 0 && !s_.backends_[size_t(b)]->host_visible_memory(); }
+  Scheduler& s_;
+};
+
+Scheduler::Scheduler(std::vector<Backend*> backends, Placement placement, SchedOptions options)
+    : backends_(std::move(backends)), placement_(std::move(placement)), opts_(options) {
+  if (backends_.empty()) throw Error("scheduler: no backends");
+  if (opts_.host_backend < 0 || opts_.host_backend >= int(backends_.size()) ||
+      !backends_[size_t(opts_.host_backend)]->host_visible_memory())
+    throw Error("scheduler: the host backend must be one whose memory the host reads");
+  dirty_.assign(backends_.size(), false);
+  queue_ = std::make_unique<SchedQueue>(*this);
+}
+
+Scheduler::~Scheduler() {
+  for (auto& [g, p] : plans_)
+    for (SubRun& s : p->subs) backends_[size_t(s.backend)]->release(*s.graph);
+}
+
+std::string Scheduler::name() const {
+  std::string n;
+  for (Backend* b : backends_) n += (n.empty() ? "" : "+") + b->device().name();
+  return n;
+}
+
+Device Scheduler::device() const {
+  for (Backend* b : backends_)
+    if (!b->host_visible_memory()) return b->device();
+  return backends_[size_t(opts_.host_backend)]->device();
+}
+
+bool Scheduler::supports(const Tensor& node) const {
+  for (Backend* b : backends_)
+    if (b->supports(node)) return true;
+  return false;
+}
+
+bool Scheduler::host_visible_memory() const {
+  const int o = placement_.output_backend;
+  return o < 0 || o >= int(backends_.size()) || backends_[size_t(o)]->host_visible_memory();
+}
+
+Queue& Scheduler::queue() { return *queue_; }
+Queue& Scheduler::copy_queue() { return *queue_; }
+
+bool Scheduler::owns(const void* p) const { return owner(p) != kHost || host_.contains(p); }
+
+int Scheduler::owner(const void* p) const {
+  for (size_t i = 0; i < backends_.size(); ++i)
+    if (backends_[i]->owns(p)) return int(i);
+  return kHost;
+}
+
+std::unique_ptr<Buffer> Scheduler::alloc(size_t bytes) { return std::make_unique<HostMemory>(alloc_host(bytes), &host_); }
+
+std::unique_ptr<Buffer> Scheduler::alloc_host(size_t bytes) {
+  for (Backend* b : backends_)
+    if (!b->host_visible_memory()) return b->alloc_host(bytes);  // pinned for its copies
+  return backends_[size_t(opts_.host_backend)]->alloc_host(bytes);
+}
+
+std::unique_ptr<Buffer> Scheduler::alloc_state(int64_t layer, size_t bytes) {
+  int b = opts_.host_backend;
+  if (layer >= 0 && layer < int64_t(placement_.layer_backend.size())) b = placement_.layer_backend[size_t(layer)];
+  return backends_[size_t(b)]->alloc(bytes);
+}
+
+AssignRules Scheduler::rules() const {
+  AssignRules r;
+  for (Backend* b : backends_) r.host_visible.push_back(b->host_visible_memory());
+  r.supports = [this](int b, const Tensor& n) { return backends_[size_t(b)]->supports(n); };
+  r.weight_home = placement_.weight_home;
+  r.state_home = [this](const Tensor& leaf) { return leaf.data ? owner(leaf.data) : kHost; };
+  r.offload_backend = opts_.offload_backend;
+  r.offload_min_batch = opts_.offload_min_batch;
+  r.host_backend = opts_.host_backend;
+  return r;
+}
+
+void Scheduler::plan(Graph& g) {
+  release(g);
+  auto p = std::make_unique<Plan>();
+  const AssignRules r = rules();
+  const Assignment a = assign_backends(g, r);
+  p->split = split_graph(g, a, r.host_visible);
+  std::unordered_map<const Tensor*, Tensor*> made;  // original node -> its copy in its run's graph
+  for (const Run& run : p->split.runs) {
+    SubRun sub;
+    sub.backend = run.backend;
+    sub.graph = std::make_unique<Graph>();
+    Graph& sg = *sub.graph;
+    Backend& b = *backends_[size_t(run.backend)];
+    std::unordered_map<const Tensor*, Tensor*> local;  // original -> this run's tensor
+    // A leaf of this run's graph standing for `s`: memory of its own
+    // (allocated by the plan), or, when data is given, that memory.
+    auto leaf_for = [&](const Tensor* s, void* data) {
+      Tensor* c = data ? sg.external(s->dtype, {s->ne[0], s->ne[1], s->ne[2], s->ne[3]}, data, s->name)
+                       : sg.input(s->dtype, {s->ne[0], s->ne[1], s->ne[2], s->ne[3]}, s->name);
+      for (int i = 0; i < kMaxDims; ++i) c->nb[i] = s->nb[i];
+      return c;
+    };
+    std::function<Tensor*(const Tensor*)> map = [&](const Tensor* s) -> Tensor* {
+      if (auto it = local.find(s); it != local.end()) return it->second;
+      Tensor* c;
+      if (s->op == Op::View) {
+        c = sg.clone(*s, map);
+      } else if (s->op == Op::Leaf) {
+        const bool copied = a.backend[size_t(s->id)] == kHost && !b.host_visible_memory();
+        c = copied ? leaf_for(s, nullptr) : sg.clone(*s, map);
+        if (copied) sub.copies.push_back({c, s, kHost});
+      } else {  // computed by an earlier run
+        const Tensor* there = made.at(s);
+        const int from = a.backend[size_t(s->id)];
+        if (from == run.backend) {
+          c = leaf_for(s, there->data);
+        } else {
+          c = leaf_for(s, nullptr);
+          sub.copies.push_back({c, s, from});
+        }
+      }
+      local[s] = c;
+      return c;
+    };
+    for (const Tensor* n : run.nodes) local[n] = sg.clone(*n, map);
+    for (const Tensor* o : run.outputs) sg.mark_output(local.at(o));
+    b.plan(sg);
+    for (const Tensor* n : run.nodes) made[n] = local.at(n);
+    p->subs.push_back(std::move(sub));
+  }
+  // The original graph's tensors see where their values are (the Session
+  // copies the outputs from there).
+  for (auto& [orig, copy] : made) const_cast<Tensor*>(orig)->data = copy->data;
+  plans_[&g] = std::move(p);
+}
+
+void Scheduler::run_graph(Graph& g) {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) throw Error("scheduler: graph run before plan()");
+  Plan& p = *it->second;
+  int wait_index = 0;
+  auto skip = [&] { return wait_index++ == opts_.skip_wait; };
+  for (size_t r = 0; r < p.subs.size(); ++r) {
+    const Run& run = p.split.runs[r];
+    SubRun& sub = p.subs[r];
+    Backend& b = *backends_[size_t(sub.backend)];
+    Queue& q = b.queue();
+    for (int d : run.device_waits_on) {
+      std::unique_ptr<Event> e = backends_[size_t(d)]->queue().record();
+      if (!skip()) q.wait_event(*e);
+    }
+    for (const SubRun::Copy& c : sub.copies) {
+      const size_t n = c.src->n_bytes();
+      if (c.from == kHost || backends_[size_t(c.from)]->host_visible_memory()) {
+        q.copy_to_device(c.dst->data, c.src->data, n);
+      } else if (b.host_visible_memory()) {
+        backends_[size_t(c.from)]->queue().copy_to_host(c.dst->data, c.src->data, n);
+      } else {
+        q.copy_on_device(c.dst->data, c.src->data, n);
+      }
+    }
+    for (int d : run.host_waits_on) {
+      std::unique_ptr<Event> e = backends_[size_t(d)]->queue().record();
+      if (skip()) continue;
+      e->wait();
+      ++own_host_waits_;
+      dirty_[size_t(d)] = false;
+    }
+    q.run(*sub.graph);
+    if (!b.host_visible_memory()) dirty_[size_t(sub.backend)] = true;
+  }
+  ++stats_.graphs_run;
+}
+
+size_t Scheduler::planned_bytes(const Graph& g) const {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) return 0;
+  size_t n = 0;
+  for (const SubRun& s : it->second->subs) n += backends_[size_t(s.backend)]->planned_bytes(*s.graph);
+  return n;
+}
+
+void Scheduler::release(const Graph& g) {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) return;
+  for (SubRun& s : it->second->subs) backends_[size_t(s.backend)]->release(*s.graph);
+  plans_.erase(it);
+}
+
+const SplitPlan* Scheduler::split_of(const Graph& g) const {
+  auto it = plans_.find(&g);
+  return it == plans_.end() ? nullptr : &it->second->split;
+}
+
+const BackendStats& Scheduler::stats() const {
+  BackendStats s;
+  s.host_waits = own_host_waits_;
+  s.graphs_run = stats_.graphs_run;
+  for (Backend* b : backends_) {
+    const BackendStats& bs = b->stats();
+    s.graphs_captured += bs.graphs_captured;
+    s.graphs_replayed += bs.graphs_replayed;
+    s.planned_launches += bs.planned_launches;
+    s.recorded_nodes += bs.recorded_nodes;
+  }
+  stats_ = s;
+  return stats_;
+}
+
+}  // namespace weir::sched
