@@ -24,8 +24,21 @@ namespace {
 struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<BenchModelInfo> info;
-  std::unique_ptr<Backend> gpu;  // the GPU backend of its -ngl tests, weights on the device
+  // The backends of its -ngl > 0 tests by (-ngl, threads), weights on the
+  // device: made once, kept for every test that uses them.
+  std::map<std::pair<int, int>, BackendChoice> gpu;
 };
+
+BackendFlags flags_for(const BenchTest& t, int device, const CpuOptions& cpu_opts, int64_t n_ctx, DType kv_type) {
+  BackendFlags f;
+  f.n_gpu_layers = t.n_gpu_layers;
+  f.device = device;
+  f.threads = t.n_threads;
+  f.cpu = cpu_opts;
+  f.n_ctx = n_ctx;
+  f.kv_type = kv_type;
+  return f;
+}
 
 // Loads a model and times what a user waits for before the first token can
 // be computed: open + mmap + metadata and tokenizer, the backend (its
@@ -38,13 +51,15 @@ LoadedModel load_for_bench(const std::string& path, const BenchTest& first, int 
   const auto t0 = std::chrono::steady_clock::now();
   lm.model = load_model(path);
   {
-    std::unique_ptr<Backend> backend =
-        make_backend(*lm.model, first.n_gpu_layers, device, first.n_threads, cpu_opts);
+    BackendChoice c = make_backend(*lm.model, flags_for(first, device, cpu_opts, n_ctx, kv_type));
     SessionParams sp;
     sp.n_ctx = n_ctx;
     sp.kv_type = kv_type;
-    make_session(*lm.model, *backend, sp, "-p + -n + -d, times -np")->prepare(1);
-    if (!backend->host_visible_memory()) lm.gpu = std::move(backend);
+    make_session(*lm.model, *c.backend, sp, "-p + -n + -d, times -np")->prepare(1);
+    if (first.n_gpu_layers > 0) {
+      std::fprintf(stderr, "weir bench: -ngl %d: %s\n", first.n_gpu_layers, c.placement.c_str());
+      lm.gpu.emplace(std::make_pair(first.n_gpu_layers, first.n_threads), std::move(c));
+    }
   }
   lm.info = std::make_unique<BenchModelInfo>();
   lm.info->load_ms = seconds_since(t0) * 1e3;
@@ -97,10 +112,13 @@ int cmd_bench(int argc, char** argv) {
     const bool gpu = wants_gpu(*lm.model, t.n_gpu_layers);
     BenchRow row;
     if (t.n_gen > 0) {
-      const int key = gpu ? -1 : t.n_threads;
-      if (!read_bw.count(key))
-        read_bw[key] = gpu ? measure_gpu_bandwidth(o.device) : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
-      row.mem_read_bps = read_bw[key];
+      // All on the GPU: its bandwidth; split or CPU: the CPU's (the slower part).
+      const bool all_gpu = t.n_gpu_layers > lm.model->hparams().n_layer;
+      const int bw_key = all_gpu ? -1 : t.n_threads;
+      if (!read_bw.count(bw_key))
+        read_bw[bw_key] =
+            all_gpu ? measure_gpu_bandwidth(o.device) : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
+      row.mem_read_bps = read_bw[bw_key];
       // Token k of the test attends to depth + prompt + k + 1 cells; use the
       // mean. Batched decode reads the weights once for all its sequences.
       const int64_t ctx = int64_t(t.n_depth) + t.n_prompt + (t.n_gen + 1) / 2;
@@ -108,11 +126,16 @@ int cmd_bench(int argc, char** argv) {
       row.bytes_per_token = lm.info->weight_bytes_per_token / uint64_t(std::max(1, t.n_parallel)) +
                             row.kv_bytes_per_token;
     }
-    if (gpu && !lm.gpu) lm.gpu = make_backend(*lm.model, t.n_gpu_layers, o.device, t.n_threads, cpu_opts);
+    const auto key = std::make_pair(t.n_gpu_layers, t.n_threads);
+    if (gpu && !lm.gpu.count(key)) {
+      BackendChoice c = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type));
+      std::fprintf(stderr, "weir bench: -ngl %d: %s\n", t.n_gpu_layers, c.placement.c_str());
+      lm.gpu.emplace(key, std::move(c));
+    }
     std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over
-    if (!gpu) cpu = make_backend(*lm.model, 0, o.device, t.n_threads, cpu_opts);
+    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type)).backend;
     try {
-      row.result = run_bench_test(*lm.model, gpu ? *lm.gpu : *cpu, t, ro);
+      row.result = run_bench_test(*lm.model, gpu ? *lm.gpu.at(key).backend : *cpu, t, ro);
     } catch (const Cancelled&) {
       break;  // the rows so far, then the footer
     }

@@ -35,6 +35,8 @@ int cmd_perplexity(int argc, char** argv) {
   std::string numa = "off";
   int max_chunks = -1;
   int ngl = 0, device = 0;
+  bool no_op_offload = false;
+  std::vector<std::string> overrides;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model (required)")
       .opt("-f,--file", &file, "FILE", "text file to score (required)")
@@ -43,8 +45,11 @@ int cmd_perplexity(int argc, char** argv) {
       .opt("--chunks", &max_chunks, "N", "score at most N chunks (default: all)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
-      .opt("-ngl,--n-gpu-layers", &ngl, "N", "0: CPU (default); 99: the whole model on the GPU")
-      .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)");
+      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU: the last N (0: CPU, default; 99: the whole model)")
+      .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)")
+      .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
+                "put the weights whose names match REGEX on DEV (CPU, CUDA0); repeatable")
+      .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill");
   if (!a.parse(argc, argv)) return 0;
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4 || n_ctx > (int64_t(1) << 24))
@@ -72,8 +77,16 @@ int cmd_perplexity(int argc, char** argv) {
 
   CpuOptions cpu_opts;
   cpu_opts.numa = numa_mode;
-  std::unique_ptr<Backend> backend_ptr = make_backend(*model, ngl, device, threads, cpu_opts);
-  Backend& backend = *backend_ptr;
+  BackendFlags bf;
+  bf.n_gpu_layers = ngl;
+  bf.device = device;
+  bf.threads = threads;
+  bf.cpu = cpu_opts;
+  bf.overrides = overrides;
+  bf.op_offload = !no_op_offload;
+  bf.n_ctx = n_ctx;
+  BackendChoice choice = make_backend(*model, bf);
+  Backend& backend = *choice.backend;
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);

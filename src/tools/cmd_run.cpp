@@ -34,7 +34,8 @@ int cmd_run(int argc, char** argv) {
   int n_predict = 128, threads = default_threads();
   std::string numa = "off";
   int64_t n_ctx = 4096, n_batch = 512;
-  bool ignore_eos = false, no_bos = false, verbose = false;
+  bool ignore_eos = false, no_bos = false, verbose = false, no_op_offload = false;
+  std::vector<std::string> overrides;
   int ngl = 0, device = 0;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
@@ -51,8 +52,11 @@ int cmd_run(int argc, char** argv) {
       .opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
-      .opt("-ngl,--n-gpu-layers", &ngl, "N", "0: CPU (default); 99: the whole model on the GPU")
+      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU: the last N (0: CPU, default; 99: the whole model)")
       .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)")
+      .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
+                "put the weights whose names match REGEX on DEV (CPU, CUDA0), e.g. \"ffn_.*=CPU\"; repeatable")
+      .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
       .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "keep generating past end-of-generation tokens")
@@ -79,10 +83,19 @@ int cmd_run(int argc, char** argv) {
   const Tokenizer& tok = model->tokenizer();
   CpuOptions cpu_opts;
   cpu_opts.numa = numa_mode;
-  std::unique_ptr<Backend> backend_ptr = make_backend(*model, ngl, device, threads, cpu_opts);
-  Backend& backend = *backend_ptr;
   // The default context never exceeds what the model was trained for.
   if (!a.given("-c") && model->hparams().n_ctx_train > 0) n_ctx = std::min(n_ctx, model->hparams().n_ctx_train);
+  BackendFlags bf;
+  bf.n_gpu_layers = ngl;
+  bf.device = device;
+  bf.threads = threads;
+  bf.cpu = cpu_opts;
+  bf.overrides = overrides;
+  bf.op_offload = !no_op_offload;
+  bf.n_ctx = n_ctx;
+  BackendChoice choice = make_backend(*model, bf);
+  Backend& backend = *choice.backend;
+  if (verbose) std::fprintf(stderr, "weir: weights: %s\n", choice.placement.c_str());
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);

@@ -13,6 +13,8 @@
 #include "backend/registry.h"
 #include "core/error.h"
 #include "core/warn.h"
+#include "model/placement.h"
+#include "sched/scheduler.h"
 #include "tools/args.h"
 #include "tools/signals.h"
 
@@ -48,31 +50,84 @@ void report_numa(const Backend& backend) {
 
 bool wants_gpu(const Model& m, int ngl) {
   if (ngl < 0) throw UsageError("-ngl: expected 0 (CPU) or the number of layers to put on the GPU, got " + std::to_string(ngl));
-  if (ngl == 0) return false;
-  const int64_t layers = m.hparams().n_layer;
-  if (ngl < layers)
-    throw UsageError("-ngl " + std::to_string(ngl) + ": this model has " + std::to_string(layers) +
-                     " layers and weir cannot split a model between CPU and GPU yet; use -ngl 0 (CPU) or -ngl 99 "
-                     "(all on the GPU)");
-  return true;
+  (void)m;
+  return ngl > 0;
 }
 
-std::unique_ptr<Backend> make_backend(const Model& m, int ngl, int device, int threads, const CpuOptions& cpu_in) {
-  if (!wants_gpu(m, ngl)) {
-    CpuOptions cpu = cpu_in;
-    cpu.stop = &stop_flag();
-    return std::make_unique<CpuBackend>(threads, cpu);
-  }
+namespace {
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1 << 30));
+  return buf;
+}
+
+// Refuses a GPU share that cannot fit: weights, the KV cache of its layers
+// and working memory (activations, cuBLAS) against the GPU's free memory.
+void check_fits(const Model& m, const ModelPlacement& p, const BackendFlags& f, const GpuInfo& gpu, int dev) {
+  const HParams& h = m.hparams();
+  const double kv_layer =
+      double(f.n_ctx) * double(row_bytes(f.kv_type, h.n_embd_k()) + row_bytes(f.kv_type, h.n_embd_v()));
+  int64_t layers = 0;
+  for (int d : p.layer) layers += d == dev;
+  const double weights = double(p.weight_bytes[size_t(dev)]), kv = kv_layer * double(layers);
+  const double work = double(size_t(768) << 20);
+  if (weights + kv + work <= double(gpu.free_bytes)) return;
+  throw Error("-ngl " + std::to_string(f.n_gpu_layers) + ": " + p.devices[size_t(dev)] + " needs " +
+              gib(weights + kv + work) + " (weights " + gib(weights) + ", KV cache " + gib(kv) +
+              ", ~0.75 GiB working memory) but has " + gib(double(gpu.free_bytes)) +
+              " free; lower -ngl (or --ctx-size), or keep tensors on the CPU with -ot");
+}
+
+}  // namespace
+
+BackendChoice make_backend(const Model& m, const BackendFlags& f) {
+  check_threads(f.threads);
+  if (f.n_gpu_layers < 0)
+    throw UsageError("-ngl: expected 0 (CPU) or the number of layers to put on the GPU, got " +
+                     std::to_string(f.n_gpu_layers));
+  PlacementRequest req;
+  req.n_gpu_layers = f.n_gpu_layers;
+  for (const std::string& o : f.overrides) req.overrides.push_back(parse_tensor_override(o));
+  std::vector<std::string> devices = {"CPU"};
   std::string why;
   const auto gpus = cuda_devices(&why);
-  if (gpus.empty()) throw Error("-ngl " + std::to_string(ngl) + ": no GPU to run on: " + why);
-  if (device < 0 || device >= int(gpus.size()))
-    throw UsageError("--device " + std::to_string(device) + ": there " + (gpus.size() == 1 ? "is " : "are ") +
-                     std::to_string(gpus.size()) + " GPU" + (gpus.size() == 1 ? "" : "s") + " (0.." +
-                     std::to_string(gpus.size() - 1) + ")");
+  if (f.device < 0 || (!gpus.empty() && f.device >= int(gpus.size())))
+    throw UsageError("--device " + std::to_string(f.device) + ": there " + (gpus.size() == 1 ? "is " : "are ") +
+                     std::to_string(gpus.size()) + " GPU" + (gpus.size() == 1 ? "" : "s") +
+                     (gpus.empty() ? "" : " (0.." + std::to_string(gpus.size() - 1) + ")"));
+  if (!gpus.empty()) devices.push_back("CUDA" + std::to_string(f.device));
+  bool wants_device = f.n_gpu_layers > 0;
+  for (const TensorOverride& o : req.overrides) wants_device = wants_device || o.device != "CPU";
+  if (wants_device && gpus.empty())
+    throw Error((f.n_gpu_layers > 0 ? "-ngl " + std::to_string(f.n_gpu_layers) : std::string("-ot")) +
+                ": no GPU to run on: " + why);
+  const ModelPlacement p = place_model(m, devices, req);
+  BackendChoice c;
+  c.placement = p.summary();
+  CpuOptions cpu = f.cpu;
+  cpu.stop = &stop_flag();
+  if (p.single_device() && p.layer.front() == 0) {
+    c.backend = std::make_unique<CpuBackend>(f.threads, cpu);
+    return c;
+  }
+  check_fits(m, p, f, gpus[size_t(f.device)], 1);
   CudaOptions o;
-  o.device = device;
-  return make_cuda_backend(o);
+  o.device = f.device;
+  if (p.single_device()) {
+    c.backend = make_cuda_backend(o);
+    return c;
+  }
+  auto host = std::make_unique<CpuBackend>(f.threads, cpu);
+  auto gpu = make_cuda_backend(o);
+  sched::SchedOptions so;
+  so.host_backend = 0;
+  auto s = std::make_unique<sched::Scheduler>(std::vector<Backend*>{host.get(), gpu.get()}, p.for_scheduler(m), so);
+  s->own(std::move(host));
+  s->own(std::move(gpu));
+  c.backend = std::move(s);
+  c.split = true;
+  return c;
 }
 
 std::unique_ptr<Session> make_session(const Model& m, Backend& b, SessionParams p, const std::string& ctx_flags) {

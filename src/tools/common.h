@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
@@ -31,15 +32,36 @@ cpu::NumaMode parse_numa_flag(const std::string& s);
 // stderr (nothing when NUMA is off).
 void report_numa(const Backend& b);
 
-// -ngl N: 0 runs on the CPU; N >= the model's layer count (99: any model)
-// puts the whole model on the GPU --device D. Values in between would split
-// the model, which weir cannot do yet: a UsageError says so.
+// Where a model runs, as the flags ask: -ngl N (the last N layers on the
+// GPU --device D, the output head too when N > the layer count), -ot
+// REGEX=DEV overrides, op offload (products of big batches of CPU-resident
+// layers on the GPU).
+struct BackendFlags {
+  int n_gpu_layers = 0;
+  int device = 0;
+  int threads = 1;
+  CpuOptions cpu;
+  std::vector<std::string> overrides;  // -ot, as given
+  bool op_offload = true;
+  // For the check that the GPU's share fits: the context the KV cache holds.
+  int64_t n_ctx = 4096;
+  DType kv_type = DType::F32;
+};
+
+struct BackendChoice {
+  std::unique_ptr<Backend> backend;
+  std::string placement;  // bytes per device and what runs there (for -v and bench)
+  bool split = false;     // a scheduler over several backends
+};
+
+// The backend for these flags: the CPU, one GPU, or a scheduler over both.
+// Errors name the flag: no GPU, an unknown device, a bad -ot, a GPU share
+// that does not fit (bytes needed vs free). The CPU backend stops between
+// graph segments on a stop signal.
+BackendChoice make_backend(const Model& m, const BackendFlags& f);
+// Whether any layer goes to a GPU with these flags.
 bool wants_gpu(const Model& m, int n_gpu_layers);
-// The backend for these flags: the CPU (threads, cpu options) or a CUDA GPU;
-// errors say why a GPU cannot be used (none, no CUDA in this build, ...).
-// The CPU backend stops between graph segments on a stop signal.
-std::unique_ptr<Backend> make_backend(const Model& m, int n_gpu_layers, int device, int threads,
-                                      const CpuOptions& cpu);
+
 // A Session on this backend; memory the KV cache cannot get is an error that
 // says how much the context (--ctx-size) asked for and to lower it. Sets p.stop to the stop
 // flag (signals.h).
