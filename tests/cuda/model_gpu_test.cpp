@@ -14,6 +14,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <tuple>
 #include <random>
 #include <sstream>
 #include <string>
@@ -25,8 +28,10 @@
 #include "core/gguf.h"
 #include "cuda_test_util.h"
 #include "engine/session.h"
+#include "sched/scheduler.h"
 #include "model/gemma3_reference.h"
 #include "model/model.h"
+#include "model/placement.h"
 #include "model/synth.h"
 #include "test_env.h"
 
@@ -72,12 +77,59 @@ double kl_top50(const float* cpu, const float* gpu, int64_t n) {
   return kl;
 }
 
-void compare_model(const std::string& path, int n_prompt, int n_steps = 32) {
+// The backend under test for a model: the whole model on the GPU, or a
+// placement over the CPU and the GPU; waits_per_token: the host waits one
+// decoded token must take (1 on one device; 1 + the device-to-host
+// boundaries of a split).
+struct UnderTest {
+  std::unique_ptr<Backend> backend;
+  uint64_t waits_per_token = 1;
+};
+using MakeBackend = std::function<UnderTest(const Model&)>;
+
+UnderTest whole_gpu(const Model&) { return {make_cuda_backend(CudaOptions{}), 1}; }
+
+// The last n_gpu_layers on the GPU (llama.cpp's -ngl), the rest and the head
+// on the CPU, or as overrides say (-ot).
+MakeBackend split(int n_gpu_layers, std::vector<std::string> overrides = {}) {
+  return [=](const Model& m) {
+    PlacementRequest r;
+    r.n_gpu_layers = n_gpu_layers;
+    for (const std::string& o : overrides) r.overrides.push_back(parse_tensor_override(o));
+    const ModelPlacement p = place_model(m, {"CPU", "CUDA0"}, r);
+    auto cpu = std::make_unique<CpuBackend>(int(std::max(2u, std::thread::hardware_concurrency())));
+    auto gpu = make_cuda_backend(CudaOptions{});
+    auto s = std::make_unique<sched::Scheduler>(std::vector<Backend*>{cpu.get(), gpu.get()}, p.for_scheduler(m));
+    s->own(std::move(cpu));
+    s->own(std::move(gpu));
+    // One step's waits: 1, plus one for each place the CPU reads the GPU's result.
+    KVCache kv(m.hparams(), 64, DType::F16, *s);
+    ForwardGraph fg = m.build(1, 64, 1, kv, false);
+    Graph& g = *fg.graph;
+    Tensor* params = g.input(DType::F32, {5, 1}, "sample_params");
+    g.mark_output(g.sample(fg.logits, params));
+    for (Tensor* t : {fg.tokens, fg.pos, fg.kv_cells, fg.out_rows, fg.mask, fg.mask_swa, params})
+      if (t) t->data = nullptr;
+    std::unique_ptr<Buffer> in = s->alloc(1 << 20);
+    size_t off = 0;
+    for (Tensor* t : {fg.tokens, fg.pos, fg.kv_cells, fg.out_rows, fg.mask, fg.mask_swa, params})
+      if (t) t->data = static_cast<char*>(in->data()) + off, off += (t->n_bytes() + 63) / 64 * 64;
+    s->plan(g);
+    const uint64_t waits = 1 + uint64_t(s->split_of(g)->host_waits());
+    std::printf("%s: %s; %llu host waits a token\n", p.summary().c_str(), s->name().c_str(),
+                (unsigned long long)waits);
+    s->release(g);
+    return UnderTest{std::move(s), waits};
+  };
+}
+
+void compare_model(const std::string& path, int n_prompt, int n_steps = 32, const MakeBackend& make = whole_gpu) {
   SCOPED_TRACE(path);
   auto model = Model::load(path);
   const int64_t V = model->hparams().n_vocab;
   CpuBackend cpu(int(std::max(2u, std::thread::hardware_concurrency())));
-  auto gpu = make_cuda_backend(CudaOptions{});
+  UnderTest under = make(*model);
+  Backend* gpu = under.backend.get();
   SessionParams sp;
   sp.n_ctx = n_prompt + n_steps + 8;
   sp.n_batch = 64;  // several batches through the prefill path
@@ -108,7 +160,7 @@ void compare_model(const std::string& path, int n_prompt, int n_steps = 32) {
   const uint64_t waits0 = gpu->stats().host_waits;
   int32_t g_next = sg.eval_sample(prompt, greedy);
   const uint64_t waits_prompt = gpu->stats().host_waits - waits0;
-  EXPECT_EQ(waits_prompt, uint64_t((n_prompt + sp.n_batch - 1) / sp.n_batch));
+  if (under.waits_per_token == 1) EXPECT_EQ(waits_prompt, uint64_t((n_prompt + sp.n_batch - 1) / sp.n_batch));
   int agreed = 0;
   for (int s = 0; s < n_steps; ++s) {
     const Margin mc = top_two(sc.logits(), V);
@@ -120,7 +172,7 @@ void compare_model(const std::string& path, int n_prompt, int n_steps = 32) {
     const int32_t step[1] = {g_next};
     const uint64_t w = gpu->stats().host_waits;
     g_next = sg.eval_sample(step, greedy);
-    EXPECT_EQ(gpu->stats().host_waits - w, 1u) << "host waits for one generated token";
+    EXPECT_EQ(gpu->stats().host_waits - w, under.waits_per_token) << "host waits for one generated token";
     sc.eval(step);
   }
   std::printf("%s: %d of %d greedy tokens agree; graphs captured %llu, replayed %llu\n", path.c_str(), agreed, n_steps,
@@ -140,6 +192,22 @@ std::string tiny(const std::string& arch, FileType ft) {
     write_synth_model(find_synth_preset(arch, "tiny"), o, path);
   }
   return path;
+}
+
+// Partial offload (the scheduler over the CPU and the GPU): the last layer,
+// all but the first, the first alone (-ot), FFNs on the CPU and attention on
+// the GPU (-ot "ffn_.*=CPU"): the CPU's tokens, as the whole GPU gives them.
+TEST(CudaModel, PartialOffloadOfEveryArchitecture) {
+  WEIR_REQUIRE_GPU();
+  for (const auto& [arch, ft, n_prompt] : {std::tuple{"llama", FileType::Q4_K_M, 40}, {"qwen2", FileType::Q8_0, 40},
+                                          {"qwen3", FileType::Q4_0, 40}, {"gemma3", FileType::Q4_K_M, 150}}) {
+    const std::string path = tiny(arch, ft);
+    const int64_t n_layer = Model::load(path)->hparams().n_layer;
+    compare_model(path, n_prompt, 16, split(1));
+    compare_model(path, n_prompt, 16, split(int(n_layer) - 1));
+    compare_model(path, n_prompt, 16, split(0, {"blk\\.0\\.=CUDA0"}));
+    compare_model(path, n_prompt, 16, split(99, {"ffn_.*=CPU"}));
+  }
 }
 
 TEST(CudaModel, TinyModelsOfEveryArchitecture) {
