@@ -28,6 +28,9 @@
 #     ppl       weir perplexity on the GPU and on the CPU, the first model
 #               (a random model's perplexity means nothing; the two must agree)
 #     bench     weir bench -ngl 99 on the models (median of 5: -r 5)
+#     partial   one model across the CPU and the GPU: the partial-offload tests,
+#               the models split at -ngl WEIR_GPU_SPLIT_NGL (16) against the CPU,
+#               weir bench -ngl 16,0 with every core (not run by default)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
 #     counters  Nsight Compute (ncu) over one decoded token of each selected
@@ -232,6 +235,24 @@ if has compare; then
   export WEIR_GPU_COMPARE_MODELS
   run_logged compare "$log_dir/compare.log" "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels'
 
+fi
+
+if has partial; then
+  # One model across the CPU and the GPU (the scheduler): the tiny models of
+  # every architecture and the listed models split at -ngl 16 against the
+  # CPU, then weir bench at -ngl 16 (and 0) with all the host's cores.
+  step "partial offload (CPU + GPU)"
+  TAIL=20 run_logged partial "$log_dir/partial-tests.log" "$build/tests/weir_cuda_tests" \
+    --gtest_filter='CudaModel.Partial*'
+  list=()
+  for m in "${selected[@]}"; do list+=("$(path_of "${m%%:*}")"); done
+  WEIR_GPU_COMPARE_MODELS=$(IFS=:; echo "${list[*]}") WEIR_GPU_COMPARE_SPLIT=${WEIR_GPU_SPLIT_NGL:-16} \
+    TAIL=20 run_logged partial "$log_dir/partial-compare.log" "$build/tests/weir_cuda_tests" \
+    --gtest_filter='CudaModel.ListedModels'
+  args=()
+  for m in "${selected[@]}"; do args+=(-m "$(path_of "${m%%:*}")"); done
+  TAIL=20 run_logged partial "$log_dir/partial-bench.log" "$build/weir" bench "${args[@]}" \
+    -ngl "${WEIR_GPU_SPLIT_NGL:-16},0" -t "$(nproc)" -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
 fi
 
 if has ppl; then

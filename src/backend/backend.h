@@ -155,6 +155,14 @@ class Backend {
   }
   // Host memory for the sources and destinations of this backend's copies.
   virtual std::unique_ptr<Buffer> alloc_host(size_t bytes) = 0;
+  // Makes host memory [p, p + n) that this backend's copies read (weights
+  // in a file mapping) quick to copy from: pinned, read only. False where
+  // the backend cannot; copies from it then stay correct, only slower.
+  virtual bool register_host_memory(const void* p, size_t n) {
+    (void)p;
+    (void)n;
+    return false;
+  }
 };
 
 }  // namespace weir

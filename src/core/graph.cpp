@@ -205,11 +205,16 @@ Tensor* Graph::sample(Tensor* logits, Tensor* params) {
 }
 
 Tensor* Graph::clone(const Tensor& t, const std::function<Tensor*(const Tensor*)>& map) {
+  // Sources first (map may add them to this graph): a tensor comes after
+  // what it reads, as everywhere in a graph.
+  Tensor* src[kMaxSrc] = {};
+  for (int i = 0; i < kMaxSrc; ++i)
+    if (t.src[i]) src[i] = map(t.src[i]);
+  Tensor* view_src = t.view_src ? map(t.view_src) : nullptr;
   Tensor& x = tensors_.emplace_back(t);
   x.id = int(tensors_.size()) - 1;
-  for (Tensor*& s : x.src)
-    if (s) s = map(s);
-  if (x.view_src) x.view_src = map(x.view_src);
+  for (int i = 0; i < kMaxSrc; ++i) x.src[i] = src[i];
+  x.view_src = view_src;
   if (x.op != Op::Leaf) x.data = nullptr;
   return &x;
 }

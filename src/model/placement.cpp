@@ -1,5 +1,6 @@
 #include "model/placement.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <unordered_map>
 
@@ -130,6 +131,16 @@ sched::Placement ModelPlacement::for_scheduler(const Model& m) const {
   };
   s.layer_backend = layer;
   s.output_backend = output;
+  // The host's matrices, for op offload: one span and the largest.
+  const uint8_t *lo = nullptr, *hi = nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensor_home[i] != 0 || tensors[i].n_dims < 2) continue;
+    s.largest_host_weight = std::max(s.largest_host_weight, tensors[i].nbytes);
+    if (!lo || tensors[i].data < lo) lo = tensors[i].data;
+    if (!hi || tensors[i].data + tensors[i].nbytes > hi) hi = tensors[i].data + tensors[i].nbytes;
+  }
+  s.host_weights = lo;
+  s.host_weights_bytes = size_t(hi - lo);
   return s;
 }
 

@@ -14,9 +14,12 @@ bool is_leaf(const Tensor* t) { return t->op == Op::Leaf; }
 // A graph input: a leaf that is neither a weight nor state.
 bool is_input(const Tensor* leaf, const std::vector<int>& b) { return b[size_t(leaf->id)] == kHost; }
 
-int64_t batch_of(const Tensor& product) { return product.src[1]->n_rows(); }
-
 }  // namespace
+
+bool offloads(const Tensor& n, const AssignRules& rules) {
+  return rules.offload_backend >= 0 && n.n_rows() >= rules.offload_min_batch &&
+         rules.supports(rules.offload_backend, n);
+}
 
 const Tensor* pinning_weight(const Tensor& n, const AssignRules& rules) {
   const Tensor* w = nullptr;
@@ -28,7 +31,13 @@ const Tensor* pinning_weight(const Tensor& n, const AssignRules& rules) {
     default: return nullptr;
   }
   w = w->storage();
-  if (!is_leaf(w) || rules.weight_home(n, *w) == kHost) return nullptr;
+  if (!is_leaf(w)) return nullptr;
+  const int home = rules.weight_home(n, *w);
+  if (home == kHost) return nullptr;
+  // Offloaded prefill: a host layer's norm scale or bias (a vector) goes
+  // where the products around it go, not the products to the CPU.
+  const bool host_home = home < int(rules.host_visible.size()) && rules.host_visible[size_t(home)];
+  if (host_home && w->ne[1] == 1 && (n.op == Op::Mul || n.op == Op::Add) && offloads(n, rules)) return nullptr;
   return w;
 }
 
@@ -38,6 +47,7 @@ Assignment assign_backends(const Graph& g, const AssignRules& rules) {
   Assignment a;
   a.backend.assign(n, kUndecided);
   a.streamed.assign(n, false);
+  a.state.assign(n, false);
   std::vector<int>& b = a.backend;
   const int n_backends = int(rules.host_visible.size());
   auto is_device = [&](int k) { return k >= 0 && k < n_backends && !rules.host_visible[size_t(k)]; };
@@ -53,6 +63,7 @@ Assignment assign_backends(const Graph& g, const AssignRules& rules) {
   for (const Tensor& t : ts) {
     if (!is_leaf(&t)) continue;
     int home = rules.state_home(t);
+    a.state[size_t(t.id)] = home != kHost;
     if (home == kHost && !readers[size_t(t.id)].empty()) home = rules.weight_home(*readers[size_t(t.id)][0], t);
     b[size_t(t.id)] = home;
   }
@@ -72,8 +83,7 @@ Assignment assign_backends(const Graph& g, const AssignRules& rules) {
     }
     if (const Tensor* w = pinning_weight(t, rules)) {
       const int home = rules.weight_home(t, *w);
-      if (t.op == Op::MulMat && !is_device(home) && rules.offload_backend >= 0 &&
-          batch_of(t) >= rules.offload_min_batch && rules.supports(rules.offload_backend, t)) {
+      if (t.op == Op::MulMat && !is_device(home) && offloads(t, rules)) {
         mine = rules.offload_backend;
         a.streamed[size_t(t.id)] = true;
       } else {
@@ -84,6 +94,9 @@ Assignment assign_backends(const Graph& g, const AssignRules& rules) {
     for (const Tensor* s : t.src)  // state read in place (attention's K and V)
       if (s && is_leaf(s->storage()) && rules.state_home(*s->storage()) != kHost)
         mine = rules.state_home(*s->storage());
+    // Offloaded prefill: attention over a host cache runs on the device,
+    // the cache's window copied there (it is small next to the work).
+    if (t.op == Op::Attention && mine >= 0 && !is_device(mine) && offloads(t, rules)) mine = rules.offload_backend;
   }
 
   // The backend a source was computed on, or kUndecided / kHost.

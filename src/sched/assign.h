@@ -8,7 +8,9 @@
 //  2. Op offload: a matrix product whose weight lives on the host but whose
 //     batch has at least offload_min_batch columns runs on the offload
 //     backend, its weight streamed there (prefill of CPU-resident layers on
-//     the GPU); decode stays on the weight's home.
+//     the GPU); so does attention over a host KV cache (the cache's window
+//     is copied), and a host layer's norm scales and biases do not hold
+//     their nodes back; decode stays on the weights' home.
 //  3. A node without a home runs where one of its inputs was computed,
 //     preferring a device (a GPU) to the host;
 //  4. ... or, when its inputs are all on the host, where all of its readers
@@ -55,6 +57,7 @@ struct AssignRules {
 struct Assignment {
   std::vector<int> backend;    // by tensor id: nodes and views; leaves: their home or kHost
   std::vector<bool> streamed;  // by tensor id: a product run by op offload (its weight streams)
+  std::vector<bool> state;     // by tensor id: a leaf that is state (its home is where it lives)
 };
 
 Assignment assign_backends(const Graph& g, const AssignRules& rules);
@@ -62,5 +65,7 @@ Assignment assign_backends(const Graph& g, const AssignRules& rules);
 // The weight a node pins to its home (rule 1), or null: a product's or a
 // row lookup's matrix, a norm's scale, a bias.
 const Tensor* pinning_weight(const Tensor& node, const AssignRules& rules);
+// Whether a node's batch is big enough for op offload (rule 2).
+bool offloads(const Tensor& node, const AssignRules& rules);
 
 }  // namespace weir::sched

@@ -55,13 +55,23 @@ struct SubRun {
     Tensor* dst;          // a leaf of graph (allocated by its backend's plan)
     const Tensor* src;    // the original tensor (its data: where it was computed, or a host input)
     int from;             // backend index or kHost
+    size_t bytes = 0;     // from the start (0: the whole tensor)
   };
   std::vector<Copy> copies;
+};
+
+// A product's weight streamed to the offload backend before its run.
+struct Stream {
+  size_t run;
+  const void* host;  // the weight's bytes in host memory
+  size_t bytes;
+  int slot;
 };
 
 struct Scheduler::Plan {
   SplitPlan split;
   std::vector<SubRun> subs;
+  std::vector<Stream> streams;  // in run order
 };
 
 class SchedQueue final : public Queue {
@@ -203,7 +213,19 @@ void Scheduler::plan(Graph& g) {
   const Assignment a = assign_backends(g, r);
   p->split = split_graph(g, a, r.host_visible);
   std::unordered_map<const Tensor*, Tensor*> made;  // original node -> its copy in its run's graph
-  for (const Run& run : p->split.runs) {
+  for (const Run& run : p->split.runs)
+    if (run.streamed && slots_.empty()) {
+      // The first streamed product: slots for the largest weight, and the
+      // host's weights registered with the device (pinned: copies go
+      // straight from the file's pages).
+      Backend& off = *backends_[size_t(run.backend)];
+      const size_t slot = std::max(placement_.largest_host_weight, size_t(1));
+      for (int k = 0; k < std::max(2, opts_.stream_slots); ++k) slots_.push_back(off.alloc(slot));
+      if (placement_.host_weights)
+        pinned_ = off.register_host_memory(placement_.host_weights, placement_.host_weights_bytes);
+    }
+  for (size_t r = 0; r < p->split.runs.size(); ++r) {
+    const Run& run = p->split.runs[r];
     SubRun sub;
     sub.backend = run.backend;
     sub.graph = std::make_unique<Graph>();
@@ -218,15 +240,28 @@ void Scheduler::plan(Graph& g) {
       for (int i = 0; i < kMaxDims; ++i) c->nb[i] = s->nb[i];
       return c;
     };
+    // A streamed product's weight: the slot it is copied into.
+    const Tensor* streamed_w = run.streamed ? run.nodes.front()->src[0]->storage() : nullptr;
+    if (streamed_w) {
+      if (streamed_w->n_bytes() > slots_[0]->size())
+        throw Error("scheduler: weight '" + streamed_w->name + "' is larger than the streaming slots");
+      const int slot = int(p->streams.size() % slots_.size());
+      p->streams.push_back({r, streamed_w->data, streamed_w->n_bytes(), slot});
+      local[streamed_w] = leaf_for(streamed_w, slots_[size_t(slot)]->data());
+    }
     std::function<Tensor*(const Tensor*)> map = [&](const Tensor* s) -> Tensor* {
       if (auto it = local.find(s); it != local.end()) return it->second;
       Tensor* c;
       if (s->op == Op::View) {
         c = sg.clone(*s, map);
       } else if (s->op == Op::Leaf) {
-        const bool copied = a.backend[size_t(s->id)] == kHost && !b.host_visible_memory();
-        c = copied ? leaf_for(s, nullptr) : sg.clone(*s, map);
-        if (copied) sub.copies.push_back({c, s, kHost});
+        // A graph input a device reads, or state read away from its home:
+        // copied in (split.h); else read in place.
+        const Transfer* t = nullptr;
+        for (const Transfer& x : run.copies_in)
+          if (x.tensor == s) t = &x;
+        c = t ? leaf_for(s, nullptr) : sg.clone(*s, map);
+        if (t) sub.copies.push_back({c, s, t->from, t->bytes});
       } else {  // computed by an earlier run
         const Tensor* there = made.at(s);
         const int from = a.backend[size_t(s->id)];
@@ -258,17 +293,38 @@ void Scheduler::run_graph(Graph& g) {
   Plan& p = *it->second;
   int wait_index = 0;
   auto skip = [&] { return wait_index++ == opts_.skip_wait; };
+  // Op offload: weight i streams into slot i % K on the offload backend's
+  // copy queue once the product that last used that slot is done, up to K
+  // ahead of the product that computes; that product waits for its copy.
+  const size_t n_streams = p.streams.size(), k_slots = slots_.size();
+  std::vector<std::unique_ptr<Event>> ready(n_streams), done(n_streams);
+  size_t issued = 0, next_stream = 0;
+  auto issue_streams = [&](size_t upto) {
+    for (; issued < n_streams && issued <= upto; ++issued) {
+      const Stream& st = p.streams[issued];
+      Queue& cq = backends_[size_t(p.subs[st.run].backend)]->copy_queue();
+      if (issued >= k_slots) cq.wait_event(*done[issued - k_slots]);
+      else if (last_stream_done_) cq.wait_event(*last_stream_done_);  // the last step's products
+      cq.copy_to_device(slots_[size_t(st.slot)]->data(), st.host, st.bytes);
+      ready[issued] = cq.record();
+    }
+  };
+  issue_streams(k_slots - 1);
   for (size_t r = 0; r < p.subs.size(); ++r) {
     const Run& run = p.split.runs[r];
     SubRun& sub = p.subs[r];
     Backend& b = *backends_[size_t(sub.backend)];
     Queue& q = b.queue();
+    if (run.streamed) {
+      issue_streams(next_stream + k_slots - 1);
+      q.wait_event(*ready[next_stream]);
+    }
     for (int d : run.device_waits_on) {
       std::unique_ptr<Event> e = backends_[size_t(d)]->queue().record();
       if (!skip()) q.wait_event(*e);
     }
     for (const SubRun::Copy& c : sub.copies) {
-      const size_t n = c.src->n_bytes();
+      const size_t n = c.bytes ? c.bytes : c.src->n_bytes();
       if (c.from == kHost || backends_[size_t(c.from)]->host_visible_memory()) {
         q.copy_to_device(c.dst->data, c.src->data, n);
       } else if (b.host_visible_memory()) {
@@ -286,7 +342,9 @@ void Scheduler::run_graph(Graph& g) {
     }
     q.run(*sub.graph);
     if (!b.host_visible_memory()) dirty_[size_t(sub.backend)] = true;
+    if (run.streamed) done[next_stream++] = q.record();
   }
+  if (n_streams) last_stream_done_ = std::move(done[n_streams - 1]);
   ++stats_.graphs_run;
 }
 

@@ -31,6 +31,11 @@ struct Placement {
   std::function<int(const Tensor& node, const Tensor& leaf)> weight_home;
   std::vector<int> layer_backend;  // each layer's KV cache and attention
   int output_backend = 0;          // where the logits are computed
+  // The host's weights that op offload may stream: one span of memory (to
+  // register with the offload backend) and the largest of them.
+  const void* host_weights = nullptr;
+  size_t host_weights_bytes = 0;
+  size_t largest_host_weight = 0;
 };
 
 struct SchedOptions {
@@ -39,6 +44,9 @@ struct SchedOptions {
   // this many columns run on this backend (-1: off).
   int offload_backend = -1;
   int64_t offload_min_batch = 32;
+  // Device buffers the streamed weights go through, in turn: a product
+  // computes from one while the next ones are copied into the others.
+  int stream_slots = 3;
   // Tests: the wait of each step's plan to leave out (its position among
   // the plan's waits, host and device; -1: none), to show that the chaos
   // backend catches a missing wait.
@@ -70,6 +78,9 @@ class Scheduler final : public Backend {
   std::unique_ptr<Buffer> alloc_state(int64_t layer, size_t bytes) override;
 
   const std::vector<Backend*>& backends() const { return backends_; }
+  // Op offload: whether the host weights are registered with the offload
+  // backend (copies straight from them) or copied from pageable memory.
+  bool streams_pinned() const { return pinned_; }
   // The last planned graph's split, for reports and tests.
   const SplitPlan* split_of(const Graph& g) const;
 
@@ -90,6 +101,11 @@ class Scheduler final : public Backend {
   mutable BackendStats stats_;
   uint64_t own_host_waits_ = 0;
   std::vector<bool> dirty_;  // per backend: work queued since the last host wait on it
+  // Op offload: the slots streamed weights go through, on the offload
+  // backend; whether the host weights were registered there.
+  std::vector<std::unique_ptr<Buffer>> slots_;
+  bool pinned_ = false;
+  std::unique_ptr<Event> last_stream_done_;  // the last streamed product of the last step
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
 };
 

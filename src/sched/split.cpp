@@ -4,6 +4,21 @@
 #include <unordered_map>
 
 namespace weir::sched {
+namespace {
+
+void add_once(std::vector<int>& v, int x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+// Bytes from the start of a view's storage to the end of the last element
+// it sees.
+size_t extent(const Tensor& v) {
+  size_t end = v.view_offset + row_bytes(v.dtype, v.ne[0]);
+  for (int i = 1; i < kMaxDims; ++i) end += size_t(v.ne[i] - 1) * v.nb[i];
+  return end;
+}
+
+}  // namespace
 
 int SplitPlan::host_waits() const {
   int n = 0;
@@ -18,9 +33,11 @@ SplitPlan split_graph(const Graph& g, const Assignment& a, const std::vector<boo
   for (const Tensor& t : ts) {
     if (t.op == Op::Leaf || t.op == Op::View) continue;
     const int b = a.backend[size_t(t.id)];
-    if (plan.runs.empty() || plan.runs.back().backend != b) {
+    const bool streamed = a.streamed[size_t(t.id)];
+    if (plan.runs.empty() || plan.runs.back().backend != b || streamed || plan.runs.back().streamed) {
       plan.runs.emplace_back();
       plan.runs.back().backend = b;
+      plan.runs.back().streamed = streamed;
     }
     plan.runs.back().nodes.push_back(&t);
     run_of[size_t(t.id)] = int(plan.runs.size()) - 1;
@@ -46,20 +63,26 @@ SplitPlan split_graph(const Graph& g, const Assignment& a, const std::vector<boo
           const int from = plan.runs[size_t(producer)].backend;
           if (from == run.backend) continue;  // the same backend's memory, read in place
           run.copies_in.push_back({st, from});
-          if (is_device(from) && !is_device(run.backend)) {
-            if (std::find(run.host_waits_on.begin(), run.host_waits_on.end(), from) == run.host_waits_on.end())
-              run.host_waits_on.push_back(from);
-          } else if (is_device(from)) {
-            if (std::find(run.device_waits_on.begin(), run.device_waits_on.end(), from) ==
-                run.device_waits_on.end())
-              run.device_waits_on.push_back(from);
-          }
+          if (is_device(from) && !is_device(run.backend)) add_once(run.host_waits_on, from);
+          else if (is_device(from)) add_once(run.device_waits_on, from);
           continue;
         }
-        // A leaf: a graph input copied to a device that reads it; weights
-        // and state are read where they are.
-        if (st->op == Op::Leaf && a.backend[size_t(st->id)] == kHost && is_device(run.backend))
+        // A leaf: a graph input copied to a device that reads it; state read
+        // on another backend than its home copied there (the window this
+        // run's views reach); weights read where they are.
+        if (st->op != Op::Leaf) continue;
+        const int home = a.backend[size_t(st->id)];
+        if (home == kHost && is_device(run.backend)) {
           run.copies_in.push_back({st, kHost});
+        } else if (home >= 0 && home != run.backend && a.state[size_t(st->id)]) {
+          size_t reach = 0;
+          for (const Tensor* m : run.nodes)
+            for (const Tensor* v : m->src)
+              if (v && v->storage() == st) reach = std::max(reach, extent(*v));
+          run.copies_in.push_back({st, home, std::min(reach, st->n_bytes())});
+          if (is_device(home) && !is_device(run.backend)) add_once(run.host_waits_on, home);
+          else if (is_device(home)) add_once(run.device_waits_on, home);
+        }
       }
   }
   for (const Tensor& t : ts) {

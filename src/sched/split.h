@@ -1,7 +1,10 @@
 // A graph cut into runs, one backend each, and the copies and waits between
 // them (the sync plan): pure host logic, unit-tested without any device.
 //
-// A run is a maximal stretch of consecutive nodes on one backend. Before a
+// A run is a maximal stretch of consecutive nodes on one backend (a product
+// run by op offload is a run of its own). State (a KV cache) read on
+// another backend than its home is copied too: the window its views reach.
+// Before a
 // run, every tensor it reads that lives elsewhere is copied to its backend:
 //  - from a device to the host (a GPU result a CPU run reads): a copy on the
 //    device's queue, an event, and a host wait, once per device before the
@@ -21,12 +24,16 @@
 namespace weir::sched {
 
 struct Transfer {
-  const Tensor* tensor;  // storage tensor (what views look at): copied whole
+  const Tensor* tensor;  // storage tensor (what views look at)
   int from;              // backend index, or kHost (a graph input)
+  size_t bytes = 0;      // from its start: all that the run's views reach (0: the whole tensor)
 };
 
 struct Run {
   int backend = 0;
+  // A product run by op offload, alone in its run: its weight is streamed
+  // to the backend before it (Scheduler).
+  bool streamed = false;
   std::vector<const Tensor*> nodes;  // in order; no leaves or views
   std::vector<Transfer> copies_in;   // before the run, in this order
   // Devices whose results this (host-visible) run reads: the host waits on

@@ -107,14 +107,17 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   c.placement = p.summary();
   CpuOptions cpu = f.cpu;
   cpu.stop = &stop_flag();
-  if (p.single_device() && p.layer.front() == 0) {
+  // Op offload: where a GPU is present, the products of big batches of the
+  // CPU's layers run there, their weights streamed (llama.cpp does it too).
+  const bool offload = f.op_offload && !gpus.empty();
+  if (p.single_device() && p.layer.front() == 0 && !offload) {
     c.backend = std::make_unique<CpuBackend>(f.threads, cpu);
     return c;
   }
   check_fits(m, p, f, gpus[size_t(f.device)], 1);
   CudaOptions o;
   o.device = f.device;
-  if (p.single_device()) {
+  if (p.single_device() && p.layer.front() == 1) {
     c.backend = make_cuda_backend(o);
     return c;
   }
@@ -122,6 +125,8 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   auto gpu = make_cuda_backend(o);
   sched::SchedOptions so;
   so.host_backend = 0;
+  so.offload_backend = offload ? 1 : -1;
+  if (offload) c.placement += "; op offload: prefill products of the CPU's weights on " + devices[1];
   auto s = std::make_unique<sched::Scheduler>(std::vector<Backend*>{host.get(), gpu.get()}, p.for_scheduler(m), so);
   s->own(std::move(host));
   s->own(std::move(gpu));

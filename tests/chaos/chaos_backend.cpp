@@ -218,16 +218,18 @@ class ChaosBackend final : public Backend {
 
   void plan(Graph& g) override {
     compute_.drain();  // nothing of an older plan of g still runs
+    // The inputs this plan allocates: leaves without memory (others are
+    // external: weights, state, another graph's results).
+    std::vector<Tensor*>& inputs = inputs_[&g];
+    inputs.clear();
+    for (Tensor& t : g.tensors())
+      if (t.op == Op::Leaf && !t.data) inputs.push_back(&t);
     inner_.plan(g);
     // Activations and inputs start as poison: nothing may read them before
     // a node or a copy writes them.
-    std::vector<Tensor*>& inputs = inputs_[&g];
-    inputs.clear();
-    for (Tensor& t : g.tensors()) {
-      if (t.op == Op::View || t.op == Op::SetRows || !t.data || !inner_.owns(t.data)) continue;
-      std::memset(t.data, kPoison, t.n_bytes());
-      if (t.op == Op::Leaf) inputs.push_back(&t);
-    }
+    for (Tensor* t : inputs) std::memset(t->data, kPoison, t->n_bytes());
+    for (Tensor& t : g.tensors())
+      if (t.op != Op::Leaf && t.op != Op::View && t.op != Op::SetRows) std::memset(t.data, kPoison, t.n_bytes());
   }
   size_t planned_bytes(const Graph& g) const override { return inner_.planned_bytes(g); }
   void release(const Graph& g) override {

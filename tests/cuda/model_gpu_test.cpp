@@ -349,6 +349,13 @@ TEST(CudaModel, RealGemma3) {
   compare_model(path, 100);
 }
 
+// The real model split as `weir run -ngl 10` splits it: layers 8-17 on the GPU.
+TEST(CudaModel, RealGemma3PartialOffload) {
+  WEIR_REQUIRE_GPU();
+  WEIR_REQUIRE_MODEL(path);
+  compare_model(path, 100, 32, split(10));
+}
+
 // The real model on the GPU against llama.cpp's reference logits and greedy
 // tokens (the checks the CPU passes in tests/model/gemma3_reference_test.cpp),
 // and against the float64 forward pass: no farther from it than the CPU's
@@ -430,6 +437,8 @@ TEST(CudaModel, ListedModels) {
     if (!p.empty()) {
       compare_model(p, 24);
       expect_repeats(p, 80);
+      // And split as -ngl N splits it (WEIR_GPU_COMPARE_SPLIT=N).
+      if (const char* n = std::getenv("WEIR_GPU_COMPARE_SPLIT"); n && *n) compare_model(p, 24, 32, split(std::atoi(n)));
     }
 }
 

@@ -50,7 +50,7 @@ struct Split {
   std::unique_ptr<sched::Scheduler> sched;
 };
 
-Split make_split(const Model& m, const ModelPlacement& p, uint64_t seed, int skip_wait = -1) {
+Split make_split(const Model& m, const ModelPlacement& p, uint64_t seed, int skip_wait = -1, bool offload = false) {
   Split s;
   s.cpu = std::make_unique<CpuBackend>(kThreads);
   test::ChaosOptions co;
@@ -59,6 +59,10 @@ Split make_split(const Model& m, const ModelPlacement& p, uint64_t seed, int ski
   s.chaos = test::make_chaos_backend(co);
   sched::SchedOptions so;
   so.skip_wait = skip_wait;
+  if (offload) {  // the prompt's batches of 16 take it
+    so.offload_backend = 1;
+    so.offload_min_batch = 8;
+  }
   s.sched = std::make_unique<sched::Scheduler>(std::vector<Backend*>{s.cpu.get(), s.chaos.get()}, p.for_scheduler(m),
                                                so);
   return s;
@@ -133,6 +137,24 @@ TEST_P(SchedulerChaos, BatchedDecodeEqualsTheCpuAlone) {
   for (uint64_t seed = 11; seed <= 13; ++seed) {
     Split s = make_split(*m, random_placement(*m, seed, 1), seed);
     EXPECT_EQ(decode(*s.sched), want) << "seed " << seed;
+  }
+}
+
+// Op offload: the prompt's products of the CPU's weights, and its attention
+// over the CPU's cache, run on the device with the weights streamed through
+// slots and the cache's window copied; decode stays on the CPU.
+TEST_P(SchedulerChaos, OpOffloadEqualsTheCpuAloneBitForBit) {
+  const auto m = tiny(GetParam());
+  const auto prompt = tokens(*m, 40, 3);
+  CpuBackend cpu(kThreads);
+  const auto want = run(*m, cpu, prompt, 4);
+  for (uint64_t seed = 21; seed <= 24; ++seed) {
+    // All on the CPU, and split, both with op offload.
+    const ModelPlacement p = seed % 2 ? place_model(*m, {"CPU", "TEST0"}, {}) : random_placement(*m, seed, 0);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + p.summary());
+    Split s = make_split(*m, p, seed, -1, true);
+    const auto got = run(*m, *s.sched, prompt, 4);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "step " << i;
   }
 }
 

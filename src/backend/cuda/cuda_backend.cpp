@@ -229,6 +229,7 @@ CudaBackend::~CudaBackend() {
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
+  for (void* p : registered_) cudaHostUnregister(p);
 }
 
 Queue& CudaBackend::queue() { return *queue_; }
@@ -258,6 +259,19 @@ std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
   return std::make_unique<DeviceBuffer>(bytes, &owned_, stream_);
 }
 std::unique_ptr<Buffer> CudaBackend::alloc_host(size_t bytes) { return std::make_unique<PinnedBuffer>(bytes); }
+
+bool CudaBackend::register_host_memory(const void* p, size_t n) {
+  WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  // Read only: the pages of a file mapping opened for reading.
+  const cudaError_t e =
+      cudaHostRegister(const_cast<void*>(p), n, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  registered_.push_back(const_cast<void*>(p));
+  return true;
+}
 
 bool CudaBackend::owns(const void* p) const { return owned_.contains(p); }
 

@@ -42,6 +42,7 @@ class CudaBackend final : public Backend {
   const BackendStats& stats() const override { return stats_; }
   std::unique_ptr<Buffer> alloc(size_t bytes) override;
   std::unique_ptr<Buffer> alloc_host(size_t bytes) override;
+  bool register_host_memory(const void* p, size_t n) override;
 
   int device_index() const { return device_; }
   const cudaDeviceProp& props() const { return prop_; }
@@ -86,6 +87,7 @@ class CudaBackend final : public Backend {
   };
   std::unordered_map<const void*, Weight> weights_;  // host address -> device copy
   size_t weight_bytes_ = 0;
+  std::vector<void*> registered_;  // host ranges registered (cudaHostRegister)
   void* scratch_ = nullptr;  // per-node temporary memory, shared by all graphs
   size_t scratch_bytes_ = 0;
   void* fold_ = nullptr;  // folded norms' 8-bit x and sums (OpCtx::fold)
