@@ -84,14 +84,15 @@ double kl_top50(const float* cpu, const float* gpu, int64_t n) {
 struct UnderTest {
   std::unique_ptr<Backend> backend;
   uint64_t waits_per_token = 1;
+  bool one_device = true;  // the prompt's waits: one per batch
 };
 using MakeBackend = std::function<UnderTest(const Model&)>;
 
-UnderTest whole_gpu(const Model&) { return {make_cuda_backend(CudaOptions{}), 1}; }
+UnderTest whole_gpu(const Model&) { return {make_cuda_backend(CudaOptions{}), 1, true}; }
 
 // The last n_gpu_layers on the GPU (llama.cpp's -ngl), the rest and the head
 // on the CPU, or as overrides say (-ot).
-MakeBackend split(int n_gpu_layers, std::vector<std::string> overrides = {}) {
+MakeBackend split(int n_gpu_layers, std::vector<std::string> overrides = {}, bool op_offload = false) {
   return [=](const Model& m) {
     PlacementRequest r;
     r.n_gpu_layers = n_gpu_layers;
@@ -99,7 +100,9 @@ MakeBackend split(int n_gpu_layers, std::vector<std::string> overrides = {}) {
     const ModelPlacement p = place_model(m, {"CPU", "CUDA0"}, r);
     auto cpu = std::make_unique<CpuBackend>(int(std::max(2u, std::thread::hardware_concurrency())));
     auto gpu = make_cuda_backend(CudaOptions{});
-    auto s = std::make_unique<sched::Scheduler>(std::vector<Backend*>{cpu.get(), gpu.get()}, p.for_scheduler(m));
+    sched::SchedOptions so;
+    so.offload_backend = op_offload ? 1 : -1;
+    auto s = std::make_unique<sched::Scheduler>(std::vector<Backend*>{cpu.get(), gpu.get()}, p.for_scheduler(m), so);
     s->own(std::move(cpu));
     s->own(std::move(gpu));
     // One step's waits: 1, plus one for each place the CPU reads the GPU's result.
@@ -119,7 +122,7 @@ MakeBackend split(int n_gpu_layers, std::vector<std::string> overrides = {}) {
     std::printf("%s: %s; %llu host waits a token\n", p.summary().c_str(), s->name().c_str(),
                 (unsigned long long)waits);
     s->release(g);
-    return UnderTest{std::move(s), waits};
+    return UnderTest{std::move(s), waits, false};
   };
 }
 
@@ -160,7 +163,7 @@ void compare_model(const std::string& path, int n_prompt, int n_steps = 32, cons
   const uint64_t waits0 = gpu->stats().host_waits;
   int32_t g_next = sg.eval_sample(prompt, greedy);
   const uint64_t waits_prompt = gpu->stats().host_waits - waits0;
-  if (under.waits_per_token == 1) EXPECT_EQ(waits_prompt, uint64_t((n_prompt + sp.n_batch - 1) / sp.n_batch));
+  if (under.one_device) EXPECT_EQ(waits_prompt, uint64_t((n_prompt + sp.n_batch - 1) / sp.n_batch));
   int agreed = 0;
   for (int s = 0; s < n_steps; ++s) {
     const Margin mc = top_two(sc.logits(), V);
@@ -196,7 +199,9 @@ std::string tiny(const std::string& arch, FileType ft) {
 
 // Partial offload (the scheduler over the CPU and the GPU): the last layer,
 // all but the first, the first alone (-ot), FFNs on the CPU and attention on
-// the GPU (-ot "ffn_.*=CPU"): the CPU's tokens, as the whole GPU gives them.
+// the GPU (-ot "ffn_.*=CPU"), all on the CPU with the prompt's products on
+// the GPU (op offload; the prompt's batches of 64 take it): the CPU's
+// tokens, as the whole GPU gives them.
 TEST(CudaModel, PartialOffloadOfEveryArchitecture) {
   WEIR_REQUIRE_GPU();
   for (const auto& [arch, ft, n_prompt] : {std::tuple{"llama", FileType::Q4_K_M, 40}, {"qwen2", FileType::Q8_0, 40},
@@ -204,9 +209,10 @@ TEST(CudaModel, PartialOffloadOfEveryArchitecture) {
     const std::string path = tiny(arch, ft);
     const int64_t n_layer = Model::load(path)->hparams().n_layer;
     compare_model(path, n_prompt, 16, split(1));
-    compare_model(path, n_prompt, 16, split(int(n_layer) - 1));
+    compare_model(path, n_prompt, 16, split(int(n_layer) - 1, {}, true));
     compare_model(path, n_prompt, 16, split(0, {"blk\\.0\\.=CUDA0"}));
-    compare_model(path, n_prompt, 16, split(99, {"ffn_.*=CPU"}));
+    compare_model(path, n_prompt, 16, split(99, {"ffn_.*=CPU"}, true));
+    compare_model(path, n_prompt, 16, split(0, {}, true));  // all weights on the CPU, prefill on the GPU
   }
 }
 
@@ -438,7 +444,10 @@ TEST(CudaModel, ListedModels) {
       compare_model(p, 24);
       expect_repeats(p, 80);
       // And split as -ngl N splits it (WEIR_GPU_COMPARE_SPLIT=N).
-      if (const char* n = std::getenv("WEIR_GPU_COMPARE_SPLIT"); n && *n) compare_model(p, 24, 32, split(std::atoi(n)));
+      if (const char* n = std::getenv("WEIR_GPU_COMPARE_SPLIT"); n && *n) {
+        compare_model(p, 80, 32, split(std::atoi(n), {}, true));
+        compare_model(p, 80, 32, split(0, {}, true));  // -ngl 0 with op offload
+      }
     }
 }
 
