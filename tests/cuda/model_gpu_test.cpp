@@ -180,7 +180,9 @@ void compare_model(const std::string& path, int n_prompt, int n_steps = 32, cons
   }
   std::printf("%s: %d of %d greedy tokens agree; graphs captured %llu, replayed %llu\n", path.c_str(), agreed, n_steps,
               (unsigned long long)gpu->stats().graphs_captured, (unsigned long long)gpu->stats().graphs_replayed);
-  EXPECT_GT(gpu->stats().graphs_replayed, 0u);
+  // Decode on the GPU replays its recorded graphs (with op offload alone,
+  // decode runs on the CPU).
+  if (under.one_device || under.waits_per_token > 1) EXPECT_GT(gpu->stats().graphs_replayed, 0u);
 }
 
 std::string tiny(const std::string& arch, FileType ft) {
