@@ -17,7 +17,7 @@ struct GpuInfo {
   std::string name;
   int cc_major = 0, cc_minor = 0;  // compute capability
   int sm_count = 0;
-  size_t total_bytes = 0, free_bytes = 0;
+  size_t total_bytes = 0;
   double peak_gbps = 0;  // memory bandwidth from clock and bus width (datasheet-like)
 };
 
@@ -29,6 +29,9 @@ std::string cuda_build_info();
 // The GPUs weir can use now; empty with *why saying why (no CUDA in the
 // build, no driver, no device).
 std::vector<GpuInfo> cuda_devices(std::string* why = nullptr);
+
+// Free memory on GPU `device` now (it makes the device current); 0 without one.
+size_t cuda_free_bytes(int device);
 
 struct CudaOptions {
   int device = 0;

@@ -1,11 +1,15 @@
 #include "sched/scheduler.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace weir::sched {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // Host memory the scheduler hands out (the Session's inputs), known as its
 // own while it lives.
@@ -119,11 +123,16 @@ class SchedQueue final : public Queue {
   }
   void synchronize() override {
     ++s_.own_host_waits_;
+    const auto t0 = Clock::now();
     for (size_t i = 0; i < s_.backends_.size(); ++i)
       if (s_.dirty_[i]) {
         s_.backends_[i]->queue().synchronize();
         s_.dirty_[i] = false;
       }
+    if (s_.opts_.profile) {
+      s_.profile_.wait_s += seconds(t0, Clock::now());
+      ++s_.profile_.host_waits;
+    }
   }
 
  private:
@@ -336,16 +345,24 @@ void Scheduler::run_graph(Graph& g) {
     for (int d : run.host_waits_on) {
       std::unique_ptr<Event> e = backends_[size_t(d)]->queue().record();
       if (skip()) continue;
+      const auto t0 = Clock::now();
       e->wait();
       ++own_host_waits_;
       dirty_[size_t(d)] = false;
+      if (opts_.profile) {
+        profile_.wait_s += seconds(t0, Clock::now());
+        ++profile_.host_waits;
+      }
     }
+    const auto t0 = Clock::now();
     q.run(*sub.graph);
+    if (opts_.profile) (b.host_visible_memory() ? profile_.host_run_s : profile_.issue_s) += seconds(t0, Clock::now());
     if (!b.host_visible_memory()) dirty_[size_t(sub.backend)] = true;
     if (run.streamed) done[next_stream++] = q.record();
   }
   if (n_streams) last_stream_done_ = std::move(done[n_streams - 1]);
   ++stats_.graphs_run;
+  ++profile_.steps;
 }
 
 size_t Scheduler::planned_bytes(const Graph& g) const {
@@ -366,6 +383,17 @@ void Scheduler::release(const Graph& g) {
 const SplitPlan* Scheduler::split_of(const Graph& g) const {
   auto it = plans_.find(&g);
   return it == plans_.end() ? nullptr : &it->second->split;
+}
+
+std::string SchedProfile::describe() const {
+  const double n = double(steps ? steps : 1);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "per step: %.3f ms in the host's runs, %.3f ms waiting for devices (%.2f waits), %.3f ms issuing "
+                "device work (%llu steps)",
+                host_run_s / n * 1e3, wait_s / n * 1e3, double(host_waits) / n, issue_s / n * 1e3,
+                (unsigned long long)steps);
+  return buf;
 }
 
 const BackendStats& Scheduler::stats() const {

@@ -11,6 +11,7 @@
 // layer's attention (alloc_state), and the graph's outputs stay where they
 // were computed (copy_to_host finds them).
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -51,6 +52,19 @@ struct SchedOptions {
   // the plan's waits, host and device; -1: none), to show that the chaos
   // backend catches a missing wait.
   int skip_wait = -1;
+  // Time where the host spends it (profile()).
+  bool profile = false;
+};
+
+// Where a step's time goes, seen from the host: host-visible runs are
+// synchronous (their time is their work); a wait's time is what the host
+// waited for devices' work and copies that did not overlap its own.
+struct SchedProfile {
+  uint64_t steps = 0, host_waits = 0;
+  double host_run_s = 0;   // in host-visible runs (the CPU's layers)
+  double wait_s = 0;       // in host waits, the step's end included
+  double issue_s = 0;      // issuing device runs and copies
+  std::string describe() const;  // per step
 };
 
 class Scheduler final : public Backend {
@@ -83,6 +97,8 @@ class Scheduler final : public Backend {
   bool streams_pinned() const { return pinned_; }
   // The last planned graph's split, for reports and tests.
   const SplitPlan* split_of(const Graph& g) const;
+  const SchedProfile& profile() const { return profile_; }
+  void reset_profile() { profile_ = {}; }
 
  private:
   friend class SchedQueue;
@@ -100,6 +116,7 @@ class Scheduler final : public Backend {
   MemoryRanges host_;  // alloc() buffers
   mutable BackendStats stats_;
   uint64_t own_host_waits_ = 0;
+  SchedProfile profile_;
   std::vector<bool> dirty_;  // per backend: work queued since the last host wait on it
   // Op offload: the slots streamed weights go through, on the offload
   // backend; whether the host weights were registered there.

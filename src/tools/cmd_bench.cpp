@@ -3,6 +3,7 @@
 // tg result achieves next to the bandwidth this machine measures.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -37,6 +38,8 @@ BackendFlags flags_for(const BenchTest& t, int device, const CpuOptions& cpu_opt
   f.cpu = cpu_opts;
   f.n_ctx = n_ctx;
   f.kv_type = kv_type;
+  const char* prof = std::getenv("WEIR_SCHED_PROFILE");
+  f.profile = prof && *prof == '1';
   return f;
 }
 
@@ -134,6 +137,8 @@ int cmd_bench(int argc, char** argv) {
     }
     std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over
     if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type)).backend;
+    sched::Scheduler* split = gpu ? lm.gpu.at(key).split : nullptr;
+    if (split) split->reset_profile();
     try {
       row.result = run_bench_test(*lm.model, gpu ? *lm.gpu.at(key).backend : *cpu, t, ro);
     } catch (const Cancelled&) {
@@ -141,6 +146,9 @@ int cmd_bench(int argc, char** argv) {
     }
     row.model = lm.info.get();
     emit(printer->row(row));
+    if (split && split->profile().steps)
+      std::fprintf(stderr, "weir bench: %s -ngl %d: %s\n", t.name().c_str(), t.n_gpu_layers,
+                   split->profile().describe().c_str());
     rows.push_back(std::move(row));
   }
   emit(printer->footer(rows));

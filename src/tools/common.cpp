@@ -64,7 +64,7 @@ std::string gib(double bytes) {
 
 // Refuses a GPU share that cannot fit: weights, the KV cache of its layers
 // and working memory (activations, cuBLAS) against the GPU's free memory.
-void check_fits(const Model& m, const ModelPlacement& p, const BackendFlags& f, const GpuInfo& gpu, int dev) {
+void check_fits(const Model& m, const ModelPlacement& p, const BackendFlags& f, int dev) {
   const HParams& h = m.hparams();
   const double kv_layer =
       double(f.n_ctx) * double(row_bytes(f.kv_type, h.n_embd_k()) + row_bytes(f.kv_type, h.n_embd_v()));
@@ -72,10 +72,11 @@ void check_fits(const Model& m, const ModelPlacement& p, const BackendFlags& f, 
   for (int d : p.layer) layers += d == dev;
   const double weights = double(p.weight_bytes[size_t(dev)]), kv = kv_layer * double(layers);
   const double work = double(size_t(768) << 20);
-  if (weights + kv + work <= double(gpu.free_bytes)) return;
+  const double free = double(cuda_free_bytes(f.device));
+  if (weights + kv + work <= free) return;
   throw Error("-ngl " + std::to_string(f.n_gpu_layers) + ": " + p.devices[size_t(dev)] + " needs " +
               gib(weights + kv + work) + " (weights " + gib(weights) + ", KV cache " + gib(kv) +
-              ", ~0.75 GiB working memory) but has " + gib(double(gpu.free_bytes)) +
+              ", ~0.75 GiB working memory) but has " + gib(free) +
               " free; lower -ngl (or --ctx-size), or keep tensors on the CPU with -ot");
 }
 
@@ -114,7 +115,7 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
     c.backend = std::make_unique<CpuBackend>(f.threads, cpu);
     return c;
   }
-  check_fits(m, p, f, gpus[size_t(f.device)], 1);
+  check_fits(m, p, f, 1);
   CudaOptions o;
   o.device = f.device;
   if (p.single_device() && p.layer.front() == 1) {
@@ -126,12 +127,13 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   sched::SchedOptions so;
   so.host_backend = 0;
   so.offload_backend = offload ? 1 : -1;
+  so.profile = f.profile;
   if (offload) c.placement += "; op offload: prefill products of the CPU's weights on " + devices[1];
   auto s = std::make_unique<sched::Scheduler>(std::vector<Backend*>{host.get(), gpu.get()}, p.for_scheduler(m), so);
   s->own(std::move(host));
   s->own(std::move(gpu));
+  c.split = s.get();
   c.backend = std::move(s);
-  c.split = true;
   return c;
 }
 

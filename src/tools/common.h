@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/session.h"
 #include "model/model.h"
+#include "sched/scheduler.h"
 
 namespace weir::tools {
 
@@ -46,12 +47,14 @@ struct BackendFlags {
   // For the check that the GPU's share fits: the context the KV cache holds.
   int64_t n_ctx = 4096;
   DType kv_type = DType::F32;
+  // Where a split step's time goes (WEIR_SCHED_PROFILE=1; bench prints it).
+  bool profile = false;
 };
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;
-  std::string placement;  // bytes per device and what runs there (for -v and bench)
-  bool split = false;     // a scheduler over several backends
+  std::string placement;             // bytes per device and what runs there (for -v and bench)
+  sched::Scheduler* split = nullptr;  // the backend, when it is a scheduler over several
 };
 
 // The backend for these flags: the CPU, one GPU, or a scheduler over both.

@@ -45,6 +45,15 @@ std::vector<GpuInfo> cuda_devices(std::string* why) {
   return out;
 }
 
+size_t cuda_free_bytes(int device) {
+  size_t free = 0, total = 0;
+  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return free;
+}
+
 double measure_gpu_bandwidth(int device) {
   if (cudaSetDevice(device) != cudaSuccess) {
     cudaGetLastError();
