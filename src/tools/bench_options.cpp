@@ -27,7 +27,7 @@ DType kv_type(const std::string& flag, const std::string& s) {
 bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   o->plan.n_threads = {default_threads()};
   std::string ctk = "f16", ctv = "f16";
-  bool no_warmup = false;
+  bool no_warmup = false, no_op_offload = false;
   Args a("bench",
          "Measure prompt processing (pp) and generation (tg) speed, llama-bench style.\n"
          "List options take N,M,..., FIRST-LAST[+STEP|*MULT], or repeats; every combination is run.");
@@ -47,9 +47,12 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt("-ctk,--cache-type-k", &ctk, "T", "KV cache type: f16 (default) or f32")
       .opt("-ctv,--cache-type-v", &ctv, "T", "must equal -ctk (one cache type)")
       .opt("--numa", &o->numa, "MODE", "off (default), distribute or isolate")
-      .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test");
+      .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test")
+      .flag("-nopo,--no-op-offload", &no_op_offload,
+            "keep the prompt's products of CPU-resident weights on the CPU (default: on the GPU when there is one)");
   if (!a.parse(argc, argv)) return false;
   o->warmup = !no_warmup;
+  o->op_offload = !no_op_offload;
   if (o->plan.models.empty()) throw UsageError("no model given (-m MODEL.gguf)");
   check_all(o->plan.n_prompt, 0, kMaxTokens, "-p");
   check_all(o->plan.n_gen, 0, kMaxTokens, "-n");

@@ -20,6 +20,8 @@ struct BenchOptions {
   int device = 0;
   // off, distribute or isolate: CpuOptions::numa of every test's backend.
   std::string numa = "off";
+  // Op offload (products of big batches of the CPU's weights on the GPU).
+  bool op_offload = true;
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
   bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }
 };

@@ -30,8 +30,10 @@ struct LoadedModel {
   std::map<std::pair<int, int>, BackendChoice> gpu;
 };
 
-BackendFlags flags_for(const BenchTest& t, int device, const CpuOptions& cpu_opts, int64_t n_ctx, DType kv_type) {
+BackendFlags flags_for(const BenchTest& t, int device, const CpuOptions& cpu_opts, int64_t n_ctx, DType kv_type,
+                       bool op_offload) {
   BackendFlags f;
+  f.op_offload = op_offload;
   f.n_gpu_layers = t.n_gpu_layers;
   f.device = device;
   f.threads = t.n_threads;
@@ -49,17 +51,17 @@ BackendFlags flags_for(const BenchTest& t, int device, const CpuOptions& cpu_opt
 // decode graph built and planned. A GPU backend is kept for the model's
 // tests (copying the weights again per test would only repeat the load).
 LoadedModel load_for_bench(const std::string& path, const BenchTest& first, int device, int64_t n_ctx,
-                           DType kv_type, const CpuOptions& cpu_opts) {
+                           DType kv_type, const CpuOptions& cpu_opts, bool op_offload) {
   LoadedModel lm;
   const auto t0 = std::chrono::steady_clock::now();
   lm.model = load_model(path);
   {
-    BackendChoice c = make_backend(*lm.model, flags_for(first, device, cpu_opts, n_ctx, kv_type));
+    BackendChoice c = make_backend(*lm.model, flags_for(first, device, cpu_opts, n_ctx, kv_type, op_offload));
     SessionParams sp;
     sp.n_ctx = n_ctx;
     sp.kv_type = kv_type;
     make_session(*lm.model, *c.backend, sp, "-p + -n + -d, times -np")->prepare(1);
-    if (first.n_gpu_layers > 0) {
+    if (first.n_gpu_layers > 0 || c.split) {
       std::fprintf(stderr, "weir bench: -ngl %d: %s\n", first.n_gpu_layers, c.placement.c_str());
       lm.gpu.emplace(std::make_pair(first.n_gpu_layers, first.n_threads), std::move(c));
     }
@@ -110,13 +112,16 @@ int cmd_bench(int argc, char** argv) {
   for (const BenchTest& t : tests) {
     if (stop_requested()) break;
     if (models.empty() || models.back().info->path != t.model)
-      models.push_back(load_for_bench(t.model, t, o.device, max_ctx[t.model], o.kv_type, cpu_opts));
+      models.push_back(load_for_bench(t.model, t, o.device, max_ctx[t.model], o.kv_type, cpu_opts, o.op_offload));
     LoadedModel& lm = models.back();
-    const bool gpu = wants_gpu(*lm.model, t.n_gpu_layers);
+    // Backends that hold a GPU (some layers there, or op offload) are made
+    // once and kept; CPU-only ones fresh per test.
+    static const bool have_gpu = !cuda_devices().empty();
+    const bool gpu = wants_gpu(*lm.model, t.n_gpu_layers) || (o.op_offload && have_gpu);
     BenchRow row;
     if (t.n_gen > 0) {
       // All on the GPU: its bandwidth; split or CPU: the CPU's (the slower part).
-      const bool all_gpu = t.n_gpu_layers > lm.model->hparams().n_layer;
+      const bool all_gpu = t.n_gpu_layers > lm.model->hparams().n_layer && !lm.gpu.empty();
       const int bw_key = all_gpu ? -1 : t.n_threads;
       if (!read_bw.count(bw_key))
         read_bw[bw_key] =
@@ -131,12 +136,12 @@ int cmd_bench(int argc, char** argv) {
     }
     const auto key = std::make_pair(t.n_gpu_layers, t.n_threads);
     if (gpu && !lm.gpu.count(key)) {
-      BackendChoice c = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type));
+      BackendChoice c = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type, o.op_offload));
       std::fprintf(stderr, "weir bench: -ngl %d: %s\n", t.n_gpu_layers, c.placement.c_str());
       lm.gpu.emplace(key, std::move(c));
     }
     std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over
-    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type)).backend;
+    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type, o.op_offload)).backend;
     sched::Scheduler* split = gpu ? lm.gpu.at(key).split : nullptr;
     if (split) split->reset_profile();
     try {
