@@ -99,7 +99,14 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
                      (gpus.empty() ? "" : " (0.." + std::to_string(gpus.size() - 1) + ")"));
   if (!gpus.empty()) devices.push_back("CUDA" + std::to_string(f.device));
   bool wants_device = f.n_gpu_layers > 0;
-  for (const TensorOverride& o : req.overrides) wants_device = wants_device || o.device != "CPU";
+  for (const TensorOverride& o : req.overrides) {
+    const bool cuda = o.device.size() > 4 && o.device.rfind("CUDA", 0) == 0 &&
+                      o.device.find_first_not_of("0123456789", 4) == std::string::npos;
+    if (o.device != "CPU" && !cuda)
+      throw UsageError("-ot '" + o.pattern + "=" + o.device + "': no device named " + o.device +
+                       " (CPU, or CUDA0, CUDA1 ... for the GPUs)");
+    wants_device = wants_device || cuda;
+  }
   if (wants_device && gpus.empty())
     throw Error((f.n_gpu_layers > 0 ? "-ngl " + std::to_string(f.n_gpu_layers) : std::string("-ot")) +
                 ": no GPU to run on: " + why);

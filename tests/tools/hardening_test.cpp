@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/registry.h"
 #include "model/tiny_models.h"
 #include "test_env.h"
 #include "tools/process.h"
@@ -99,6 +100,7 @@ void devfull_err(ProcOptions& o) { o.stderr_path = "/dev/full"; }
 void broken_pipe(ProcOptions& o) { o.stdout_broken_pipe = true; }
 void low_memory(ProcOptions& o) { o.address_space_limit = kLowMemory; }
 void small_files(ProcOptions& o) { o.file_size_limit = 64 * 1024; }
+void no_gpu_only(ProcOptions&) {}  // marks cases that expect no GPU on the machine
 
 const Case kCases[] = {
     // run: flag edges
@@ -125,6 +127,10 @@ const Case kCases[] = {
     {"run_ngl_negative", "run -m {tiny} -p hi -ngl -1", 2, "-ngl"},
     {"run_ngl_word", "run -m {tiny} -p hi -ngl all", 2, "-ngl"},
     {"run_numa_bad", "run -m {tiny} -p hi --numa sideways", 2, "--numa"},
+    {"run_ot_bad_regex", "run -m {tiny} -p hi -ot ffn_(=CPU", 2, "-ot"},
+    {"run_ot_no_device", "run -m {tiny} -p hi -ot ffn_.*", 2, "-ot"},
+    {"run_ot_unknown_device", "run -m {tiny} -p hi -ot ffn_.*=TPU3", 2, "TPU3"},
+    {"run_ngl_without_gpu", "run -m {tiny} -p hi -ngl 1", 2, "-ngl", no_gpu_only},
     {"run_prompt_and_file", "run -m {tiny} -p hi -f {text}", 2, "-f"},
     {"run_repeat_last_n_negative", "run -m {tiny} -p hi --repeat-last-n -2", 2, "--repeat-last-n"},
     {"run_seed_negative", "run -m {tiny} -p hi --seed -1", 2, "--seed"},
@@ -263,6 +269,9 @@ TEST_P(BadInput, EndsCleanlyWithOneLineNamingTheCause) {
   ProcOptions o;
   o.timeout_s = c.bound_s;
   if (c.setup) c.setup(o);
+  if (c.setup && c.setup.target<void (*)(ProcOptions&)>() &&
+      *c.setup.target<void (*)(ProcOptions&)>() == &no_gpu_only && !cuda_devices().empty())
+    GTEST_SKIP() << "a GPU is here";
   std::vector<std::string> argv = split(args);
   argv.insert(argv.begin(), weir_bin());
   const ProcResult r = run_process(argv, o, scratch);
