@@ -181,14 +181,8 @@ if has test; then
   # the stage rather than the whole call.
   TAIL=40 run_logged test "$log_dir/cuda-tests.log" timeout "${WEIR_GPU_TEST_TIMEOUT:-900}" \
     "$build/tests/weir_cuda_tests" --gtest_brief=1
-  # The decode products' other kernels, which the defaults take only for
-  # some shapes: staged through shared memory everywhere it can, and never.
-  for knobs in "WEIR_CUDA_STAGED=1" "WEIR_CUDA_STAGED=0"; do
-    echo "--- $knobs"
-    # shellcheck disable=SC2086
-    TAIL=3 run_logged test "$log_dir/cuda-tests-knobs.log" env $knobs timeout "${WEIR_GPU_TEST_TIMEOUT:-900}" \
-      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='CudaOps.*:CudaModel.Tiny*'
-  done
+  # (The decode products' other kernels, staged everywhere and never, are
+  # run by the tests themselves: CudaOptions::staged per backend instance.)
 fi
 
 # name:preset:arch:type[:vocab]

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda_options.h"
 
 namespace weir {
 
@@ -32,13 +33,6 @@ std::vector<GpuInfo> cuda_devices(std::string* why = nullptr);
 
 // Free memory on GPU `device` now (it makes the device current); 0 without one.
 size_t cuda_free_bytes(int device);
-
-struct CudaOptions {
-  int device = 0;
-  // Record each graph's kernels once and replay them (CUDA graphs) from its
-  // second run on. Off: launch kernel by kernel every run.
-  bool graphs = true;
-};
 
 // Device memory bandwidth of GPU `device` in bytes/s, measured by a few
 // large device-to-device copies (bytes read + bytes written over the time),

@@ -52,16 +52,12 @@ void run_prompt(Session& s, TokenSource& src, int n) {
 // from the source, each next one the token the step before sampled, with
 // the next step queued before the host waits for the one before it
 // (Session::queue_sample_next); n steps, one host wait each.
-// WEIR_PIPELINE=0: each step after the host has the token before it (for
+// pipelined off: each step after the host has the token before it (for
 // comparisons).
-void run_gen(Session& s, TokenSource& src, int n) {
+void run_gen(Session& s, TokenSource& src, int n, bool pipelined) {
   const bool on_backend = !s.backend().host_visible_memory();
   BackendSampling greedy;
   greedy.temperature = 0;
-  static const bool pipelined = [] {
-    const char* e = std::getenv("WEIR_PIPELINE");
-    return !(e && std::string(e) == "0");
-  }();
   if (on_backend && !pipelined) {
     for (int i = 0; i < n; ++i) s.eval_sample(src.take(1, s.n_past() == 0), greedy);
     return;
@@ -189,7 +185,7 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   if (o.warmup) {
     run_prompt(s, src, t.n_prompt);
     if (t.n_gen > 0 && parallel) run_gen_parallel(s, src, 1, t.n_parallel);
-    else if (t.n_gen > 0) run_gen(s, src, 1);
+    else if (t.n_gen > 0) run_gen(s, src, 1, o.pipelined);
   }
   for (int rep = 0; rep < o.reps; ++rep) {
     s.reset();
@@ -198,7 +194,7 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
     const auto t0 = std::chrono::steady_clock::now();
     run_prompt(s, src, t.n_prompt);
     if (parallel) run_gen_parallel(s, src, t.n_gen, t.n_parallel);
-    else run_gen(s, src, t.n_gen);
+    else run_gen(s, src, t.n_gen, o.pipelined);
     r.samples_ns.push_back(uint64_t(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   }

@@ -66,6 +66,9 @@ struct BenchRunOptions {
   DType kv_type = DType::F16;
   uint32_t seed = 1;   // random tokens
   const std::atomic<bool>* stop = nullptr;  // SessionParams::stop
+  // tg on a backend that samples: the next step queued before the host
+  // waits (Session::queue_sample_next); off: step by step (for comparisons).
+  bool pipelined = true;
 };
 
 // Runs one test on `backend` (whose thread count the caller chose to match

@@ -17,6 +17,7 @@
 #include "tools/bench_options.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/env_options.h"
 #include "tools/signals.h"
 
 namespace weir::tools {
@@ -109,6 +110,7 @@ int cmd_bench(int argc, char** argv) {
   ro.warmup = o.warmup;
   ro.kv_type = o.kv_type;
   ro.stop = &stop_flag();
+  ro.pipelined = pipeline_from_env();
   for (const BenchTest& t : tests) {
     if (stop_requested()) break;
     if (models.empty() || models.back().info->path != t.model)

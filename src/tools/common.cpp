@@ -16,6 +16,7 @@
 #include "model/placement.h"
 #include "sched/scheduler.h"
 #include "tools/args.h"
+#include "tools/env_options.h"
 #include "tools/signals.h"
 
 namespace weir::tools {
@@ -115,6 +116,7 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   c.placement = p.summary();
   CpuOptions cpu = f.cpu;
   cpu.stop = &stop_flag();
+  apply_cpu_env(&cpu);
   // Op offload: where a GPU is present, the products of big batches of the
   // CPU's layers run there, their weights streamed (llama.cpp does it too).
   const bool offload = f.op_offload && !gpus.empty();
@@ -123,8 +125,7 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
     return c;
   }
   check_fits(m, p, f, 1);
-  CudaOptions o;
-  o.device = f.device;
+  const CudaOptions o = cuda_options_from_env(f.device);
   if (p.single_device() && p.layer.front() == 1) {
     c.backend = make_cuda_backend(o);
     return c;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/env_options.h"
 #include "tools/signals.h"
 
 #ifndef WEIR_VERSION
@@ -99,6 +100,12 @@ int run_command(const Command& c, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   weir::tools::install_signal_handlers();
+  try {
+    weir::tools::apply_process_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weir: %s\n", e.what());
+    return 2;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
     print_usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -95,18 +95,28 @@ class CudaOps : public testing::Test {
     if (!cuda::test::have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
     CudaOptions o;
     gpu_ = make_cuda_backend(o);
+    // The decode products' other kernels, which the defaults take only for
+    // some shapes: staged through shared memory everywhere they can, and
+    // never (CudaOptions::staged).
+    for (int staged : {1, 0}) {
+      o.staged = staged;
+      variants_.push_back(make_cuda_backend(o));
+    }
     CpuOptions co;
     co.llama_rounding = false;
     cpu_ = std::make_unique<CpuBackend>(2, co);
   }
   // Runs on both backends; the GPU result three times (eager, then a
-  // recorded graph twice).
+  // recorded graph twice), with the default options and each variant: the
+  // largest error.
   double compare(const Builder& build, const Inputs& in) {
     const auto c = as_floats(run_on(*cpu_, build, in));
-    const auto g = as_floats(run_on(*gpu_, build, in, 3));
-    return rel_err(g, c);
+    double e = rel_err(as_floats(run_on(*gpu_, build, in, 3)), c);
+    for (auto& v : variants_) e = std::max(e, rel_err(as_floats(run_on(*v, build, in, 3)), c));
+    return e;
   }
   std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<std::unique_ptr<Backend>> variants_;
 };
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
@@ -171,9 +181,9 @@ TEST_F(CudaOps, MmaTileProducts) {
 // The integer decode kernels against the float product of the dequantized
 // weights and the activations as the kernels quantize them: per 32 values,
 // d = fp16(max |x| / 127), q = round(x / (max |x| / 127)).
-// Long rows too: many steps a warp in the register kernels, and with
-// WEIR_CUDA_STAGED=1 (a run of gpu-check's test stage) the staged kernels
-// with several slices a row and more slices than stages.
+// Long rows too: many steps a warp in the register kernels, and (the
+// staged variant) the staged kernels with several slices a row and more
+// slices than stages.
 TEST_F(CudaOps, Q8DecodeProducts) {
   for (DType wt : kWeightTypes)
     for (const int64_t K : {traits(wt).block_size == 256 ? int64_t(768) : int64_t(160), int64_t(14336)}) {

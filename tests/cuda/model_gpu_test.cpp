@@ -89,6 +89,15 @@ struct UnderTest {
 using MakeBackend = std::function<UnderTest(const Model&)>;
 
 UnderTest whole_gpu(const Model&) { return {make_cuda_backend(CudaOptions{}), 1, true}; }
+// With the decode products staged through shared memory everywhere they
+// can (1), or never (0): the kernels the defaults take only for some shapes.
+MakeBackend whole_gpu_staged(int staged) {
+  return [=](const Model&) {
+    CudaOptions o;
+    o.staged = staged;
+    return UnderTest{make_cuda_backend(o), 1, true};
+  };
+}
 
 // The last n_gpu_layers on the GPU (llama.cpp's -ngl), the rest and the head
 // on the CPU, or as overrides say (-ot).
@@ -226,6 +235,10 @@ TEST(CudaModel, TinyModelsOfEveryArchitecture) {
   // Past its 128-token window.
   compare_model(tiny("gemma3", FileType::Q4_K_M), 150);
   compare_model(tiny("llama", FileType::MOSTLY_F16), 20);
+  for (int staged : {1, 0}) {
+    compare_model(tiny("llama", FileType::Q4_K_M), 40, 32, whole_gpu_staged(staged));
+    compare_model(tiny("qwen3", FileType::Q4_0), 40, 32, whole_gpu_staged(staged));
+  }
 }
 
 // Batched decode on the GPU: S sequences of different prompt lengths, one

@@ -108,7 +108,7 @@ class CpuQueue final : public Queue {
 CpuBackend::CpuBackend(int n_threads, CpuOptions opts)
     : opts_(std::move(opts)),
       numa_(numa_plan_for(opts_, n_threads)),
-      pool_(n_threads, numa_.group_of_thread),
+      pool_(n_threads, numa_.group_of_thread, opts_.spin_barriers ? cpu::WaitMode::Spin : cpu::WaitMode::Adaptive),
       queue_(std::make_unique<CpuQueue>(*this)) {
   if (numa_.pins()) pin_threads();
 }
@@ -257,7 +257,7 @@ cpu::MemRange bytes_of(const Tensor* t) {
 }  // namespace
 
 // Stages in run order: each rounded node's rounding, then each node.
-// WEIR_ALL_BARRIERS=1 keeps a barrier before every stage (for comparisons).
+// CpuOptions::all_barriers keeps a barrier before every stage (for comparisons).
 void CpuBackend::plan_node_barriers(Plan& p) const {
   p.fuse_next.assign(p.nodes.size(), false);
   for (size_t i = 0; i + 1 < p.nodes.size(); ++i)
@@ -284,9 +284,8 @@ void CpuBackend::plan_node_barriers(Plan& p) const {
     st.writes.push_back(bytes_of(t));
     stages.push_back(std::move(st));
   }
-  const char* env = std::getenv("WEIR_ALL_BARRIERS");
   std::vector<bool> b = cpu::plan_barriers(stages);
-  if (env && env[0] == '1') b.assign(b.size(), true);
+  if (opts_.all_barriers) b.assign(b.size(), true);
   if (!b.empty()) b[0] = false;  // the job's start
   p.barrier_round.assign(p.nodes.size(), false);
   p.barrier_node.assign(p.nodes.size(), false);

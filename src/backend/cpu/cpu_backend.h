@@ -32,6 +32,11 @@ struct CpuOptions {
   // a decode step of a small model stays one job).
   const std::atomic<bool>* stop = nullptr;
   double segment_macs = double(1 << 30);
+  // Barriers spin without sleeping (for comparisons; WEIR_BARRIER=spin).
+  bool spin_barriers = false;
+  // A barrier before every stage, not only where the plan needs one (for
+  // comparisons; WEIR_ALL_BARRIERS=1).
+  bool all_barriers = false;
 };
 
 // What NUMA placement did, for logs and tests.

@@ -1,5 +1,6 @@
 // Run-time choice of the integer dot-product kernels (qdot.h): the CPU's
 // SIMD level, capped by WEIR_SIMD, and the per-family kernel tables.
+#include <atomic>
 #include "backend/cpu/qdot.h"
 
 #include <cstdlib>
@@ -24,15 +25,7 @@ SimdLevel detect_level() {
   return SimdLevel::AVX512_VNNI;
 }
 
-// The level WEIR_SIMD asks for, or the highest one when it is unset or unknown.
-SimdLevel env_cap() {
-  const char* s = std::getenv("WEIR_SIMD");
-  if (!s) return SimdLevel::AVX512_VNNI;
-  if (!std::strcmp(s, "reference")) return SimdLevel::Reference;
-  if (!std::strcmp(s, "avx2")) return SimdLevel::AVX2;
-  if (!std::strcmp(s, "avx512")) return SimdLevel::AVX512;
-  return SimdLevel::AVX512_VNNI;
-}
+std::atomic<int> g_cap{int(SimdLevel::AVX512_VNNI)};  // set_simd_cap
 
 bool is_legacy(DType w) {
   return w == DType::Q4_0 || w == DType::Q4_1 || w == DType::Q5_0 || w == DType::Q5_1 ||
@@ -50,12 +43,11 @@ SimdLevel hardware_simd_level() {
   return l;
 }
 
+void set_simd_cap(SimdLevel cap) { g_cap.store(int(cap)); }
+
 SimdLevel best_simd_level() {
-  static const SimdLevel l = [] {
-    const SimdLevel hw = hardware_simd_level(), cap = env_cap();
-    return int(cap) < int(hw) ? cap : hw;
-  }();
-  return l;
+  const SimdLevel hw = hardware_simd_level(), cap = SimdLevel(g_cap.load(std::memory_order_relaxed));
+  return int(cap) < int(hw) ? cap : hw;
 }
 
 const char* simd_level_name(SimdLevel l) {

@@ -40,12 +40,13 @@ struct QDotKernels {
 };
 
 enum class SimdLevel { Reference, AVX2, AVX512, AVX512_VNNI };
-// Of this CPU (cached): AVX2 needs AVX2+FMA+F16C+BMI2, AVX512 needs
-// F+BW+DQ+VL on top, AVX512_VNNI adds VNNI. WEIR_SIMD=reference|avx2|avx512
-// caps it (for tests and comparisons).
+// Of this CPU: AVX2 needs AVX2+FMA+F16C+BMI2, AVX512 needs F+BW+DQ+VL on
+// top, AVX512_VNNI adds VNNI; capped by set_simd_cap (tools set it from
+// WEIR_SIMD=reference|avx2|avx512, for tests and comparisons).
 SimdLevel best_simd_level();
-// The same without the WEIR_SIMD cap: the highest level that may be asked
-// for; kernel lookups and quantize_act clamp requests to it.
+void set_simd_cap(SimdLevel cap);  // process-wide; set once, at start-up
+// The same without the cap: the highest level that may be asked for;
+// kernel lookups and quantize_act clamp requests to it.
 SimdLevel hardware_simd_level();
 const char* simd_level_name(SimdLevel l);
 

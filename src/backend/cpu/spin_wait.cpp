@@ -21,16 +21,6 @@ uint64_t now_ns() {
 
 }  // namespace
 
-WaitMode wait_mode_from_env() {
-  static const WaitMode mode = [] {
-    const char* v = std::getenv("WEIR_BARRIER");
-    if (!v || !*v || std::string(v) == "adaptive") return WaitMode::Adaptive;
-    if (std::string(v) == "spin") return WaitMode::Spin;
-    throw Error(std::string("WEIR_BARRIER=") + v + ": expected adaptive or spin");
-  }();
-  return mode;
-}
-
 // Yielding lasts until this long after the wait began.
 constexpr uint64_t kYieldNs = 200'000;
 

@@ -11,7 +11,6 @@ namespace weir::cpu {
 
 enum class WaitMode { Adaptive, Spin };
 // From WEIR_BARRIER (read once); unknown values are an error naming it.
-WaitMode wait_mode_from_env();
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

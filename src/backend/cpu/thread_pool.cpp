@@ -20,7 +20,7 @@ thread_local Member tl_member;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, std::vector<int> group_of_thread)
-    : ThreadPool(n_threads, std::move(group_of_thread), wait_mode_from_env()) {}
+    : ThreadPool(n_threads, std::move(group_of_thread), WaitMode::Adaptive) {}
 
 ThreadPool::ThreadPool(int n_threads, std::vector<int> group_of_thread, WaitMode mode)
     : n_(n_threads < 1 ? 1 : n_threads),

@@ -59,14 +59,7 @@ class CudaBackend final : public Backend {
   // Grows *mem (device memory shared by all graphs) to at least bytes.
   void ensure(void** mem, size_t* have, size_t bytes);
   void profile_plan(Plan& p);
-  // What the launch from node i does, as profiles and plan dumps name it.
-  static std::string launch_label(const Plan& p, size_t i);
-  static void check_launch_memory(const Plan& p);
-  void plan_fusion(Plan& p, const Graph& g) const;
-  void plan_rope_store(Plan& p, const std::vector<int>& readers) const;
-  void plan_norm_folds(Plan& p, const std::vector<int>& readers) const;
-  void plan_row_jobs(Plan& p, const std::vector<int>& readers) const;
-  void plan_glu(Plan& p, const std::vector<int>& readers) const;
+
   void print_profile() const;
 
   CudaOptions opts_;

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda_options.h"
 #include "core/tensor.h"
 
 namespace weir::cuda {
@@ -25,6 +26,12 @@ struct RopeStoreNode {
 };
 
 struct OpCtx {
+  // The backend's options (its kernel choices); null: the defaults.
+  const CudaOptions* opts = nullptr;
+  const CudaOptions& options() const {
+    static const CudaOptions defaults;
+    return opts ? *opts : defaults;
+  }
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   void* scratch = nullptr;  // device memory for this node alone, 256-byte aligned
@@ -65,13 +72,13 @@ void op_get_rows(const Tensor& dst, const OpCtx& c);
 void op_set_rows(const Tensor& dst, const OpCtx& c);
 void check_set_rows(const Tensor& dst);  // throws unless set_rows' operands are ones the kernels take
 void op_mul_mat(const Tensor& dst, const OpCtx& c);
-size_t mul_mat_scratch_bytes(const Tensor& dst);
+size_t mul_mat_scratch_bytes(const Tensor& dst, const CudaOptions& o = {});
 // Whether mul_mat quantizes x to 8 bits in scratch (decode products of
 // integer-kernel types): consecutive such products on the same x share it.
 bool mul_mat_quantizes_x(const Tensor& dst);
 // Products that can run as one launch (up to mul_mat_max_group()): decode
 // products on the same x with weights of one type and width.
-bool can_group_mul_mat(const Tensor& a, const Tensor& b);
+bool can_group_mul_mat(const Tensor& a, const Tensor& b, const CudaOptions& o);
 int mul_mat_max_group();
 void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c);
 // product -> add -> rms_norm -> mul as one launch, the norm folded into the
@@ -130,7 +137,7 @@ bool can_rope_store(const Tensor& t);  // a rope or set_rows this launch takes
 int rope_store_max_jobs();
 void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c);
 void op_attention(const Tensor& dst, const OpCtx& c);
-size_t attention_scratch_bytes(const Tensor& dst);
+size_t attention_scratch_bytes(const Tensor& dst, const CudaOptions& o = {});
 void op_sample(const Tensor& dst, const OpCtx& c);
 size_t sample_scratch_bytes(const Tensor& dst);
 

@@ -106,27 +106,13 @@ __device__ __forceinline__ void pdl_wait() {
 }
 
 // Warps per SM a decode product aims to have in flight when it picks how
-// many warps share a row: `dflt` (each kernel's measured best) unless
-// WEIR_CUDA_MV_WARPS says otherwise (for tuning).
-inline int mat_vec_warps_per_sm(int dflt) {
-  static const int n = [] {
-    const char* e = std::getenv("WEIR_CUDA_MV_WARPS");
-    return e ? std::atoi(e) : 0;
-  }();
-  return n > 0 ? n : dflt;
-}
+// many warps share a row: `dflt` (each kernel's measured best) unless the
+// options say otherwise (CudaOptions::mv_warps, for tuning).
+inline int mat_vec_warps_per_sm(int dflt, int option) { return option > 0 ? option : dflt; }
 
 // Decode products load their first weights before pdl_wait() when no kernel
-// of the graph writes them (OpCtx::w_fixed); WEIR_CUDA_MV_EARLY=0 keeps every
-// load after it (for comparisons: early loads gave 8B q4_K decode +3% and
-// 1B q4_0 +5% on an H100).
-inline bool mat_vec_early_loads() {
-  static const bool on = [] {
-    const char* e = std::getenv("WEIR_CUDA_MV_EARLY");
-    return !(e && std::string(e) == "0");
-  }();
-  return on;
-}
+// of the graph writes them (OpCtx::w_fixed) and CudaOptions::mv_early is on
+// (early loads gave 8B q4_K decode +3% and 1B q4_0 +5% on an H100).
 
 // Kernel's attributes (registers, local memory), asked of the runtime once.
 template <auto Kernel>
@@ -164,7 +150,7 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  if (pdl_enabled() && !t_pdl_off) {
+  if (t_pdl) {
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;

@@ -758,6 +758,7 @@ struct Shape {
   int64_t D = 0, Hq = 0, Hkv = 0, T = 0, S = 0;
   bool f16 = false;
   bool separate = false;  // no two tokens see the same keys (graph.h's hint)
+  bool wide = true;       // CudaOptions::attn_wide
 };
 
 struct Plan {
@@ -819,12 +820,8 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   // blocks wait on memory, not on each other (one block of G rows per kv
   // head was slower: H100 tg128, 8B Q4_K_M -3.4%, 1B Q4_0 -4.2%). Their K
   // and V loads after the first come from L2.
-  // WEIR_CUDA_ATTN_WIDE=0: splits as for long spans (for comparisons).
-  static const bool wide = [] {
-    const char* e = std::getenv("WEIR_CUDA_ATTN_WIDE");
-    return !(e && std::string(e) == "0");
-  }();
-  if (wide && n > 1 && s.f16 && !s.separate) {
+  // CudaOptions::attn_wide off: splits as for long spans (for comparisons).
+  if (s.wide && n > 1 && s.f16 && !s.separate) {
     const int tk = kWideThreads / pl.L * 8;  // 8 keys a thread a tile (f16, R = 1)
     if (s.S <= 2 * int64_t(tk)) pl.threads = kWideThreads, pl.TK = tk, pl.R = 1, n = 1;
   }
@@ -854,7 +851,7 @@ Plan plan_mma(const Shape& s, int sm, int max_splits = kMaxSplits) {
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // Operand checks; fills the shape. Throws weir::Error naming dst.
-Shape check(const Tensor& dst) {
+Shape check(const Tensor& dst, const CudaOptions& o) {
   const Tensor* q = dst.src[0];
   const Tensor* k = dst.src[1];
   const Tensor* v = dst.src[2];
@@ -879,12 +876,9 @@ Shape check(const Tensor& dst) {
   Shape s;
   s.D = q->ne[0], s.Hq = q->ne[1], s.T = q->ne[2], s.Hkv = k->ne[1], s.S = k->ne[2];
   s.f16 = k->dtype == DType::F16;
-  // WEIR_CUDA_ATTN_SEPARATE=0 ignores the hint (for comparisons).
-  static const bool hint = [] {
-    const char* e = std::getenv("WEIR_CUDA_ATTN_SEPARATE");
-    return !(e && std::string(e) == "0");
-  }();
-  s.separate = hint && dst.iparams[0] != 0 && q->ne[2] > 1;
+  // CudaOptions::attn_separate off ignores the hint (for comparisons).
+  s.separate = o.attn_separate && dst.iparams[0] != 0 && q->ne[2] > 1;
+  s.wide = o.attn_wide;
   if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 || s.Hq % s.Hkv != 0 ||
       mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq || dst.ne[1] != s.T || q->ne[3] != 1 ||
       k->ne[3] != 1 || v->ne[3] != 1 || mask->ne[2] != 1 || mask->ne[3] != 1)
@@ -943,10 +937,10 @@ size_t q8_reserve(const Shape& s) {
   return s.T <= kMaxQ8Tokens && s.D % 32 == 0 ? round256(q8_act_bytes(s.D * s.Hq, s.T)) : 0;
 }
 
-size_t attention_scratch_bytes(const Tensor& dst) {
+size_t attention_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   Shape s;
   try {
-    s = check(dst);
+    s = check(dst, o);
   } catch (const Error&) {
     return 0;  // op_attention reports it
   }
@@ -956,17 +950,8 @@ size_t attention_scratch_bytes(const Tensor& dst) {
   return n + q8_reserve(s);
 }
 
-// WEIR_CUDA_ATTN_EARLY_MASK=0: the mask scanned after pdl_wait() (for comparisons).
-bool attention_early_mask() {
-  static const bool on = [] {
-    const char* e = std::getenv("WEIR_CUDA_ATTN_EARLY_MASK");
-    return !(e && std::string(e) == "0");
-  }();
-  return on;
-}
-
 void op_attention(const Tensor& dst, const OpCtx& c) {
-  const Shape s = check(dst);
+  const Shape s = check(dst, c.options());
   if (s.T == 0) return;
   const Tensor* q = dst.src[0];
   const Tensor* k = dst.src[1];
@@ -986,7 +971,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   p.rows = p.T * p.G;
   p.qscale = dst.fparams[0] * kLog2e;
   p.q16 = aligned16(q->data) && q->nb[1] % 16 == 0 && q->nb[2] % 16 == 0;
-  p.mask_early = c.w_fixed && attention_early_mask();
+  p.mask_early = c.w_fixed && c.options().attn_early_mask;  // off: scanned after pdl_wait()
   p.kv16 = aligned16(k->data) && aligned16(v->data) && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && v->nb[1] % 16 == 0 &&
            v->nb[2] % 16 == 0;
   const bool out8 = (reinterpret_cast<uintptr_t>(dst.data) & 7) == 0 && dst.nb[1] % 8 == 0;

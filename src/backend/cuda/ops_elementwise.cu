@@ -212,10 +212,7 @@ void launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const
     return;
   }
   const int64_t n4 = K / 4;
-  static const int want_nv = [] {  // WEIR_CUDA_NORM_NV: float4s per thread at least (tuning)
-    const char* e = std::getenv("WEIR_CUDA_NORM_NV");
-    return e ? std::atoi(e) : 1;
-  }();
+  const int want_nv = c.options().norm_nv;  // float4s per thread at least (tuning)
   const int nv = want_nv >= 4 || n4 > 2048 ? 4 : want_nv == 2 || n4 > 1024 ? 2 : 1;
   const int threads = int(std::min<int64_t>(1024, ((n4 + nv - 1) / nv + 31) / 32 * 32));
   auto* k = nv == 1 ? rms_norm4_kernel<1> : nv == 2 ? rms_norm4_kernel<2> : rms_norm4_kernel<4>;

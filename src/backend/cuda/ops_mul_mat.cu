@@ -324,18 +324,16 @@ struct VecEnds {
 // decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
 int vec_wpr(int64_t warp_rows, int64_t K, const OpCtx& c) {
   int wpr = 1;
-  const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96);
+  const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96, c.options().mv_warps);
   while (wpr < kWarpsPerBlock && warp_rows * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
   return wpr;
 }
 
 // A folding launch's warps a row group: the plain launch's, capped by
-// WEIR_CUDA_FOLD_WPR (for tuning: fewer, larger blocks, fewer partial sums).
+// CudaOptions::fold_wpr (for tuning: fewer, larger blocks, fewer partial sums).
 int fold_wpr(int64_t N, int64_t K, int64_t T, const OpCtx& c) {
-  static const int cap = [] {
-    const char* e = std::getenv("WEIR_CUDA_FOLD_WPR");
-    return e && *e ? std::max(1, std::min(kWarpsPerBlock, std::atoi(e))) : kWarpsPerBlock;
-  }();
+  const int o = c.options().fold_wpr;
+  const int cap = o > 0 ? std::min(kWarpsPerBlock, o) : kWarpsPerBlock;
   const int R = rows_per_warp(int(T));
   return std::min(cap, vec_wpr((N + R - 1) / R, K, c));
 }
@@ -375,7 +373,7 @@ void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds&
   const Mats m = group_mats(dsts, n);
   const int64_t N = m.total;
   const Rows x = rows_of(*dst.src[1]);
-  const bool early = c.w_fixed && mat_vec_early_loads();
+  const bool early = c.w_fixed && c.options().mv_early;
   constexpr int R = rows_per_warp(NT);
   const bool norm = e.nrm.ss != nullptr;
   if constexpr (R == 2) {
@@ -495,8 +493,8 @@ size_t slice_rows(const Tensor& dst) {
 }
 
 bool uses_vec(const Tensor& dst) { return dst.n_rows() <= kMaxVecTokens; }
-bool uses_tile(const Tensor& dst) {
-  return !uses_vec(dst) && dst.n_rows() <= tile_max_tokens() && has_tile_mul_mat(dst.src[0]->dtype);
+bool uses_tile(const Tensor& dst, const CudaOptions& o) {
+  return !uses_vec(dst) && dst.n_rows() <= tile_max_tokens(o) && has_tile_mul_mat(dst.src[0]->dtype);
 }
 
 void check(const Tensor& dst) {
@@ -530,9 +528,9 @@ size_t convert_x(const Tensor& x, int64_t K, int64_t T, bool bf16, const OpCtx& 
 // The tile kernel on products dsts[0..n) of the same x.
 void tile_products(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Tensor& dst = *dsts[0];
-  if (mul_mat_scratch_bytes(dst) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
+  if (mul_mat_scratch_bytes(dst, c.options()) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
   bool mma = true;
-  for (int j = 0; j < n; ++j) mma = mma && mma_tile_fits(*dsts[j]);
+  for (int j = 0; j < n; ++j) mma = mma && mma_tile_fits(*dsts[j], c.options());
   const int64_t K = dst.src[0]->ne[0], T = dst.n_rows();
   const size_t xb = mma ? mma_convert_x(*dst.src[1], K, T, c) : convert_x(*dst.src[1], K, T, false, c);
   (mma ? mma_tile_mul_mat : tile_mul_mat)(dsts, n, c, static_cast<const __half*>(c.scratch),
@@ -541,21 +539,14 @@ void tile_products(const Tensor* const* dsts, int n, const OpCtx& c) {
 
 }  // namespace
 
-bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
+bool can_group_mul_mat(const Tensor& a, const Tensor& b, const CudaOptions& o) {
   const bool q8 = mul_mat_quantizes_x(a) && mul_mat_quantizes_x(b);
-  // WEIR_CUDA_TILE_GROUP=0: tile products one launch each (for comparisons).
-  static const bool tile_groups = [] {
-    const char* e = std::getenv("WEIR_CUDA_TILE_GROUP");
-    return !(e && std::string(e) == "0");
-  }();
-  const bool tile = tile_groups && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_tile(a) && uses_tile(b);
-  // The float decode kernel (F16, BF16, F32, the other types) groups too.
-  // WEIR_CUDA_VEC_GROUP=0: one launch each (for comparisons).
-  static const bool vec_groups = [] {
-    const char* e = std::getenv("WEIR_CUDA_VEC_GROUP");
-    return !(e && std::string(e) == "0");
-  }();
-  const bool vec = vec_groups && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_vec(a) && uses_vec(b) &&
+  // CudaOptions::tile_group off: tile products one launch each (for comparisons).
+  const bool tile =
+      o.tile_group && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_tile(a, o) && uses_tile(b, o);
+  // The float decode kernel (F16, BF16, F32, the other types) groups too
+  // (CudaOptions::vec_group off: one launch each).
+  const bool vec = o.vec_group && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_vec(a) && uses_vec(b) &&
                    !has_q8_mat_vec(a.src[0]->dtype) && !has_q8_mat_vec(b.src[0]->dtype);
   return (q8 || tile || vec) && a.src[1] == b.src[1] && a.src[0]->dtype == b.src[0]->dtype &&
          a.src[0]->ne[0] == b.src[0]->ne[0] && a.n_rows() == b.n_rows();
@@ -563,7 +554,7 @@ bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
 
 void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
   for (int i = 0; i < n; ++i) check(*dsts[i]);
-  if (uses_tile(*dsts[0])) return tile_products(dsts, n, c);
+  if (uses_tile(*dsts[0], c.options())) return tile_products(dsts, n, c);
   if (!has_q8_mat_vec(dsts[0]->src[0]->dtype)) return vec_products(dsts, n, c);
   q8_mat_vec(dsts, n, c);
 }
@@ -684,14 +675,14 @@ bool mul_mat_quantizes_x(const Tensor& dst) {
   return dst.src[0] && dst.src[1] && uses_vec(dst) && has_q8_mat_vec(dst.src[0]->dtype);
 }
 
-size_t mul_mat_scratch_bytes(const Tensor& dst) {
+size_t mul_mat_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   if (!dst.src[0]) return 0;
   if (uses_vec(dst)) return has_q8_mat_vec(dst.src[0]->dtype) ? q8_act_bytes(dst.src[0]->ne[0], dst.n_rows()) : 0;
   const DType wt = dst.src[0]->dtype;
   const size_t K = size_t(dst.src[0]->ne[0]), T = size_t(dst.n_rows());
   if (wt == DType::F32) return 0;
   const size_t xb = (T * K * 2 + 255) / 256 * 256;
-  if (uses_tile(dst)) return xb + tile_scratch_bytes(dst);
+  if (uses_tile(dst, o)) return xb + tile_scratch_bytes(dst);
   if (wt == DType::F16 || wt == DType::BF16) return xb;
   return xb + slice_rows(dst) * K * 2;
 }
@@ -710,8 +701,8 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
     const Tensor* one[1] = {&dst};
     return vec_products(one, 1, c);
   }
-  if (mul_mat_scratch_bytes(dst) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
-  if (uses_tile(dst)) {
+  if (mul_mat_scratch_bytes(dst, c.options()) > c.scratch_bytes) bad_operands("mul_mat", dst, "scratch too small");
+  if (uses_tile(dst, c.options())) {
     const Tensor* one[1] = {&dst};
     return tile_products(one, 1, c);
   }

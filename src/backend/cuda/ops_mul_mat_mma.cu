@@ -225,14 +225,6 @@ __global__ void convert_x_permuted_kernel(Rows x, int64_t K, int64_t T, __half* 
   }
 }
 
-bool mma_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("WEIR_CUDA_TILE_MMA");
-    return !(e && std::string(e) == "0");
-  }();
-  return on;
-}
-
 template <DType WT>
 void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpCtx& c, void* scratch,
             size_t scratch_bytes) {
@@ -259,9 +251,9 @@ void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpC
 
 }  // namespace
 
-bool mma_tile_fits(const Tensor& dst) {
+bool mma_tile_fits(const Tensor& dst, const CudaOptions& o) {
   const Tensor& W = *dst.src[0];
-  if (!mma_enabled() || W.ne[0] % 256) return false;
+  if (!o.tile_mma || W.ne[0] % 256) return false;
   bool has = false, aligned = false;
   dispatch_dtype(W.dtype, [&]<DType WT>() {
     if constexpr (MmaW<WT>::kHas) {

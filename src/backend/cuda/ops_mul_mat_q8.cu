@@ -629,14 +629,14 @@ __global__ void __launch_bounds__(512, MINB)
 
 // Warps per row: enough warps in flight to fill the GPU several times over,
 // while each thread-row keeps several chunks of work (1, 2 or 4).
-int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count) {
+int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count, int mv_warps) {
   // 16 per SM (H100, tg128): fewer, longer warps, more of them resident
   // early enough to load before the kernel ahead ends. With the first step
   // loaded before pdl_wait(), 24 beat 48 (8B q4_K +3.0%, 1B q4_0 +0.9%,
   // gemma3-270m +0.4%; 16 then: 8B +3.3%, 1B -0.8%); with the norm folded
   // and the GLU fused, 16 beats 24 (8B Q4_K_M +2.3%, 1B Q4_0 +0.1%; 40:
   // -2.2%, -0.5%; same call): the q/k/v launch takes one warp a row pair.
-  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(16);
+  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(16, mv_warps);
   int wpr = 1;
   while (wpr < kWarps && warp_rows * wpr < want && chunks >= int64_t(64) * wpr) wpr *= 2;
   return wpr;
@@ -658,17 +658,12 @@ struct Launch {
 // H100, 8B q6_K 161.7 -> 150.7 us); the others ran slower staged than from
 // registers (the copy unit moved ~15 GB/s an SM in boxes of 576-byte rows,
 // 2/3 of an SM's share of the memory's bandwidth; docs/perf.md).
-// WEIR_CUDA_STAGED=0: never; 1: every plain or scaled launch it can take.
+// CudaOptions::staged 0: never; 1: every plain or scaled launch it can take.
 enum class StagedMode { Never, Big, Always };
-StagedMode staged_mode() {
-  static const StagedMode m = [] {
-    const char* e = std::getenv("WEIR_CUDA_STAGED");
-    if (!bulk_copy_supported() || (e && std::string(e) == "0")) return StagedMode::Never;
-    return e && std::string(e) == "1" ? StagedMode::Always : StagedMode::Big;
-  }();
-  return m;
+StagedMode staged_mode(const CudaOptions& o) {
+  if (!bulk_copy_supported() || o.staged == 0) return StagedMode::Never;
+  return o.staged == 1 ? StagedMode::Always : StagedMode::Big;
 }
-bool staged_enabled() { return staged_mode() != StagedMode::Never; }
 
 // The device's shared memory: the most a block may ask for, an SM's, and
 // what the system keeps a block.
@@ -710,7 +705,7 @@ bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) 
     if (i + 1 < l.m.n && l.m.rows[i] % kRows) return false;
   }
   const unsigned blocks = blocks_for(l.m.total, kRows);
-  if (staged_mode() == StagedMode::Big && int64_t(blocks) < int64_t(8) * c.sm_count) return false;
+  if (staged_mode(c.options()) == StagedMode::Big && int64_t(blocks) < int64_t(8) * c.sm_count) return false;
   const size_t stage = size_t(kRows) * slot;
   const int64_t nslices = (l.K / D::QK + SB - 1) / SB;
   const SmemLimits& lim = smem_limits();
@@ -721,10 +716,8 @@ bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) 
   // a word past it.
   const int64_t budget =
       std::min<int64_t>(lim.per_block, lim.per_sm / per_sm - lim.reserved) - int64_t(fixed) - 128 - 16;
-  static const int cap = [] {  // WEIR_CUDA_STAGES=N: at most N stages (for tuning)
-    const char* e = std::getenv("WEIR_CUDA_STAGES");
-    return e && std::atoi(e) > 0 ? std::min(std::atoi(e), kMaxStages) : kMaxStages;
-  }();
+  // CudaOptions::stages: at most that many stages (for tuning).
+  const int cap = c.options().stages > 0 ? std::min(c.options().stages, kMaxStages) : kMaxStages;
   const int stages = int(std::min<int64_t>({nslices, cap, budget / int64_t(stage)}));
   if (stages < 1) return false;
   for (int i = 0; i < l.m.n; ++i) map_rows(&st.map[i], l.m.w[i], row_bytes, l.m.rows[i], l.m.stride[i], slot, box_rows);
@@ -751,10 +744,7 @@ void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   // 792 at 80; H100 tg128 8B Q4_K_M +1.3%). WEIR_CUDA_ONE_WAVE=0: never
   // (for comparisons).
   if constexpr (NT == 1 && WPR == 1 && std::is_same_v<Epi, RowJobs>) {
-    static const bool on = [] {
-      const char* e = std::getenv("WEIR_CUDA_ONE_WAVE");
-      return !(e && std::string(e) == "0");
-    }();
+    const bool on = c.options().one_wave;
     constexpr auto plain = q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>;
     constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
     const int64_t blocks = blocks_for(l.m.total, kWarps / WPR * R), sms = c.sm_count;
@@ -771,9 +761,9 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   // Staged: the plain and scaled ends only (the others measured slower
   // staged, docs/perf.md; mat_vec takes them all, for trying again).
   if constexpr (std::is_same_v<Epi, Plain> || std::is_same_v<Epi, Scaled>)
-    if (staged_enabled() && launch_staged<D, NT>(l, c, early, epi)) return;
+    if (staged_mode(c.options()) != StagedMode::Never && launch_staged<D, NT>(l, c, early, epi)) return;
   constexpr int R = rows_per_warp(NT);
-  const int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count);
+  const int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count, c.options().mv_warps);
   if (wpr == 1) return launch_wpr<D, NT, 1>(l, c, early, epi);
   if (wpr == 2) return launch_wpr<D, NT, 2>(l, c, early, epi);
   launch_wpr<D, NT, 4>(l, c, early, epi);
@@ -782,14 +772,11 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
 template <class D, int NT>
 void launch_nt(const Launch& l, const OpCtx& c) {
   constexpr int R = rows_per_warp(NT);
-  const bool early = c.w_fixed && mat_vec_early_loads();
+  const bool early = c.w_fixed && c.options().mv_early;
   if constexpr (R == 2) {
     constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
     if (l.fout.ss) {  // one warp a row pair
-      static const bool deep = [] {
-        const char* e = std::getenv("WEIR_CUDA_FOLD_DEEP");
-        return !(e && std::string(e) == "0");
-      }();
+      const bool deep = c.options().fold_deep;
       if constexpr (NT == 1)
         if (deep && l.m.total / 32 <= c.sm_count / 2 && (l.K / D::QK) * D::CHUNKS >= 2 * 32 * 4 &&
             kernel_attributes<q8_fold_deep_kernel<D>>().localSizeBytes <=

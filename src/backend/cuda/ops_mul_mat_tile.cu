@@ -197,10 +197,7 @@ int max_splits(int64_t K, int64_t T, int64_t cols) {
 
 }  // namespace
 
-int64_t tile_max_tokens() {
-  static const int64_t n = tile_env_int("WEIR_CUDA_TILE_MAX_T", 64);
-  return n;
-}
+int64_t tile_max_tokens(const CudaOptions& o) { return o.tile_max_tokens > 0 ? o.tile_max_tokens : 64; }
 
 bool has_tile_mul_mat(DType w) {
   if (w == DType::F32 || w == DType::F16 || w == DType::BF16) return false;
@@ -259,12 +256,6 @@ int tile_splits(int64_t blocks, int64_t slots, int64_t steps, int64_t T, int64_t
   return best;
 }
 
-int64_t tile_env_int(const char* name, int64_t dflt) {
-  const char* e = std::getenv(name);
-  const long long v = e ? std::atoll(e) : 0;
-  return v > 0 ? v : dflt;
-}
-
 void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
                   size_t scratch_bytes) {
   const Tensor& dst = *dsts[0];
@@ -272,10 +263,10 @@ void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half
   const int64_t K = dst.src[0]->ne[0], T = dst.n_rows();
   const TileMats m = tile_mats(dsts, n, BN);
   const int64_t cols = m.col[n], have = m.first_block[n] * blocks_for(T, BT);
-  // Split K until the GPU has about WEIR_CUDA_TILE_BLOCKS (default 4)
+  // Split K until the GPU has about CudaOptions::tile_blocks (default 4)
   // blocks per SM, each split at least kMinSplitSteps K steps, as far as
   // scratch holds the partial sums.
-  const int64_t want = int64_t(c.sm_count) * tile_env_int("WEIR_CUDA_TILE_BLOCKS", 4);
+  const int64_t want = int64_t(c.sm_count) * std::max(1, c.options().tile_blocks);
   const int64_t fits = int64_t(scratch_bytes / (size_t(T) * size_t(cols) * sizeof(float)));
   int64_t S = std::max<int64_t>(1, std::min<int64_t>({max_splits(K, T, cols), (want + have - 1) / have, fits}));
   const int64_t per = (k_steps(K) + S - 1) / S;

@@ -59,6 +59,5 @@ void sum_splits(const float* part, int S, int64_t T, const TileMats& m, const Op
 int tile_splits(int64_t blocks, int64_t slots, int64_t steps, int64_t T, int64_t cols, size_t weight_bytes,
                 size_t part_bytes);
 
-int64_t tile_env_int(const char* name, int64_t dflt);
 
 }  // namespace weir::cuda

@@ -1,0 +1,49 @@
+// The CUDA backend's options: every choice and knob it has, with its default
+// and meaning, in one place. Tools set them (tools/cuda_env.cpp reads the
+// WEIR_CUDA_* variables named here, for comparisons and diagnostics); tests
+// set them per backend instance. Nothing below tools/ reads the environment.
+#pragma once
+#include <string>
+
+namespace weir {
+
+struct CudaOptions {
+  int device = 0;
+  // Record each graph's kernels once and replay them (CUDA graphs) from its
+  // second run on. Off (WEIR_CUDA_GRAPHS=0): launch kernel by kernel.
+  bool graphs = true;
+
+  // Diagnostics.
+  bool profile = false;    // WEIR_CUDA_PROFILE=1: kernel time of every kind of node, printed at the end
+  bool plan_dump = false;  // WEIR_CUDA_PLAN_DUMP=1: each plan's launches, on stderr
+  std::string pdl_off_ops; // WEIR_CUDA_PDL_OFF_OPS=op,op: those ops launch without PDL (bisecting races)
+  std::string pdl_nodes;   // WEIR_CUDA_PDL_NODES=LO-HI,...: only those plan nodes launch with PDL
+
+  // Launch planning (launch_plan.h): fusions, on by default, off for
+  // comparisons.
+  bool glu_fuse = true;    // WEIR_CUDA_GLU_FUSE: the GLU runs in the gate/up products' launch
+  bool norm_fold = true;   // WEIR_CUDA_NORM_FOLD: the residual norm folded into the products around it
+  bool row_jobs = true;    // WEIR_CUDA_ROW_JOBS: the q/k/v launch ropes and writes the KV cache itself
+  bool tile_group = true;  // WEIR_CUDA_TILE_GROUP: tile products on the same x in one launch
+  bool vec_group = true;   // WEIR_CUDA_VEC_GROUP: float decode products on the same x in one launch
+
+  // Kernel choices and tuning.
+  bool pdl = true;             // WEIR_CUDA_PDL: programmatic dependent launch (Hopper and later)
+  int staged = -1;             // WEIR_CUDA_STAGED: decode products staged through shared memory by the
+                               // copy unit: -1 launches of 8+ waves (default), 0 never, 1 every one it can
+  int stages = 0;              // WEIR_CUDA_STAGES: at most this many stages (0: the kernel's most)
+  bool one_wave = true;        // WEIR_CUDA_ONE_WAVE: cap registers so a decode product fits one wave
+  bool fold_deep = true;       // WEIR_CUDA_FOLD_DEEP: the deep kernel for small folding launches
+  int fold_wpr = 0;            // WEIR_CUDA_FOLD_WPR: at most this many warps a row in folding launches (0: no cap)
+  int mv_warps = 0;            // WEIR_CUDA_MV_WARPS: warps per SM decode products aim for (0: each kernel's best)
+  bool mv_early = true;        // WEIR_CUDA_MV_EARLY: fixed weights loaded before pdl_wait()
+  bool tile_mma = true;        // WEIR_CUDA_TILE_MMA: tensor-core tiles for small batches
+  int tile_max_tokens = 64;    // WEIR_CUDA_TILE_MAX_T: the most tokens the tile kernels take
+  int tile_blocks = 4;         // WEIR_CUDA_TILE_BLOCKS: tile blocks per SM aimed for
+  int norm_nv = 1;             // WEIR_CUDA_NORM_NV: float4s per thread of the norm kernel, at least
+  bool attn_wide = true;       // WEIR_CUDA_ATTN_WIDE: short spans one query head a block
+  bool attn_separate = true;   // WEIR_CUDA_ATTN_SEPARATE: take the "one token per sequence" hint
+  bool attn_early_mask = true; // WEIR_CUDA_ATTN_EARLY_MASK: scan a fixed mask before pdl_wait()
+};
+
+}  // namespace weir

@@ -1,0 +1,87 @@
+#include "tools/env_options.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "backend/cpu/qdot.h"
+#include "tools/args.h"
+
+namespace weir::tools {
+namespace {
+
+const char* var(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e ? e : nullptr;
+}
+void flag(const char* name, bool* out) {
+  if (const char* e = var(name)) *out = std::string(e) != "0";
+}
+void number(const char* name, int* out) {
+  if (const char* e = var(name)) *out = std::atoi(e);
+}
+void text(const char* name, std::string* out) {
+  if (const char* e = var(name)) *out = e;
+}
+
+}  // namespace
+
+CudaOptions cuda_options_from_env(int device) {
+  CudaOptions o;
+  o.device = device;
+  flag("WEIR_CUDA_GRAPHS", &o.graphs);
+  flag("WEIR_CUDA_PROFILE", &o.profile);
+  flag("WEIR_CUDA_PLAN_DUMP", &o.plan_dump);
+  text("WEIR_CUDA_PDL_OFF_OPS", &o.pdl_off_ops);
+  text("WEIR_CUDA_PDL_NODES", &o.pdl_nodes);
+  flag("WEIR_CUDA_GLU_FUSE", &o.glu_fuse);
+  flag("WEIR_CUDA_NORM_FOLD", &o.norm_fold);
+  flag("WEIR_CUDA_ROW_JOBS", &o.row_jobs);
+  flag("WEIR_CUDA_TILE_GROUP", &o.tile_group);
+  flag("WEIR_CUDA_VEC_GROUP", &o.vec_group);
+  flag("WEIR_CUDA_PDL", &o.pdl);
+  number("WEIR_CUDA_STAGED", &o.staged);
+  number("WEIR_CUDA_STAGES", &o.stages);
+  flag("WEIR_CUDA_ONE_WAVE", &o.one_wave);
+  flag("WEIR_CUDA_FOLD_DEEP", &o.fold_deep);
+  number("WEIR_CUDA_FOLD_WPR", &o.fold_wpr);
+  number("WEIR_CUDA_MV_WARPS", &o.mv_warps);
+  flag("WEIR_CUDA_MV_EARLY", &o.mv_early);
+  flag("WEIR_CUDA_TILE_MMA", &o.tile_mma);
+  number("WEIR_CUDA_TILE_MAX_T", &o.tile_max_tokens);
+  number("WEIR_CUDA_TILE_BLOCKS", &o.tile_blocks);
+  number("WEIR_CUDA_NORM_NV", &o.norm_nv);
+  flag("WEIR_CUDA_ATTN_WIDE", &o.attn_wide);
+  flag("WEIR_CUDA_ATTN_SEPARATE", &o.attn_separate);
+  flag("WEIR_CUDA_ATTN_EARLY_MASK", &o.attn_early_mask);
+  return o;
+}
+
+void apply_cpu_env(CpuOptions* o) {
+  if (const char* e = var("WEIR_BARRIER")) {
+    const std::string v = e;
+    if (v != "spin" && v != "adaptive") throw UsageError("WEIR_BARRIER=" + v + ": expected adaptive or spin");
+    o->spin_barriers = v == "spin";
+  }
+  flag("WEIR_ALL_BARRIERS", &o->all_barriers);
+}
+
+bool pipeline_from_env() {
+  bool on = true;
+  flag("WEIR_PIPELINE", &on);
+  return on;
+}
+
+void apply_process_env() {
+  const char* s = var("WEIR_SIMD");
+  if (!s) return;
+  const std::string v = s;
+  cpu::SimdLevel l;
+  if (v == "reference") l = cpu::SimdLevel::Reference;
+  else if (v == "avx2") l = cpu::SimdLevel::AVX2;
+  else if (v == "avx512") l = cpu::SimdLevel::AVX512;
+  else if (v == "avx512_vnni") l = cpu::SimdLevel::AVX512_VNNI;
+  else throw UsageError("WEIR_SIMD=" + v + ": expected reference, avx2, avx512 or avx512_vnni");
+  cpu::set_simd_cap(l);
+}
+
+}  // namespace weir::tools

@@ -1,0 +1,21 @@
+// The WEIR_* environment variables for comparisons and diagnostics, read
+// into the components' options: tools/ is the one place that reads the
+// environment. What each one does is said where its option is declared
+// (backend/cuda_options.h, CpuOptions, BenchRunOptions, cpu/qdot.h).
+#pragma once
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda_options.h"
+
+namespace weir::tools {
+
+// The options for GPU `device`, with the WEIR_CUDA_* variables that are set.
+CudaOptions cuda_options_from_env(int device = 0);
+// WEIR_BARRIER=spin|adaptive, WEIR_ALL_BARRIERS=1 into CPU options.
+void apply_cpu_env(CpuOptions* o);
+// WEIR_PIPELINE=0: generation step by step (bench; for comparisons).
+bool pipeline_from_env();
+// Process-wide: WEIR_SIMD=reference|avx2|avx512 caps the CPU kernels' level.
+// main calls it once, first; a bad value throws UsageError.
+void apply_process_env();
+
+}  // namespace weir::tools

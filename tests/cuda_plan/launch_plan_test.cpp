@@ -1,0 +1,149 @@
+// The CUDA backend's launch planner (backend/cuda/launch_plan.h) is host
+// logic over a Graph: these tests run it without a GPU, in CI, on the
+// graphs of tiny models of every architecture, and check what each fusion
+// saves, that turning each off (CudaOptions) costs exactly its launches,
+// and the planner's promise that no launch writes over an input from
+// outside it, with memory placed as the backend places it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backend/activation_plan.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/launch_plan.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "test_env.h"
+
+namespace weir::cuda {
+namespace {
+
+std::unique_ptr<Model> tiny(const std::string& arch, FileType ft) {
+  const std::string path = test::own_dir() + "/" + arch + "-" + file_type_name(ft) + ".gguf";
+  SynthOptions o;
+  o.file_type = ft;
+  o.seed = 3;
+  o.sync = false;
+  write_synth_model(find_synth_preset(arch, "tiny"), o, path);
+  return Model::load(path);
+}
+
+// A step's graph: T tokens over n_kv cells, the last token's logits.
+struct Step {
+  std::unique_ptr<Model> model;
+  CpuBackend cpu{1};  // for the KV cache's memory
+  std::unique_ptr<KVCache> kv;
+  ForwardGraph fg;
+  Step(const std::string& arch, FileType ft, int64_t T) : model(tiny(arch, ft)) {
+    kv = std::make_unique<KVCache>(model->hparams(), 256, DType::F16, cpu);
+    fg = model->build(T, 256, 1, *kv, false);
+  }
+  int64_t layers() const { return model->hparams().n_layer; }
+};
+
+// The plan's promise with memory placed as the backend places it: each
+// launch's nodes are freed together (activation_plan.h).
+void check_placed(const Graph& g, LaunchPlan& p) {
+  const size_t nn = p.nodes.size();
+  std::vector<size_t> launch_end(nn);
+  for (size_t i = 0; i < nn; i += p.span(i))
+    for (size_t k = i; k < std::min(nn, i + p.span(i)); ++k) launch_end[k] = std::min(nn, p.unit_end(i)) - 1;
+  const ActivationPlan act = plan_activations(g, p.nodes, launch_end);
+  char* base = reinterpret_cast<char*>(uintptr_t(1) << 40);  // never dereferenced
+  for (Tensor& t : const_cast<Graph&>(g).tensors()) {
+    if (t.op == Op::View || t.op == Op::SetRows) t.data = static_cast<char*>(t.view_src->data) + t.view_offset;
+    else if (t.op != Op::Leaf || t.data == nullptr) t.data = base + act.offset[size_t(t.id)];
+  }
+  EXPECT_NO_THROW(check_launch_memory(p));
+}
+
+struct Case {
+  const char* arch;
+  FileType ft;
+};
+
+class LaunchPlanTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LaunchPlanTest, EachFusionSavesItsLaunchesAndKeepsThePromise) {
+  const Case c = GetParam();
+  Step s(c.arch, c.ft, 1);
+  const CudaOptions all;
+  LaunchPlan p = plan_launches(*s.fg.graph, all);
+  ASSERT_EQ(p.nodes.size(), p.scratch.size());
+  const size_t fused = p.launches();
+  std::printf("%s %s decode: %zu nodes, %zu launches (%.1f a layer)\n", c.arch, file_type_name(c.ft),
+              p.nodes.size(), fused, double(fused) / double(s.layers()));
+  EXPECT_LT(fused, p.nodes.size());
+  check_placed(*s.fg.graph, p);
+  // Each fusion off costs launches, never saves any; all off costs the
+  // most, and no plan breaks its promise.
+  CudaOptions none;
+  none.glu_fuse = none.norm_fold = none.row_jobs = none.tile_group = none.vec_group = false;
+  size_t most = 0;
+  for (int k = 0; k < 4; ++k) {
+    CudaOptions o;
+    (k == 0 ? o.glu_fuse : k == 1 ? o.norm_fold : k == 2 ? o.row_jobs : o.vec_group) = false;
+    LaunchPlan q = plan_launches(*s.fg.graph, o);
+    EXPECT_GE(q.launches(), fused) << "knob " << k;
+    most = std::max(most, q.launches());
+    check_placed(*s.fg.graph, q);
+  }
+  LaunchPlan q = plan_launches(*s.fg.graph, none);
+  EXPECT_GE(q.launches(), most);
+  check_placed(*s.fg.graph, q);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, LaunchPlanTest,
+                         ::testing::Values(Case{"llama", FileType::Q4_K_M}, Case{"llama", FileType::Q8_0},
+                                           Case{"llama", FileType::MOSTLY_F16}, Case{"qwen2", FileType::Q4_0},
+                                           Case{"qwen3", FileType::Q4_K_M}, Case{"gemma3", FileType::Q8_0}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.arch) + "_" + file_type_name(info.param.ft);
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+// The decode plan of an 8-bit model, launch by launch, as the perf notes
+// describe a layer: q/k/v in one launch that ropes and writes the cache
+// itself, attention, the o product with the residual norm folded in,
+// gate/up with the GLU, down with the next norm folded in.
+TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
+  Step s("llama", FileType::Q8_0, 1);
+  LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+  std::map<std::string, int> kinds;
+  for (size_t i = 0; i < p.nodes.size(); i += p.span(i))
+    if (!p.skip[i]) ++kinds[p.label(i)];
+  for (const auto& [k, n] : kinds) std::printf("%3d x %s\n", n, k.c_str());
+  // Per layer: 5; besides: the embedding lookup, the first norm, the
+  // output rows' lookups, the last norm, the output product.
+  EXPECT_EQ(p.launches(), size_t(5 * s.layers() + 6));
+  int grouped = 0, glu = 0, jobs = 0, folds = 0;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    grouped += p.group[i] == 3;
+    glu += p.glu[i];
+    jobs += !p.row_jobs[i].empty();
+    folds += p.fold[i];
+  }
+  EXPECT_EQ(grouped, s.layers()) << "q/k/v in one launch";
+  EXPECT_EQ(glu, s.layers()) << "the GLU in the gate/up launch";
+  EXPECT_EQ(jobs, s.layers()) << "rope and cache writes run by the q/k/v launch";
+  EXPECT_GE(folds, s.layers()) << "residual norms folded into the products";
+}
+
+// Prefill (the tile kernels, cuBLAS): fewer launches than nodes, and the
+// promise kept.
+TEST(LaunchPlan, PrefillPlansKeepThePromise) {
+  for (int64_t T : {9, 64, 200}) {
+    Step s("llama", FileType::Q4_K_M, T);
+    LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+    EXPECT_LT(p.launches(), p.nodes.size()) << "T " << T;
+    check_placed(*s.fg.graph, p);
+  }
+}
+
+}  // namespace
+}  // namespace weir::cuda
