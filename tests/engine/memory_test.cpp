@@ -38,7 +38,10 @@ TEST(Memory, WeightsAreNotCopied) {
   s.eval(next);
   const size_t after = rss_bytes();
   const size_t file = std::filesystem::file_size(path);
-  const size_t budget = size_t(double(file + s.kv_cache().bytes() + s.activation_bytes()) * 1.10);
+  // 10% and 16 MiB over what the model must hold (the tokenizer's tables,
+  // threads' stacks, the allocator's own): a copy of the weights would be
+  // 240 MiB more.
+  const size_t budget = size_t(double(file + s.kv_cache().bytes() + s.activation_bytes()) * 1.10) + (size_t(16) << 20);
   std::printf("rss grew %.1f MiB; file %.1f MiB, kv %.1f MiB, activations %.1f MiB, budget %.1f MiB\n",
               double(after - before) / 1048576, double(file) / 1048576, double(s.kv_cache().bytes()) / 1048576,
               double(s.activation_bytes()) / 1048576, double(budget) / 1048576);

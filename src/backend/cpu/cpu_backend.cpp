@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/activation_plan.h"
 #include "backend/arena_planner.h"
 #include "backend/cpu/act_quant.h"
 #include "backend/cpu/barrier_plan.h"
@@ -169,17 +170,16 @@ void CpuBackend::place_weights(Graph& g) {
     if (t.op != Op::MulMat) continue;
     const Tensor* w = t.src[0];
     if (w->op != Op::Leaf || !w->data || written.count(w) || w->ne[2] != 1 || w->ne[3] != 1 ||
-        !w->is_contiguous() || placed_copies_.count(w->data) || placed_.count(w->data))
+        !w->is_contiguous() || weights_.is_copy(w->data) || weights_.find(w->data))
       continue;
     const auto ranges = cpu::group_pages(numa_, w->ne[1], w->nb[1], cpu::kNumaRowAlign, page);
-    PlacedWeight pw{cpu::NodeBuffer(w->n_bytes(), ranges, nodes)};
-    if (pw.buf.bind_errno()) numa_report_.bind_errno = pw.buf.bind_errno();
+    auto buf = std::make_shared<cpu::NodeBuffer>(w->n_bytes(), ranges, nodes);
+    if (buf->bind_errno()) numa_report_.bind_errno = buf->bind_errno();
     for (size_t i = 0; i < ranges.size(); ++i) numa_report_.planned_pages[nodes[i]] += (ranges[i].end - ranges[i].begin) / page;
-    copies.push_back({static_cast<const char*>(w->data), static_cast<char*>(pw.buf.data()), w->ne[1], w->nb[1]});
-    placed_copies_.insert(pw.buf.data());
+    copies.push_back({static_cast<const char*>(w->data), static_cast<char*>(buf->data()), w->ne[1], w->nb[1]});
     ++numa_report_.weights;
     numa_report_.bytes += w->n_bytes();
-    placed_.emplace(w->data, std::move(pw));
+    weights_.add(w->data, buf->data(), w->n_bytes(), buf);
   }
   // Each node's threads copy its rows: first touch agrees with the binding
   // even where mbind was refused.
@@ -198,11 +198,7 @@ void CpuBackend::place_weights(Graph& g) {
   for (const Copy& c : copies) numa_report_.census += cpu::page_census(c.dst, size_t(c.rows) * c.row_bytes);
   // Every leaf that saw an original now sees its copy (a tied embedding is
   // read by get_rows too).
-  for (Tensor& t : g.tensors()) {
-    if (t.op != Op::Leaf || !t.data) continue;
-    auto it = placed_.find(t.data);
-    if (it != placed_.end()) t.data = it->second.buf.data();
-  }
+  weights_.point_leaves(g);
 }
 
 Queue& CpuBackend::queue() { return *queue_; }
@@ -235,6 +231,7 @@ bool CpuBackend::supports(const Tensor& t) const {
 }
 
 void CpuBackend::release(const Graph& g) {
+  weights_.release(g);
   auto it = plans_.find(&g);
   if (it == plans_.end()) return;
   if (it->second->arena) owned_.erase(it->second->arena.get());
@@ -323,35 +320,12 @@ void CpuBackend::plan(Graph& g) {
   release(g);        // planned again: the old plan goes
   place_weights(g);  // first: views of weights take their data below
   auto& tensors = g.tensors();
-  const int n = int(tensors.size());
-  // Last reader of each storage tensor; outputs and inputs live forever.
-  std::vector<int> last_use(n, -1);
-  std::vector<bool> pinned(n, false);
-  for (Tensor& t : tensors) {
-    if (t.op == Op::Leaf || t.op == Op::View || t.op == Op::SetRows) continue;
-    for (Tensor* s : t.src)
-      if (s) last_use[s->storage()->id] = std::max(last_use[s->storage()->id], t.id);
-  }
-  // Views and set_rows extend the life of what they look at through their readers.
-  for (Tensor& t : tensors)
-    for (Tensor* s : t.src)
-      if (s && s->storage() != s) last_use[s->storage()->id] = std::max(last_use[s->storage()->id], t.id);
-  for (Tensor* o : g.outputs()) pinned[o->storage()->id] = true;
-
-  ArenaPlanner arena;
-  std::vector<size_t> offset(n, 0);
-  std::vector<bool> in_arena(n, false);
-  // Inputs first, pinned.
-  for (Tensor& t : tensors) {
-    if (t.op == Op::Leaf && t.data == nullptr) {
-      offset[t.id] = arena.alloc(t.n_bytes());
-      in_arena[t.id] = true;
-    }
-  }
   auto plan = std::make_unique<Plan>();
-  std::vector<std::pair<Tensor*, size_t>> rounded_x;  // shadow x, arena offset
   // Products that read the same x with the same activation type (q, k and v;
-  // gate and up) share one shadow, made by the first and freed after the last.
+  // gate and up) share one shadow: x as llama.cpp's quantized dot products
+  // see it (quantized for the integer kernels, qdot.h, where W has them, else
+  // rounded floats for the float kernels), made by the first and held until
+  // the last has run (an ExtraBuffer of the shared activation planner).
   auto shadow_type = [&](const Tensor& t) {
     return bool(cpu::qdot_kernels(t.src[0]->dtype)) ? cpu::activation_type(t.src[0]->dtype) : DType::F32;
   };
@@ -359,72 +333,53 @@ void CpuBackend::plan(Graph& g) {
     return t.op == Op::MulMat && opts_.llama_rounding && cpu::activation_type(t.src[0]->dtype) != DType::F32;
   };
   using ShadowKey = std::pair<const Tensor*, DType>;
-  std::map<ShadowKey, int> shadow_last;  // last node id reading each shadow
-  for (Tensor& t : tensors)
-    if (t.op != Op::Leaf && t.op != Op::View && t.op != Op::SetRows && rounds(t))
-      shadow_last[{t.src[1], shadow_type(t)}] = t.id;
-  std::map<ShadowKey, std::pair<Tensor*, size_t>> live_shadows;
+  std::map<ShadowKey, size_t> shadow_of;  // -> index in `extra` and `shadow_x`
+  std::vector<ExtraBuffer> extra;
+  std::vector<Tensor*> shadow_x;
   for (Tensor& t : tensors) {
     if (t.op == Op::Leaf || t.op == Op::View) continue;
+    const size_t i = plan->nodes.size();
     plan->nodes.push_back(&t);
     plan->rounded.push_back(nullptr);
     plan->round_here.push_back(false);
-    if (t.op == Op::SetRows) continue;  // writes into its destination
-    if (rounds(t)) {
-      // x as llama.cpp's quantized dot products see it, held from its first
-      // reader to its last: quantized for the integer kernels (qdot.h) where
-      // W has them, else rounded floats for the float kernels.
-      const ShadowKey key{t.src[1], shadow_type(t)};
-      auto live = live_shadows.find(key);
-      if (live == live_shadows.end()) {
-        Tensor& x = plan->shadows.emplace_back();
-        x.dtype = key.second;
-        x.ne[0] = t.src[1]->ne[0];
-        x.ne[1] = t.src[1]->n_rows();
-        set_contiguous_strides(x);
-        x.name = t.src[1]->name + (x.dtype != DType::F32 ? " (quantized)" : " (rounded)");
-        const size_t off = arena.alloc(x.n_bytes());
-        rounded_x.emplace_back(&x, off);
-        live = live_shadows.emplace(key, std::make_pair(&x, off)).first;
-        plan->round_here.back() = true;
-      }
-      Tensor* x = live->second.first;
-      Tensor& node = plan->shadows.emplace_back(t);
-      node.src[1] = x;
-      plan->rounded.back() = &node;
-      offset[t.id] = arena.alloc(t.n_bytes());  // placed while x is held: no overlap
-      if (shadow_last[key] == t.id) {
-        arena.release(live->second.second, x->n_bytes());
-        live_shadows.erase(live);
-      }
-    } else {
-      offset[t.id] = arena.alloc(t.n_bytes());
+    if (t.op == Op::SetRows || !rounds(t)) continue;
+    const ShadowKey key{t.src[1], shadow_type(t)};
+    auto it = shadow_of.find(key);
+    if (it == shadow_of.end()) {
+      Tensor& x = plan->shadows.emplace_back();
+      x.dtype = key.second;
+      x.ne[0] = t.src[1]->ne[0];
+      x.ne[1] = t.src[1]->n_rows();
+      set_contiguous_strides(x);
+      x.name = t.src[1]->name + (x.dtype != DType::F32 ? " (quantized)" : " (rounded)");
+      it = shadow_of.emplace(key, extra.size()).first;
+      extra.push_back({i, i, x.n_bytes()});
+      shadow_x.push_back(&x);
+      plan->round_here.back() = true;
     }
-    in_arena[t.id] = true;
-    // Free what this node was the last to read.
-    for (Tensor* s : t.src) {
-      if (!s) continue;
-      Tensor* st = s->storage();
-      if (in_arena[st->id] && last_use[st->id] == t.id && !pinned[st->id] &&
-          !(st->op == Op::Leaf)) {
-        arena.release(offset[st->id], st->n_bytes());
-        in_arena[st->id] = false;  // released
-      }
-    }
+    extra[it->second].last = i;
+    Tensor& node = plan->shadows.emplace_back(t);
+    node.src[1] = shadow_x[it->second];
+    plan->rounded.back() = &node;
   }
-  plan->bytes = arena.peak();
+  // Each node its own launch: a tensor is freed after its last reader.
+  std::vector<size_t> launch_end(plan->nodes.size());
+  for (size_t i = 0; i < launch_end.size(); ++i) launch_end[i] = i;
+  const ActivationPlan act = plan_activations(g, plan->nodes, launch_end, extra);
+  const std::vector<size_t>& offset = act.offset;
+  plan->bytes = act.bytes;
   void* mem = nullptr;
   if (plan->bytes > 0 && posix_memalign(&mem, kArenaAlign, plan->bytes) != 0)
     throw Error("cpu backend: cannot allocate " + std::to_string(plan->bytes) + " bytes of activations");
   plan->arena.reset(mem);
   if (mem) owned_.add(mem, plan->bytes);
   char* base = static_cast<char*>(mem);
-  for (auto& [x, off] : rounded_x) x->data = base + off;
+  for (size_t k = 0; k < shadow_x.size(); ++k) shadow_x[k]->data = base + act.extra_offset[k];
   for (Tensor& t : tensors) {
     if (t.op == Op::View || t.op == Op::SetRows) {
       t.data = static_cast<char*>(t.view_src->data) + t.view_offset;
     } else if (t.op != Op::Leaf || t.data == nullptr) {
-      t.data = base + offset[t.id];
+      t.data = base + offset[size_t(t.id)];
     }
   }
   for (size_t i = 0; i < plan->nodes.size(); ++i)

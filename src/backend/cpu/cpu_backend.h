@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/memory_ranges.h"
+#include "backend/weight_copies.h"
 #include "backend/cpu/numa_place.h"
 #include "backend/cpu/numa_plan.h"
 #include "backend/cpu/thread_pool.h"
@@ -90,11 +91,8 @@ class CpuBackend final : public Backend {
   cpu::ThreadPool pool_;
   NumaReport numa_report_;
   std::vector<int> caller_affinity_;  // restored on destruction when pinned
-  struct PlacedWeight {
-    cpu::NodeBuffer buf;
-  };
-  std::unordered_map<const void*, PlacedWeight> placed_;  // by the weight's original data
-  std::unordered_set<const void*> placed_copies_;
+  // Weights copied into node memory (NUMA), kept for the backend's life.
+  WeightCopies weights_{false};
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
   MemoryRanges owned_;  // alloc() buffers and plan arenas

@@ -132,7 +132,6 @@ class CudaQueue final : public Queue {
 struct CudaBackend::Plan : LaunchPlan {
   void* arena = nullptr;
   size_t bytes = 0;
-  std::vector<const void*> weights;  // host addresses of the weights it holds
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_generation = 0;
   int runs = 0;
@@ -175,7 +174,7 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (copy_stream_) cudaStreamSynchronize(copy_stream_);
   plans_.clear();
-  for (auto& [host, w] : weights_) cudaFree(w.dev);
+  weights_ = WeightCopies(true);  // frees them, before the streams go
   if (scratch_) cudaFree(scratch_);
   if (fold_) cudaFree(fold_);
   if (hand_) cudaFree(hand_);
@@ -229,14 +228,9 @@ bool CudaBackend::register_host_memory(const void* p, size_t n) {
 
 bool CudaBackend::owns(const void* p) const { return owned_.contains(p); }
 
-void* CudaBackend::upload_weight(const Tensor& t) {
+void CudaBackend::upload_weight(const Tensor& t) {
   const size_t n = t.n_bytes();
-  auto it = weights_.find(t.data);
-  if (it != weights_.end()) {
-    if (it->second.bytes < n)
-      throw Error("cuda backend: weight '" + t.name + "' is larger than the tensor already copied from its address");
-    return it->second.dev;
-  }
+  if (weights_.find(t.data)) return;
   void* d = nullptr;
   // 16 bytes of slack: kernels read 2-byte-aligned blocks as aligned words,
   // up to one word past a row's last block.
@@ -244,15 +238,17 @@ void* CudaBackend::upload_weight(const Tensor& t) {
   if (e != cudaSuccess) {
     cudaGetLastError();
     throw Error("cuda backend: out of device memory copying weight '" + t.name + "' (" + std::to_string(n) +
-                " bytes; " + std::to_string(weight_bytes_ >> 20) + " MiB of weights already on the GPU)");
+                " bytes; " + std::to_string(weights_.bytes() >> 20) + " MiB of weights already on the GPU)");
   }
   // On the stream (DeviceBuffer says why): kernels launched after it see it.
   WEIR_CUDA_CHECK(cudaMemcpyAsync(d, t.data, n, cudaMemcpyHostToDevice, stream_));
   WEIR_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(d) + n, 0, 16, stream_));
   owned_.add(d, n + 16);
-  weight_bytes_ += n;
-  weights_.emplace(t.data, Weight{d, n, 0});
-  return d;
+  MemoryRanges* owned = &owned_;
+  weights_.add(t.data, d, n, std::shared_ptr<void>(d, [owned](void* p) {
+                 owned->erase(p);
+                 cudaFree(p);
+               }));
 }
 
 void CudaBackend::drop_plan(const Graph* g) {
@@ -260,14 +256,7 @@ void CudaBackend::drop_plan(const Graph* g) {
   if (it == plans_.end()) return;
   cudaStreamSynchronize(stream_);  // its arena and weights may still be in use
   if (it->second->arena) owned_.erase(it->second->arena);
-  for (const void* host : it->second->weights) {
-    auto w = weights_.find(host);
-    if (w == weights_.end() || --w->second.users > 0) continue;
-    owned_.erase(w->second.dev);
-    weight_bytes_ -= w->second.bytes;
-    cudaFree(w->second.dev);
-    weights_.erase(w);
-  }
+  weights_.release(*g);
   plans_.erase(it);
 }
 
@@ -288,20 +277,12 @@ void CudaBackend::plan(Graph& g) {
   auto& tensors = g.tensors();
   // Weights (leaves with host data) to device memory; leaves already in our
   // memory (the KV cache) are used in place.
-  std::vector<const void*> held;
   for (Tensor& t : tensors)
-    if (t.op == Op::Leaf && t.data && !owns(t.data)) {
-      const void* host = t.data;
-      t.data = upload_weight(t);
-      if (std::find(held.begin(), held.end(), host) == held.end()) {
-        held.push_back(host);
-        ++weights_[host].users;
-      }
-    }
+    if (t.op == Op::Leaf && t.data && !owns(t.data)) upload_weight(t);
+  weights_.point_leaves(g);
 
   auto plan = std::make_unique<Plan>();
   static_cast<LaunchPlan&>(*plan) = plan_launches(g, opts_);
-  plan->weights = std::move(held);
   size_t scratch = 0;
   for (size_t s : plan->scratch) scratch = std::max(scratch, s);
 

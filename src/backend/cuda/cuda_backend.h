@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/memory_ranges.h"
+#include "backend/weight_copies.h"
 #include "backend/registry.h"
 #include "core/tensor.h"
 
@@ -47,14 +48,14 @@ class CudaBackend final : public Backend {
   int device_index() const { return device_; }
   const cudaDeviceProp& props() const { return prop_; }
   // Device bytes held by weights copied at plan().
-  size_t weight_bytes() const { return weight_bytes_; }
+  size_t weight_bytes() const { return weights_.bytes(); }
 
  private:
   friend class CudaQueue;
   struct Plan;
   void run_graph(Graph& g);
   void launch_nodes(Plan& p, size_t begin, size_t end);
-  void* upload_weight(const Tensor& t);
+  void upload_weight(const Tensor& t);
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
   // Grows *mem (device memory shared by all graphs) to at least bytes.
   void ensure(void** mem, size_t* have, size_t bytes);
@@ -73,13 +74,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Queue> queue_, copy_queue_;
   BackendStats stats_;
   MemoryRanges owned_;  // device allocations: buffers, arenas, weights
-  struct Weight {
-    void* dev;
-    size_t bytes;
-    int users;  // planned graphs that read it
-  };
-  std::unordered_map<const void*, Weight> weights_;  // host address -> device copy
-  size_t weight_bytes_ = 0;
+  // Device copies of weights, by host address, held by the plans that read
+  // them and freed with the last (the host memory may be reused).
+  WeightCopies weights_{true};
   std::vector<void*> registered_;  // host ranges registered (cudaHostRegister)
   void* scratch_ = nullptr;  // per-node temporary memory, shared by all graphs
   size_t scratch_bytes_ = 0;

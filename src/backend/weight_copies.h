@@ -1,0 +1,89 @@
+// The copies of weights a backend makes for itself (device memory for a GPU,
+// memory on the right NUMA nodes for the CPU), by the weight's host address:
+// made once, shared by every planned graph that reads the weight, each plan
+// holding the ones it uses. With drop_unused, a copy goes when the last plan
+// holding it is released (the host memory may be reused for something
+// else); without, it stays until the backend goes. The one weight-placement
+// path of the CPU and CUDA backends.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace weir {
+
+class WeightCopies {
+ public:
+  explicit WeightCopies(bool drop_unused) : drop_unused_(drop_unused) {}
+
+  // The copy of the weight at host, or null.
+  void* find(const void* host) const {
+    auto it = copies_.find(host);
+    return it == copies_.end() ? nullptr : it->second.data;
+  }
+  // Adds the copy of the weight at host: `keep` owns its memory (its deleter
+  // frees it).
+  void add(const void* host, void* data, size_t bytes, std::shared_ptr<void> keep) {
+    copies_[host] = Copy{data, bytes, std::move(keep), 0};
+    is_copy_.insert(data);
+    bytes_ += bytes;
+  }
+  // Whether p is a copy's start (a leaf already pointing at one).
+  bool is_copy(const void* p) const { return is_copy_.count(p) != 0; }
+  // g holds host's copy until release(g).
+  void hold(const Graph& g, const void* host) {
+    auto it = copies_.find(host);
+    if (it == copies_.end()) return;
+    std::vector<const void*>& mine = held_[&g];
+    for (const void* h : mine)
+      if (h == host) return;
+    mine.push_back(host);
+    ++it->second.users;
+  }
+  // Points every leaf of g whose data has a copy at it (a tied embedding is
+  // read by the lookup and the output head: both leaves move), holding it.
+  void point_leaves(Graph& g) {
+    for (Tensor& t : g.tensors()) {
+      if (t.op != Op::Leaf || !t.data) continue;
+      auto it = copies_.find(t.data);
+      if (it == copies_.end()) continue;
+      hold(g, t.data);
+      t.data = it->second.data;
+    }
+  }
+  // Releases g's holds (dropping copies no plan holds, with drop_unused).
+  void release(const Graph& g) {
+    auto it = held_.find(&g);
+    if (it == held_.end()) return;
+    for (const void* host : it->second) {
+      auto c = copies_.find(host);
+      if (c == copies_.end() || --c->second.users > 0 || !drop_unused_) continue;
+      bytes_ -= c->second.bytes;
+      is_copy_.erase(c->second.data);
+      copies_.erase(c);
+    }
+    held_.erase(it);
+  }
+  size_t bytes() const { return bytes_; }
+  size_t count() const { return copies_.size(); }
+
+ private:
+  struct Copy {
+    void* data;
+    size_t bytes;
+    std::shared_ptr<void> keep;
+    int users;
+  };
+  bool drop_unused_;
+  std::unordered_map<const void*, Copy> copies_;  // by host address
+  std::unordered_set<const void*> is_copy_;
+  std::unordered_map<const Graph*, std::vector<const void*>> held_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace weir
