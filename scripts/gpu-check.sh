@@ -82,9 +82,9 @@ fi
 bin_carry=.gpu-carry-bin
 if [ "${1:-}" = "--pack-bins" ]; then
   cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 >/dev/null
-  cmake --build build-gpu-pack -j "$(nproc)" --target weir weir_cuda_tests
+  cmake --build build-gpu-pack -j "$(nproc)" --target weir weir_cuda_tests weir_backends_tests
   rm -rf "$bin_carry" && mkdir -p "$bin_carry"
-  cp build-gpu-pack/weir build-gpu-pack/tests/weir_cuda_tests "$bin_carry/"
+  cp build-gpu-pack/weir build-gpu-pack/tests/weir_cuda_tests build-gpu-pack/tests/weir_backends_tests "$bin_carry/"
   cp "$(ldconfig -p | awk '/libpcre2-8.so.0 .*x86-64/ {print $NF; exit}')" "$bin_carry/" || true
   git rev-parse HEAD >"$bin_carry/commit"
   git diff --stat HEAD >>"$bin_carry/commit"
@@ -102,6 +102,9 @@ if [ "${1:-}" = "--pack" ]; then
   [ -f "$vocab" ] && cp "$vocab" "$carry/"
   [ -f ../shared/ref/ppl-text.txt ] && cp ../shared/ref/ppl-text.txt "$carry/"
   mkdir -p "$carry/ref" && cp ../shared/ref/gemma3-*.jsonl "$carry/ref/"  # llama.cpp's reference logits
+  # The gguf package (pure Python) for the tiny models the tests write.
+  rm -rf "$carry/python" && mkdir -p "$carry/python"
+  cp -r "$(python3 -c 'import gguf, os; print(os.path.dirname(gguf.__file__))')" "$carry/python/"
   du -sh "$carry"
   exit 0
 fi
@@ -114,6 +117,10 @@ mkdir -p "$log_dir"
 build=build-gpu
 models=${WEIR_GPU_MODELS:-/tmp/weir-gpu-models}
 export PATH=/usr/local/cuda/bin:$PATH
+# The gguf package where the host lacks it (carried by --pack).
+if [ -d "$carry/python/gguf" ] && ! python3 -c 'import gguf' 2>/dev/null; then
+  export PYTHONPATH=$PWD/$carry/python${PYTHONPATH:+:$PYTHONPATH}
+fi
 # llama.cpp's reference data: beside the checkout where there is one, else carried.
 [ -d ../shared/ref ] || export WEIR_REF_DIR=$PWD/$carry/ref
 
@@ -148,7 +155,7 @@ if has build && [ -x "$bin_carry/weir" ] && [ "${WEIR_GPU_BUILD:-0}" != 1 ]; the
   head -1 "$bin_carry/commit" 2>/dev/null || true
   mkdir -p "$build/tests"
   cp "$bin_carry/weir" "$build/weir"
-  cp "$bin_carry/weir_cuda_tests" "$build/tests/weir_cuda_tests"
+  cp "$bin_carry/weir_cuda_tests" "$bin_carry/weir_backends_tests" "$build/tests/"
   # PCRE2 where the host has none (carried beside the binaries).
   if ! ldconfig -p | grep -q libpcre2-8.so.0; then export LD_LIBRARY_PATH=$PWD/$bin_carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
   "$build/weir" --help >/dev/null || { echo "carried weir does not start here"; exit 1; }
@@ -165,7 +172,7 @@ elif has build; then
   command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS="$archs" \
     -DWEIR_DEPS_DIR="$PWD/$carry" >"$log_dir/configure.log" 2>&1 || { tail -30 "$log_dir/configure.log"; exit 1; }
-  cmake --build "$build" -j "$(nproc)" --target weir weir_cuda_tests >"$log_dir/build.log" 2>&1 ||
+  cmake --build "$build" -j "$(nproc)" --target weir weir_cuda_tests weir_backends_tests >"$log_dir/build.log" 2>&1 ||
     { grep -E -A5 'error|Error' "$log_dir/build.log" | head -60; exit 1; }
   echo "built with archs $archs"
 fi
@@ -181,6 +188,11 @@ if has test; then
   # the stage rather than the whole call.
   TAIL=40 run_logged test "$log_dir/cuda-tests.log" timeout "${WEIR_GPU_TEST_TIMEOUT:-900}" \
     "$build/tests/weir_cuda_tests" --gtest_brief=1
+  # The suite every backend runs (ops against float64, tiny models against
+  # the numpy forward pass): its CUDA cases.
+  TAIL=10 run_logged test "$log_dir/backends-tests.log" timeout 300 \
+    "$build/tests/weir_backends_tests" --gtest_brief=1 --gtest_filter='*cuda*'
+
   # (The decode products' other kernels, staged everywhere and never, are
   # run by the tests themselves: CudaOptions::staged per backend instance.)
 fi

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 namespace weir::test {
 
@@ -26,6 +27,7 @@ struct ChaosOptions {
   uint64_t seed = 1;
   int max_delay_us = 300;  // each command waits 0 .. this long first
   int threads = 2;         // of the inner CPU backend
+  CpuOptions cpu;          // of the inner CPU backend
 };
 
 std::unique_ptr<Backend> make_chaos_backend(const ChaosOptions& o = {});
