@@ -85,6 +85,7 @@ if [ "${1:-}" = "--pack-bins" ]; then
   cmake --build build-gpu-pack -j "$(nproc)" --target weir weir_cuda_tests weir_backends_tests
   rm -rf "$bin_carry" && mkdir -p "$bin_carry"
   cp build-gpu-pack/weir build-gpu-pack/tests/weir_cuda_tests build-gpu-pack/tests/weir_backends_tests "$bin_carry/"
+  strip "$bin_carry"/weir*  # the carry holds 64 MiB in all
   cp "$(ldconfig -p | awk '/libpcre2-8.so.0 .*x86-64/ {print $NF; exit}')" "$bin_carry/" || true
   git rev-parse HEAD >"$bin_carry/commit"
   git diff --stat HEAD >>"$bin_carry/commit"
