@@ -1,6 +1,7 @@
 #include "tools/env_options.h"
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "backend/cpu/qdot.h"
@@ -72,6 +73,28 @@ bool pipeline_from_env() {
 }
 
 void apply_process_env() {
+  if (const char* e = var("WEIR_PREFETCH")) {  // BYTES[,l1|l2|l3|nta]
+    const std::string v = e;
+    const size_t comma = v.find(',');
+    cpu::PrefetchPlan p;
+    try {
+      size_t used = 0;
+      const std::string n = v.substr(0, comma);
+      p.bytes = std::stoul(n, &used);
+      if (used != n.size() || p.bytes > (1u << 20)) throw std::invalid_argument(n);
+    } catch (const std::exception&) {
+      throw UsageError("WEIR_PREFETCH=" + v + ": expected BYTES[,l1|l2|l3|nta], BYTES up to 1048576");
+    }
+    if (comma != std::string::npos) {
+      const std::string l = v.substr(comma + 1);
+      if (l == "l1") p.level = 0;
+      else if (l == "l2") p.level = 1;
+      else if (l == "l3") p.level = 2;
+      else if (l == "nta") p.level = 3;
+      else throw UsageError("WEIR_PREFETCH=" + v + ": the cache is l1, l2, l3 or nta");
+    }
+    cpu::set_prefetch(p);
+  }
   const char* s = var("WEIR_SIMD");
   if (!s) return;
   const std::string v = s;

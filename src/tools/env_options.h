@@ -14,8 +14,9 @@ CudaOptions cuda_options_from_env(int device = 0);
 void apply_cpu_env(CpuOptions* o);
 // WEIR_PIPELINE=0: generation step by step (bench; for comparisons).
 bool pipeline_from_env();
-// Process-wide: WEIR_SIMD=reference|avx2|avx512 caps the CPU kernels' level.
-// main calls it once, first; a bad value throws UsageError.
+// Process-wide: WEIR_SIMD=reference|avx2|avx512 caps the CPU kernels' level;
+// WEIR_PREFETCH=BYTES[,l1|l2|l3|nta] sets the K-quant kernels' prefetch
+// (cpu::PrefetchPlan). main calls it once, first; a bad value throws UsageError.
 void apply_process_env();
 
 }  // namespace weir::tools

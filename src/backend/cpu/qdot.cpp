@@ -45,6 +45,12 @@ SimdLevel hardware_simd_level() {
 
 void set_simd_cap(SimdLevel cap) { g_cap.store(int(cap)); }
 
+namespace qk::x86 {
+PrefetchPlan g_prefetch;  // qdot_k_x86.h
+}
+void set_prefetch(PrefetchPlan p) { qk::x86::g_prefetch = p; }
+PrefetchPlan prefetch_plan() { return qk::x86::g_prefetch; }
+
 SimdLevel best_simd_level() {
   const SimdLevel hw = hardware_simd_level(), cap = SimdLevel(g_cap.load(std::memory_order_relaxed));
   return int(cap) < int(hw) ? cap : hw;

@@ -50,6 +50,17 @@ void set_simd_cap(SimdLevel cap);  // process-wide; set once, at start-up
 SimdLevel hardware_simd_level();
 const char* simd_level_name(SimdLevel l);
 
+// How far ahead the K-quant decode kernels prefetch a weight row, and into
+// which cache (0: L1, 1: L2, 2: L3, 3: non-temporal); bytes 0: no prefetch.
+// Process-wide, set once at start-up (tools set it from WEIR_PREFETCH=
+// BYTES[,l1|l2|l3|nta] to measure other distances on a given machine).
+struct PrefetchPlan {
+  size_t bytes = 2048;
+  int level = 0;
+};
+void set_prefetch(PrefetchPlan p);
+PrefetchPlan prefetch_plan();
+
 // The kernels for weight type w at a SIMD level (falling back to the best
 // lower level that has one); empty when w has no integer path.
 QDotKernels qdot_kernels(DType w, SimdLevel level = best_simd_level());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/cpu/ops_simd.h"  // WEIR_INLINE, WEIR_TARGET_*, <immintrin.h>
+#include "backend/cpu/qdot.h"
 #include "backend/cpu/qdot_k_impl.h"
 
 #define WEIR_TARGET_AVX512_VNNI \
@@ -45,11 +46,20 @@ WEIR_TARGET_AVX2 WEIR_INLINE float half_at(const uint8_t* p) {
 
 // Weight rows stream from memory once per decoded token and the hardware
 // prefetcher alone leaves a core far below its bandwidth: fetch the lines a
-// fixed distance past the super-block about to be read (rows are contiguous).
-constexpr size_t kPrefetchBytes = 2048;
+// distance past the super-block about to be read (rows are contiguous).
+// The distance and cache level are set_prefetch's (qdot.h).
+extern PrefetchPlan g_prefetch;  // defined in qdot.cpp
 template <class T>
 WEIR_INLINE void prefetch_ahead(const uint8_t* block) {
-  for (size_t o = 0; o < T::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes + o, _MM_HINT_T0);
+  const PrefetchPlan p = g_prefetch;
+  if (p.bytes == 0) return;
+  const char* at = reinterpret_cast<const char*>(block) + p.bytes;
+  switch (p.level) {
+    case 0: for (size_t o = 0; o < T::kBytes; o += 64) _mm_prefetch(at + o, _MM_HINT_T0); break;
+    case 1: for (size_t o = 0; o < T::kBytes; o += 64) _mm_prefetch(at + o, _MM_HINT_T1); break;
+    case 2: for (size_t o = 0; o < T::kBytes; o += 64) _mm_prefetch(at + o, _MM_HINT_T2); break;
+    default: for (size_t o = 0; o < T::kBytes; o += 64) _mm_prefetch(at + o, _MM_HINT_NTA); break;
+  }
 }
 
 WEIR_TARGET_AVX2 WEIR_INLINE __m256i load256(const uint8_t* p) {
