@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include "core/error.h"
 
 namespace weir {
 
@@ -73,6 +74,11 @@ struct BackendStats {
   // Nodes (kernels) in the last recording of a graph for replay; 0 where a
   // backend does not record.
   uint64_t recorded_nodes = 0;
+  // Weights this backend copied for itself inside plan() (a weight not
+  // loaded ahead), and weights a loader gave it (adopt_weight): with a
+  // loader, the first stays 0 however many graphs are planned.
+  uint64_t weights_copied_in_plan = 0;
+  uint64_t weights_adopted = 0;
 };
 
 // A block of memory a backend allocated: device memory (Backend::alloc) or
@@ -162,6 +168,27 @@ class Backend {
     (void)p;
     (void)n;
     return false;
+  }
+  // Weights loaded ahead of planning (model/loader.h). alloc_weight: memory
+  // for `bytes` of a weight, with whatever slack the kernels read past it
+  // (zero-filled). adopt_weight: the weight whose bytes are at host address
+  // `host` now lives in w, filled by copies on this backend's copy queue
+  // that the loader has waited for; plan() points leaves that read `host`
+  // at it instead of copying, and the backend keeps it as long as it lives.
+  // Host-visible backends read weights in place and never adopt (the
+  // default refuses).
+  virtual std::unique_ptr<Buffer> alloc_weight(size_t bytes) { return alloc(bytes); }
+  virtual void adopt_weight(const void* host, std::unique_ptr<Buffer> w) {
+    (void)host;
+    (void)w;
+    throw Error(name() + ": this backend reads weights where they are");
+  }
+  // Forgets the adopted weights whose host address is in [begin, begin + n):
+  // their model is closing, and its addresses may be mapped again for
+  // another (model/loader.h's LoadedWeights calls it).
+  virtual void forget_weights(const void* begin, size_t n) {
+    (void)begin;
+    (void)n;
   }
 };
 

@@ -3,8 +3,9 @@
 // made once, shared by every planned graph that reads the weight, each plan
 // holding the ones it uses. With drop_unused, a copy goes when the last plan
 // holding it is released (the host memory may be reused for something
-// else); without, it stays until the backend goes. The one weight-placement
-// path of the CPU and CUDA backends.
+// else); without, it stays until the backend goes. A permanent copy (one a
+// loader made ahead of planning) stays until the backend goes either way.
+// The one weight-placement path of the CPU and CUDA backends.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -28,8 +29,13 @@ class WeightCopies {
   }
   // Adds the copy of the weight at host: `keep` owns its memory (its deleter
   // frees it).
-  void add(const void* host, void* data, size_t bytes, std::shared_ptr<void> keep) {
-    copies_[host] = Copy{data, bytes, std::move(keep), 0};
+  void add(const void* host, void* data, size_t bytes, std::shared_ptr<void> keep, bool permanent = false) {
+    auto old = copies_.find(host);
+    if (old != copies_.end()) {  // replaced (a weight loaded again)
+      is_copy_.erase(old->second.data);
+      bytes_ -= old->second.bytes;
+    }
+    copies_[host] = Copy{data, bytes, std::move(keep), old == copies_.end() ? 0 : old->second.users, permanent};
     is_copy_.insert(data);
     bytes_ += bytes;
   }
@@ -62,12 +68,29 @@ class WeightCopies {
     if (it == held_.end()) return;
     for (const void* host : it->second) {
       auto c = copies_.find(host);
-      if (c == copies_.end() || --c->second.users > 0 || !drop_unused_) continue;
+      if (c == copies_.end() || --c->second.users > 0 || !drop_unused_ || c->second.permanent) continue;
       bytes_ -= c->second.bytes;
       is_copy_.erase(c->second.data);
       copies_.erase(c);
     }
     held_.erase(it);
+  }
+  // Forgets the copies of weights whose host address is in [begin, begin + n)
+  // (their model is closing: its addresses may be mapped again for another).
+  // A copy a plan still holds stays alive, unreachable, until the backend goes.
+  void forget(const void* begin, size_t n) {
+    const auto* b = static_cast<const char*>(begin);
+    for (auto it = copies_.begin(); it != copies_.end();) {
+      const auto* h = static_cast<const char*>(it->first);
+      if (h < b || h >= b + n) {
+        ++it;
+        continue;
+      }
+      if (it->second.users > 0) orphans_.push_back(it->second.keep);
+      bytes_ -= it->second.bytes;
+      is_copy_.erase(it->second.data);
+      it = copies_.erase(it);
+    }
   }
   size_t bytes() const { return bytes_; }
   size_t count() const { return copies_.size(); }
@@ -78,11 +101,13 @@ class WeightCopies {
     size_t bytes;
     std::shared_ptr<void> keep;
     int users;
+    bool permanent;
   };
   bool drop_unused_;
   std::unordered_map<const void*, Copy> copies_;  // by host address
   std::unordered_set<const void*> is_copy_;
   std::unordered_map<const Graph*, std::vector<const void*>> held_;
+  std::vector<std::shared_ptr<void>> orphans_;  // forgotten while held
   size_t bytes_ = 0;
 };
 

@@ -80,6 +80,8 @@ class GGUFFile {
   static GGUFFile parse(const uint8_t* data, size_t size, std::string name = "<memory>");
 
   const std::string& name() const { return name_; }
+  // The file's mapping (null when parsing a borrowed buffer).
+  MappedFile* mapping() const { return map_.get(); }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }

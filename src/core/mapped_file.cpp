@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 
@@ -38,6 +39,17 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     data_ = static_cast<const uint8_t*>(p);
   }
   ::close(fd);
+}
+
+uint8_t* MappedFile::to_private_memory() {
+  auto* p = const_cast<uint8_t*>(data_);
+  if (private_ || !p) return p;
+  void* q = ::mmap(p, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  if (q == MAP_FAILED) throw Error(path_ + ": cannot allocate " + std::to_string(size_) + " bytes of memory (--no-mmap): " +
+                                   std::strerror(errno));
+  ::madvise(q, size_, MADV_HUGEPAGE);  // fewer TLB misses when decode streams the weights
+  private_ = true;
+  return p;
 }
 
 MappedFile::~MappedFile() {

@@ -28,6 +28,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   o->plan.n_threads = {default_threads()};
   std::string ctk = "f16", ctv = "f16";
   bool no_warmup = false, no_op_offload = false;
+  int mmap = 1;
   Args a("bench",
          "Measure prompt processing (pp) and generation (tg) speed, llama-bench style.\n"
          "List options take N,M,..., FIRST-LAST[+STEP|*MULT], or repeats; every combination is run.");
@@ -49,10 +50,14 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt("--numa", &o->numa, "MODE", "off (default), distribute or isolate")
       .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test")
       .flag("-nopo,--no-op-offload", &no_op_offload,
-            "keep the prompt's products of CPU-resident weights on the CPU (default: on the GPU when there is one)");
+            "keep the prompt's products of CPU-resident weights on the CPU (default: on the GPU when there is one)")
+      .opt("-mmp,--mmap", &mmap, "0|1", "1: use the CPU's weights from the file mapping (default); 0: read them into memory")
+      .flag("-dio,--direct-io", &o->direct_io, "read the weights with O_DIRECT, around the page cache");
   if (!a.parse(argc, argv)) return false;
   o->warmup = !no_warmup;
   o->op_offload = !no_op_offload;
+  if (mmap != 0 && mmap != 1) throw UsageError("-mmp: expected 0 or 1, got " + std::to_string(mmap));
+  o->mmap = mmap == 1;
   if (o->plan.models.empty()) throw UsageError("no model given (-m MODEL.gguf)");
   check_all(o->plan.n_prompt, 0, kMaxTokens, "-p");
   check_all(o->plan.n_gen, 0, kMaxTokens, "-n");

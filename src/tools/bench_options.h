@@ -22,6 +22,8 @@ struct BenchOptions {
   std::string numa = "off";
   // Op offload (products of big batches of the CPU's weights on the GPU).
   bool op_offload = true;
+  // Loading: -mmp 0 reads the CPU's weights into memory; --direct-io.
+  bool mmap = true, direct_io = false;
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
   bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }
 };

@@ -31,10 +31,13 @@ struct LoadedModel {
   std::map<std::pair<int, int>, BackendChoice> gpu;
 };
 
-BackendFlags flags_for(const BenchTest& t, int device, const CpuOptions& cpu_opts, int64_t n_ctx, DType kv_type,
-                       bool op_offload) {
+BackendFlags flags_for(const BenchTest& t, const BenchOptions& o, const CpuOptions& cpu_opts, int64_t n_ctx) {
   BackendFlags f;
-  f.op_offload = op_offload;
+  f.op_offload = o.op_offload;
+  f.no_mmap = !o.mmap;
+  f.direct_io = o.direct_io;
+  const int device = o.device;
+  const DType kv_type = o.kv_type;
   f.n_gpu_layers = t.n_gpu_layers;
   f.device = device;
   f.threads = t.n_threads;
@@ -51,13 +54,16 @@ BackendFlags flags_for(const BenchTest& t, int device, const CpuOptions& cpu_opt
 // threads; on a GPU, the weights copied there), the KV cache, and the first
 // decode graph built and planned. A GPU backend is kept for the model's
 // tests (copying the weights again per test would only repeat the load).
-LoadedModel load_for_bench(const std::string& path, const BenchTest& first, int device, int64_t n_ctx,
-                           DType kv_type, const CpuOptions& cpu_opts, bool op_offload) {
+LoadedModel load_for_bench(const std::string& path, const BenchTest& first, const BenchOptions& o, int64_t n_ctx,
+                           const CpuOptions& cpu_opts) {
   LoadedModel lm;
+  const DType kv_type = o.kv_type;
   const auto t0 = std::chrono::steady_clock::now();
   lm.model = load_model(path);
   {
-    BackendChoice c = make_backend(*lm.model, flags_for(first, device, cpu_opts, n_ctx, kv_type, op_offload));
+    BackendChoice c = make_backend(*lm.model, flags_for(first, o, cpu_opts, n_ctx));
+    if (c.load.bytes)
+      std::fprintf(stderr, "weir bench: %s: weights loaded: %s\n", path.c_str(), c.load.summary().c_str());
     SessionParams sp;
     sp.n_ctx = n_ctx;
     sp.kv_type = kv_type;
@@ -114,7 +120,7 @@ int cmd_bench(int argc, char** argv) {
   for (const BenchTest& t : tests) {
     if (stop_requested()) break;
     if (models.empty() || models.back().info->path != t.model)
-      models.push_back(load_for_bench(t.model, t, o.device, max_ctx[t.model], o.kv_type, cpu_opts, o.op_offload));
+      models.push_back(load_for_bench(t.model, t, o, max_ctx[t.model], cpu_opts));
     LoadedModel& lm = models.back();
     // Backends that hold a GPU (some layers there, or op offload) are made
     // once and kept; CPU-only ones fresh per test.
@@ -138,12 +144,13 @@ int cmd_bench(int argc, char** argv) {
     }
     const auto key = std::make_pair(t.n_gpu_layers, t.n_threads);
     if (gpu && !lm.gpu.count(key)) {
-      BackendChoice c = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type, o.op_offload));
+      BackendChoice c = make_backend(*lm.model, flags_for(t, o, cpu_opts, max_ctx[t.model]));
       std::fprintf(stderr, "weir bench: -ngl %d: %s\n", t.n_gpu_layers, c.placement.c_str());
+      if (c.load.bytes) std::fprintf(stderr, "weir bench: -ngl %d: weights loaded: %s\n", t.n_gpu_layers, c.load.summary().c_str());
       lm.gpu.emplace(key, std::move(c));
     }
     std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over
-    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o.device, cpu_opts, max_ctx[t.model], o.kv_type, o.op_offload)).backend;
+    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o, cpu_opts, max_ctx[t.model])).backend;
     sched::Scheduler* split = gpu ? lm.gpu.at(key).split : nullptr;
     if (split) split->reset_profile();
     try {

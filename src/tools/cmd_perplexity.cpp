@@ -35,7 +35,7 @@ int cmd_perplexity(int argc, char** argv) {
   std::string numa = "off";
   int max_chunks = -1;
   int ngl = 0, device = 0;
-  bool no_op_offload = false;
+  bool no_op_offload = false, no_mmap = false, direct_io = false;
   std::vector<std::string> overrides;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model (required)")
@@ -49,7 +49,9 @@ int cmd_perplexity(int argc, char** argv) {
       .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)")
       .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
                 "put the weights whose names match REGEX on DEV (CPU, CUDA0); repeatable")
-      .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill");
+      .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
+      .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file")
+      .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache");
   if (!a.parse(argc, argv)) return 0;
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4 || n_ctx > (int64_t(1) << 24))
@@ -85,6 +87,8 @@ int cmd_perplexity(int argc, char** argv) {
   bf.overrides = overrides;
   bf.op_offload = !no_op_offload;
   bf.n_ctx = n_ctx;
+  bf.no_mmap = no_mmap;
+  bf.direct_io = direct_io;
   BackendChoice choice = make_backend(*model, bf);
   Backend& backend = *choice.backend;
   SessionParams p;

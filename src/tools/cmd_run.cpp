@@ -34,7 +34,7 @@ int cmd_run(int argc, char** argv) {
   int n_predict = 128, threads = default_threads();
   std::string numa = "off";
   int64_t n_ctx = 4096, n_batch = 512;
-  bool ignore_eos = false, no_bos = false, verbose = false, no_op_offload = false;
+  bool ignore_eos = false, no_bos = false, verbose = false, no_op_offload = false, no_mmap = false, direct_io = false;
   std::vector<std::string> overrides;
   int ngl = 0, device = 0;
   SamplerParams sp;
@@ -57,6 +57,8 @@ int cmd_run(int argc, char** argv) {
       .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
                 "put the weights whose names match REGEX on DEV (CPU, CUDA0), e.g. \"ffn_.*=CPU\"; repeatable")
       .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
+      .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file (network filesystems)")
+      .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache (cold loads from fast disks)")
       .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "keep generating past end-of-generation tokens")
@@ -93,9 +95,17 @@ int cmd_run(int argc, char** argv) {
   bf.overrides = overrides;
   bf.op_offload = !no_op_offload;
   bf.n_ctx = n_ctx;
+  bf.no_mmap = no_mmap;
+  bf.direct_io = direct_io;
+  if (verbose) std::fprintf(stderr, "weir: model read in %.0f ms; loading the weights\n", load_s * 1e3);
   BackendChoice choice = make_backend(*model, bf);
+  // Load time: until every weight is where it will be read.
+  load_s += choice.load.seconds;
   Backend& backend = *choice.backend;
-  if (verbose) std::fprintf(stderr, "weir: weights: %s\n", choice.placement.c_str());
+  if (verbose) {
+    std::fprintf(stderr, "weir: weights: %s\n", choice.placement.c_str());
+    if (choice.load.bytes) std::fprintf(stderr, "weir: loaded %s\n", choice.load.summary().c_str());
+  }
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
@@ -191,8 +201,12 @@ int cmd_run(int argc, char** argv) {
     case Stop::ContextFull: reason = "context full (" + std::to_string(n_ctx) + " tokens; raise --ctx-size)"; break;
     case Stop::Signal: reason = std::string("interrupted (") + stop_signal_name() + ")"; break;
   }
-  std::fprintf(stderr, "\nweir: load %.0f ms | prompt %zu tokens, %.1f t/s | generation %d tokens, %.1f t/s | stopped: %s\n",
-               load_s * 1e3, ids.size(), double(ids.size()) / prompt_s, n_gen, gen_s > 0 ? double(n_gen) / gen_s : 0.0,
+  char loaded[64] = "";
+  if (choice.load.bytes)
+    std::snprintf(loaded, sizeof loaded, " (%.2f GB at %.1f GB/s)", double(choice.load.bytes) / 1e9,
+                  double(choice.load.bytes) / 1e9 / std::max(choice.load.seconds, 1e-9));
+  std::fprintf(stderr, "\nweir: load %.0f ms%s | prompt %zu tokens, %.1f t/s | generation %d tokens, %.1f t/s | stopped: %s\n",
+               load_s * 1e3, loaded, ids.size(), double(ids.size()) / prompt_s, n_gen, gen_s > 0 ? double(n_gen) / gen_s : 0.0,
                reason.c_str());
   return why == Stop::Signal ? stop_exit_code() : 0;
 }

@@ -114,6 +114,41 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   const ModelPlacement p = place_model(m, devices, req);
   BackendChoice c;
   c.placement = p.summary();
+  LoaderOptions lo;
+  lo.readers = std::max(1, f.load_threads);
+  lo.direct_io = f.direct_io;
+  lo.stop = &stop_flag();
+  lo.progress = load_progress_bar();
+  const auto t0 = std::chrono::steady_clock::now();
+  // --no-mmap: the weights the CPU reads into private memory, before any
+  // backend looks at (or registers) that memory.
+  if (f.no_mmap) {
+    std::vector<bool> skip(p.tensor_home.size());
+    for (size_t i = 0; i < skip.size(); ++i) skip[i] = p.tensor_home[i] != 0;
+    load_into_memory(m.file(), skip, lo, &c.load);
+  }
+  auto done = [&](BackendChoice& ch, Backend* gpu) {
+    // The GPU's weights to it now, not inside the first plan.
+    if (gpu) {
+      std::vector<LoadItem> items;
+      for (size_t i = 0; i < p.tensor_home.size(); ++i)
+        if (p.tensor_home[i] == 1) items.push_back(LoadItem{i, gpu, 0, 0});
+      ch.weights = load_weights(m.file(), items, lo);
+      const LoadReport& r = ch.weights.report();
+      ch.load.bytes += r.bytes;
+      ch.load.device_bytes += r.device_bytes;
+      ch.load.items += r.items;
+      ch.load.read_seconds += r.read_seconds;
+      ch.load.wait_seconds += r.wait_seconds;
+      ch.load.copy_tail_seconds += r.copy_tail_seconds;
+      ch.load.readers = std::max(ch.load.readers, r.readers);
+      ch.load.direct_io = r.direct_io;
+      if (!r.direct_io_note.empty()) ch.load.direct_io_note = r.direct_io_note;
+    }
+    ch.load.seconds = seconds_since(t0);
+    if (f.direct_io && !ch.load.direct_io_note.empty())
+      warn("--direct-io: " + ch.load.direct_io_note + "; reading through the page cache instead");
+  };
   CpuOptions cpu = f.cpu;
   cpu.stop = &stop_flag();
   apply_cpu_env(&cpu);
@@ -122,16 +157,19 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   const bool offload = f.op_offload && !gpus.empty();
   if (p.single_device() && p.layer.front() == 0 && !offload) {
     c.backend = std::make_unique<CpuBackend>(f.threads, cpu);
+    done(c, nullptr);
     return c;
   }
   check_fits(m, p, f, 1);
   const CudaOptions o = cuda_options_from_env(f.device);
   if (p.single_device() && p.layer.front() == 1) {
     c.backend = make_cuda_backend(o);
+    done(c, c.backend.get());
     return c;
   }
   auto host = std::make_unique<CpuBackend>(f.threads, cpu);
   auto gpu = make_cuda_backend(o);
+  Backend* g = gpu.get();
   sched::SchedOptions so;
   so.host_backend = 0;
   so.offload_backend = offload ? 1 : -1;
@@ -142,7 +180,29 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   s->own(std::move(gpu));
   c.split = s.get();
   c.backend = std::move(s);
+  done(c, g);
   return c;
+}
+
+std::function<void(const LoadProgress&)> load_progress_bar() {
+  if (!isatty(STDERR_FILENO)) return {};
+  auto drawn = std::make_shared<bool>(false);
+  return [drawn](const LoadProgress& p) {
+    const bool last = p.done >= p.total;
+    if (last) {
+      if (*drawn) std::fputs("\r\x1b[K", stderr);
+      *drawn = false;
+      return;
+    }
+    if (p.seconds < 1.0) return;  // short loads draw nothing
+    const double rate = p.seconds > 0 ? double(p.done) / p.seconds : 0;
+    const double left = rate > 0 ? double(p.total - p.done) / rate : 0;
+    std::fprintf(stderr, "\rweir: loading weights %.2f / %.2f GB (%3.0f%%) %5.1f GB/s, %.0f s left\x1b[K",
+                 double(p.done) / 1e9, double(p.total) / 1e9, 100.0 * double(p.done) / double(p.total ? p.total : 1),
+                 rate / 1e9, left);
+    std::fflush(stderr);
+    *drawn = true;
+  };
 }
 
 std::unique_ptr<Session> make_session(const Model& m, Backend& b, SessionParams p, const std::string& ctx_flags) {

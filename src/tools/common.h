@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/session.h"
+#include "model/loader.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 
@@ -49,12 +51,20 @@ struct BackendFlags {
   DType kv_type = DType::F32;
   // Where a split step's time goes (WEIR_SCHED_PROFILE=1; bench prints it).
   bool profile = false;
+  // Loading (model/loader.h): --no-mmap reads the CPU's weights into memory,
+  // --direct-io reads around the page cache; threads reading the file.
+  bool no_mmap = false, direct_io = false;
+  int load_threads = 8;
 };
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;
   std::string placement;             // bytes per device and what runs there (for -v and bench)
   sched::Scheduler* split = nullptr;  // the backend, when it is a scheduler over several
+  // The weights loaded to devices (and with --no-mmap into memory): after
+  // `backend`, so that it goes first and its backends forget them.
+  LoadedWeights weights;
+  LoadReport load;  // what loading took (weights.report() and the --no-mmap reads)
 };
 
 // The backend for these flags: the CPU, one GPU, or a scheduler over both.
@@ -62,6 +72,10 @@ struct BackendChoice {
 // that does not fit (bytes needed vs free). The CPU backend stops between
 // graph segments on a stop signal.
 BackendChoice make_backend(const Model& m, const BackendFlags& f);
+// A progress bar for a load, on stderr when it is a terminal and the load
+// takes over a second (bytes, GB/s, time left); nothing otherwise.
+std::function<void(const LoadProgress&)> load_progress_bar();
+
 // Whether any layer goes to a GPU with these flags.
 bool wants_gpu(const Model& m, int n_gpu_layers);
 

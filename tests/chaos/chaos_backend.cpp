@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/memory_ranges.h"
+#include "backend/weight_copies.h"
 #include "core/error.h"
 #include "core/graph.h"
 
@@ -225,6 +226,8 @@ class ChaosBackend final : public Backend {
     inputs.clear();
     for (Tensor& t : g.tensors())
       if (t.op == Op::Leaf && !t.data) inputs.push_back(&t);
+    weights_.release(g);
+    weights_.point_leaves(g);  // weights loaded ahead run from our memory
     inner_.plan(g);
     // Activations and inputs start as poison: nothing may read them before
     // a node or a copy writes them.
@@ -241,6 +244,7 @@ class ChaosBackend final : public Backend {
     compute_.drain();
     copies_.drain();
     inner_.release(g);
+    weights_.release(g);
     inputs_.erase(&g);
   }
   const BackendStats& stats() const override {
@@ -252,6 +256,25 @@ class ChaosBackend final : public Backend {
     return std::make_unique<ChaosBuffer>(bytes, &ranges_, &graveyard_, &graveyard_m_);
   }
   std::unique_ptr<Buffer> alloc_host(size_t bytes) override { return std::make_unique<HostMemory>(bytes); }
+  // A weight's memory starts as poison: a byte the loader does not copy
+  // shows in the results.
+  std::unique_ptr<Buffer> alloc_weight(size_t bytes) override {
+    auto b = alloc(bytes);
+    std::memset(b->data(), kPoison, bytes);
+    return b;
+  }
+  void adopt_weight(const void* host, std::unique_ptr<Buffer> w) override {
+    compute_.drain();
+    void* d = w->data();
+    const size_t n = w->size();
+    weights_.add(host, d, n, std::shared_ptr<Buffer>(std::move(w)), true);
+    std::lock_guard<std::mutex> lk(stats_m_);
+    ++stats_.weights_adopted;
+  }
+  void forget_weights(const void* begin, size_t n) override {
+    compute_.drain();
+    weights_.forget(begin, n);
+  }
 
   void enqueue_run(Graph& g) {
     std::vector<Tensor*>* inputs = &inputs_[&g];
@@ -288,6 +311,9 @@ class ChaosBackend final : public Backend {
   mutable std::mutex stats_m_;
   BackendStats stats_;
   mutable BackendStats snapshot_;
+  // Adopted weights only (the rest are read in place); last, since its
+  // buffers go to the graveyard above when they go.
+  WeightCopies weights_{true};
 };
 
 void ChaosQueue::run(Graph& g) {

@@ -30,14 +30,15 @@ constexpr size_t kCublasWorkspace = size_t(32) << 20;
 // cudaMemcpy from pageable memory returns before its DMA is done).
 class DeviceBuffer final : public Buffer {
  public:
-  DeviceBuffer(size_t n, MemoryRanges* owned, cudaStream_t stream) : owned_(owned) {
+  // Zero-filled from zero_from on (the whole buffer by default), on stream.
+  DeviceBuffer(size_t n, MemoryRanges* owned, cudaStream_t stream, size_t zero_from = 0) : owned_(owned) {
     const cudaError_t e = cudaMalloc(&data_, n ? n : 1);
     if (e != cudaSuccess) {
       cudaGetLastError();
       throw Error("cuda backend: cannot allocate " + std::to_string(n) + " bytes of device memory (" +
                   cudaGetErrorString(e) + ")");
     }
-    WEIR_CUDA_CHECK(cudaMemsetAsync(data_, 0, n ? n : 1, stream));
+    if (zero_from < n) WEIR_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(data_) + zero_from, 0, n - zero_from, stream));
     size_ = n;
     owned_->add(data_, n);
   }
@@ -228,6 +229,28 @@ bool CudaBackend::register_host_memory(const void* p, size_t n) {
 
 bool CudaBackend::owns(const void* p) const { return owned_.contains(p); }
 
+// A weight's memory: its bytes and 16 bytes of zeroed slack (upload_weight
+// says why). Only the slack is cleared, on the copy stream, so that the
+// loader's copies, on the same stream, come after it; the compute stream
+// sees both through the loader's wait.
+std::unique_ptr<Buffer> CudaBackend::alloc_weight(size_t bytes) {
+  WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  return std::make_unique<DeviceBuffer>(bytes + 16, &owned_, copy_stream_, bytes);
+}
+
+void CudaBackend::adopt_weight(const void* host, std::unique_ptr<Buffer> w) {
+  void* d = w->data();
+  const size_t n = w->size();
+  weights_.add(host, d, n, std::shared_ptr<Buffer>(std::move(w)), /*permanent=*/true);
+  ++stats_.weights_adopted;
+}
+
+void CudaBackend::forget_weights(const void* begin, size_t n) {
+  WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  cudaStreamSynchronize(stream_);  // no kernel still reads them
+  weights_.forget(begin, n);
+}
+
 void CudaBackend::upload_weight(const Tensor& t) {
   const size_t n = t.n_bytes();
   if (weights_.find(t.data)) return;
@@ -249,6 +272,7 @@ void CudaBackend::upload_weight(const Tensor& t) {
                  owned->erase(p);
                  cudaFree(p);
                }));
+  ++stats_.weights_copied_in_plan;
 }
 
 void CudaBackend::drop_plan(const Graph* g) {
