@@ -31,6 +31,12 @@
 #     partial   one model across the CPU and the GPU: the partial-offload tests,
 #               the models split at -ngl WEIR_GPU_SPLIT_NGL (16) against the CPU,
 #               weir bench -ngl 16,0 with every core (not run by default)
+#     load      model loads: the host's ceilings (scripts/load-ceilings.py: page
+#               cache read on 1 and all threads, O_DIRECT, pinned H2D), then
+#               weir run -ngl 99 -n 1 on each selected model, warm (3 times)
+#               and cold (the file dropped from the page cache), buffered and
+#               --direct-io: its load line and the time to the first token
+#               (not run by default)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
 #     counters  Nsight Compute (ncu) over one decoded token of each selected
@@ -260,6 +266,29 @@ if has partial; then
   for m in "${selected[@]}"; do args+=(-m "$(path_of "${m%%:*}")"); done
   TAIL=20 run_logged partial "$log_dir/partial-bench.log" "$build/weir" bench "${args[@]}" \
     -ngl "${WEIR_GPU_SPLIT_NGL:-16},0" -t "$(nproc)" -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
+fi
+
+if has load; then
+  step "model loads"
+  for m in "${selected[@]}"; do
+    p=$(path_of "${m%%:*}")
+    [ -f "$p" ] || continue
+    python3 scripts/load-ceilings.py "$p" --threads "1,$(nproc)" 2>&1 | sed "s|^|${m%%:*}: |"
+    first_token() {  # ARGS...: the load line and the whole run's wall time
+      local t0 t1
+      t0=$(date +%s.%N)
+      "$build/weir" run -m "$p" -p hi -n 1 --temp 0 -ngl 99 -v "$@" 2>&1 >/dev/null | grep -E "weir: (loaded|load )" |
+        sed 's/ | prompt.*//' | tr '\n' ' '
+      t1=$(date +%s.%N)
+      awk -v a="$t0" -v b="$t1" 'BEGIN { printf "| process %.2f s\n", b - a }'
+    }
+    for i in 1 2 3; do printf '%s warm: ' "${m%%:*}"; first_token; done
+    for dio in "" --direct-io; do
+      python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$p"
+      printf '%s cold %s: ' "${m%%:*}" "${dio:-buffered}"; first_token $dio
+    done
+    printf '%s warm --direct-io: ' "${m%%:*}"; first_token --direct-io
+  done
 fi
 
 if has ppl; then

@@ -344,12 +344,14 @@ uint64_t read_cap(const LoaderOptions& o) {
 }  // namespace
 
 std::string LoadReport::summary() const {
-  char buf[256];
-  const double gbs = seconds > 0 ? double(bytes) / seconds / 1e9 : 0;
+  char buf[384];
+  const double w = weights_seconds > 0 ? weights_seconds : seconds;
   std::snprintf(buf, sizeof buf,
-                "%.2f GB in %.2f s (%.1f GB/s; reading %.2f s, waiting for copies %.2f s, copy tail %.3f s; %d reader%s%s)",
-                double(bytes) / 1e9, seconds, gbs, read_seconds, wait_seconds, copy_tail_seconds, readers,
-                readers == 1 ? "" : "s", direct_io ? ", O_DIRECT" : "");
+                "%.2f GB in %.2f s: starting the backends %.2f s, weights %.2f s (%.1f GB/s; allocating %.3f s, reading "
+                "%.2f s, waiting for copies %.2f s, copy tail %.3f s; %d reader%s%s)",
+                double(bytes) / 1e9, seconds, start_seconds, w, w > 0 ? double(bytes) / w / 1e9 : 0.0, alloc_seconds,
+                read_seconds,
+                wait_seconds, copy_tail_seconds, readers, readers == 1 ? "" : "s", direct_io ? ", O_DIRECT" : "");
   return buf;
 }
 
@@ -425,6 +427,7 @@ LoadedWeights load_weights(const GGUFFile& file, std::span<const LoadItem> items
   }
   std::vector<Read> reads = plan_reads(std::move(spans), cap, align);
   LoadReport& rep = out.report_;
+  rep.alloc_seconds = seconds_since(t0);
   run_reads(file, reads, targets, nullptr, o, rep);
   targets.clear();  // staging buffers back
 
@@ -438,6 +441,7 @@ LoadedWeights load_weights(const GGUFFile& file, std::span<const LoadItem> items
   rep.device_bytes += device_bytes;
   rep.items += items.size();
   rep.seconds += seconds_since(t0);
+  rep.weights_seconds += seconds_since(t0);
   return out;
 }
 
@@ -472,6 +476,7 @@ void load_into_memory(const GGUFFile& file, const std::vector<bool>& skip, const
     report->direct_io = rep.direct_io;
     if (!rep.direct_io_note.empty()) report->direct_io_note = rep.direct_io_note;
     report->seconds += seconds_since(t0);
+    report->weights_seconds += seconds_since(t0);
   }
 }
 

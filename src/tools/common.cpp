@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -116,6 +117,8 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   c.placement = p.summary();
   LoaderOptions lo;
   lo.readers = std::max(1, f.load_threads);
+  lo.buffer_bytes = f.load_buffer_bytes;
+  apply_load_env(&lo);
   lo.direct_io = f.direct_io;
   lo.stop = &stop_flag();
   lo.progress = load_progress_bar();
@@ -128,6 +131,7 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
     load_into_memory(m.file(), skip, lo, &c.load);
   }
   auto done = [&](BackendChoice& ch, Backend* gpu) {
+    ch.load.start_seconds = seconds_since(t0) - ch.load.weights_seconds;
     // The GPU's weights to it now, not inside the first plan.
     if (gpu) {
       std::vector<LoadItem> items;
@@ -138,6 +142,8 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
       ch.load.bytes += r.bytes;
       ch.load.device_bytes += r.device_bytes;
       ch.load.items += r.items;
+      ch.load.weights_seconds += r.weights_seconds;
+      ch.load.alloc_seconds += r.alloc_seconds;
       ch.load.read_seconds += r.read_seconds;
       ch.load.wait_seconds += r.wait_seconds;
       ch.load.copy_tail_seconds += r.copy_tail_seconds;
@@ -182,6 +188,11 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   c.backend = std::move(s);
   done(c, g);
   return c;
+}
+
+int default_load_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return int(std::clamp(n, 1u, 16u));
 }
 
 std::function<void(const LoadProgress&)> load_progress_bar() {

@@ -39,6 +39,10 @@ void report_numa(const Backend& b);
 // GPU --device D, the output head too when N > the layer count), -ot
 // REGEX=DEV overrides, op offload (products of big batches of CPU-resident
 // layers on the GPU).
+// Threads reading weights: all CPUs up to 16 (a warm page cache reads at
+// ~3-8 GB/s a thread; more threads, more of the memory's bandwidth).
+int default_load_threads();
+
 struct BackendFlags {
   int n_gpu_layers = 0;
   int device = 0;
@@ -54,7 +58,8 @@ struct BackendFlags {
   // Loading (model/loader.h): --no-mmap reads the CPU's weights into memory,
   // --direct-io reads around the page cache; threads reading the file.
   bool no_mmap = false, direct_io = false;
-  int load_threads = 8;
+  int load_threads = default_load_threads();
+  size_t load_buffer_bytes = size_t(4) << 20;  // each pinned staging buffer (WEIR_LOAD_BUFFER_MB)
 };
 
 struct BackendChoice {

@@ -66,6 +66,23 @@ void apply_cpu_env(CpuOptions* o) {
   flag("WEIR_ALL_BARRIERS", &o->all_barriers);
 }
 
+void apply_load_env(LoaderOptions* o) {
+  auto positive = [](const char* name, const char* e) {
+    const std::string v = e;
+    size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size() || n < 1 || n > 4096) throw UsageError(std::string(name) + "=" + v + ": expected 1 to 4096");
+    return size_t(n);
+  };
+  if (const char* e = var("WEIR_LOAD_BUFFER_MB")) o->buffer_bytes = positive("WEIR_LOAD_BUFFER_MB", e) << 20;
+  if (const char* e = var("WEIR_LOAD_THREADS")) o->readers = int(positive("WEIR_LOAD_THREADS", e));
+}
+
 bool pipeline_from_env() {
   bool on = true;
   flag("WEIR_PIPELINE", &on);

@@ -5,6 +5,7 @@
 #pragma once
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda_options.h"
+#include "model/loader.h"
 
 namespace weir::tools {
 
@@ -12,6 +13,9 @@ namespace weir::tools {
 CudaOptions cuda_options_from_env(int device = 0);
 // WEIR_BARRIER=spin|adaptive, WEIR_ALL_BARRIERS=1 into CPU options.
 void apply_cpu_env(CpuOptions* o);
+// WEIR_LOAD_BUFFER_MB=N, WEIR_LOAD_THREADS=N: the loader's staging buffers
+// and reader threads (for measuring other choices).
+void apply_load_env(LoaderOptions* o);
 // WEIR_PIPELINE=0: generation step by step (bench; for comparisons).
 bool pipeline_from_env();
 // Process-wide: WEIR_SIMD=reference|avx2|avx512 caps the CPU kernels' level;
