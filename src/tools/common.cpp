@@ -192,7 +192,7 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
 
 int default_load_threads() {
   const unsigned n = std::thread::hardware_concurrency();
-  return int(std::clamp(n, 1u, 16u));
+  return int(std::clamp(n, 1u, 8u));
 }
 
 std::function<void(const LoadProgress&)> load_progress_bar() {

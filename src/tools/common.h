@@ -39,8 +39,9 @@ void report_numa(const Backend& b);
 // GPU --device D, the output head too when N > the layer count), -ot
 // REGEX=DEV overrides, op offload (products of big batches of CPU-resident
 // layers on the GPU).
-// Threads reading weights: all CPUs up to 16 (a warm page cache reads at
-// ~3-8 GB/s a thread; more threads, more of the memory's bandwidth).
+// Threads reading weights: all CPUs up to 8 (a warm page cache reads at
+// ~3-8 GB/s a thread; on the H200 host 8 loaded the 8B Q4_K_M faster than
+// 16, whose staging buffers cost more to pin than they saved).
 int default_load_threads();
 
 struct BackendFlags {

@@ -165,6 +165,24 @@ TEST(Cli, RunSaysWhyGenerationStopped) {
   EXPECT_NE(r.out.find("stopped: end-of-generation token"), std::string::npos) << r.out;
 }
 
+// --no-mmap (the weights read into memory) and --direct-io give the same
+// text; a load on a pipe draws no progress bar (no carriage returns), and
+// -v says what loading took.
+TEST(Cli, NoMmapAndDirectIoGiveTheSameText) {
+  WEIR_REQUIRE_MODEL(model);
+  const std::string args = "run -m " + model + " -p " + q("The capital of France is") + " -n 6 --temp 0 -t 2";
+  const Result plain = weir(args);
+  ASSERT_EQ(plain.code, 0);
+  for (const char* extra : {" --no-mmap -v", " --no-mmap --direct-io -v", " --direct-io"}) {
+    const Result r = weir(args + extra), both = weir(args + extra, true);
+    EXPECT_EQ(r.code, 0) << extra << ": " << both.out;
+    EXPECT_EQ(r.out, plain.out) << extra;
+    EXPECT_EQ(both.out.find('\r'), std::string::npos) << extra << ": " << both.out;
+    if (std::string(extra).find("no-mmap") != std::string::npos)
+      EXPECT_NE(both.out.find("weir: loaded 0.25 GB"), std::string::npos) << extra << ": " << both.out;
+  }
+}
+
 // llama-perplexity -c 512 on ppl-text.txt (flash attention off, f32 KV) gives
 // 13.9088 +/- 0.64818; weir must land within 1%.
 TEST(Cli, PerplexityMatchesLlamaCpp) {
