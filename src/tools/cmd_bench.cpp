@@ -160,7 +160,7 @@ int cmd_bench(int argc, char** argv) {
     }
     row.model = lm.info.get();
     emit(printer->row(row));
-    if (split && split->profile().steps)
+    if (split && split->profile().steps && flags_for(t, o, cpu_opts, max_ctx[t.model]).profile)
       std::fprintf(stderr, "weir bench: %s -ngl %d: %s\n", t.name().c_str(), t.n_gpu_layers,
                    split->profile().describe().c_str());
     rows.push_back(std::move(row));
