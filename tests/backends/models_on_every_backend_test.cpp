@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/registry.h"
+#include "backends/named_backends.h"
 #include "chaos/chaos_backend.h"
 #include "engine/session.h"
 #include "json_lite.h"
@@ -24,18 +25,7 @@
 namespace weir {
 namespace {
 
-std::unique_ptr<Backend> make(const std::string& name) {
-  CpuOptions exact;
-  exact.llama_rounding = false;
-  if (name == "cpu") return std::make_unique<CpuBackend>(2, exact);
-  if (name == "chaos") {
-    test::ChaosOptions o;
-    o.cpu = exact;
-    o.max_delay_us = 50;
-    return test::make_chaos_backend(o);
-  }
-  return make_cuda_backend(CudaOptions{});
-}
+std::unique_ptr<Backend> make(const std::string& name) { return test::make_named_backend(name, 50); }
 
 double row_rel_error(const float* got, const std::vector<double>& want) {
   double diff = 0, scale = 0;

@@ -19,6 +19,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/registry.h"
+#include "backends/named_backends.h"
 #include "chaos/chaos_backend.h"
 #include "core/graph.h"
 #include "core/half.h"
@@ -50,18 +51,7 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
 }
 
 // The backends under test, by name.
-std::unique_ptr<Backend> make(const std::string& name) {
-  CpuOptions exact;
-  exact.llama_rounding = false;
-  if (name == "cpu") return std::make_unique<CpuBackend>(2, exact);
-  if (name == "chaos") {
-    test::ChaosOptions o;
-    o.cpu = exact;
-    o.max_delay_us = 100;
-    return test::make_chaos_backend(o);
-  }
-  return make_cuda_backend(CudaOptions{});
-}
+std::unique_ptr<Backend> make(const std::string& name) { return test::make_named_backend(name, 100); }
 
 // Runs the graph twice through the queue, the second time on `second`
 // inputs (a replayed plan must follow them); returns both results.

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "counting_backend.h"
 #include "cuda_test_util.h"
+#include "loader/load_helpers.h"
 #include "engine/session.h"
 #include "model/loader.h"
 #include "model/model.h"
@@ -24,30 +25,8 @@
 namespace weir {
 namespace {
 
-std::vector<LoadItem> every_tensor(const GGUFFile& f, Backend* b) {
-  std::vector<LoadItem> items;
-  for (size_t i = 0; i < f.tensors().size(); ++i) items.push_back(LoadItem{i, b, 0, 0});
-  return items;
-}
-
-std::vector<float> logits(const Model& m, Backend& b) {
-  SessionParams sp;
-  sp.n_ctx = 32;
-  sp.n_batch = 5;
-  Session s(m, b, sp);
-  const std::vector<int32_t> prompt = {1, 5, 9, 2, 7, 3, 11};
-  std::vector<int32_t> rows(prompt.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = int32_t(i);
-  s.eval(prompt, rows);
-  std::vector<float> out;
-  for (size_t t = 0; t < prompt.size(); ++t) out.insert(out.end(), s.logits(t), s.logits(t) + s.n_vocab());
-  for (int32_t id : {4, 6, 8}) {
-    const int32_t one[1] = {id};
-    s.eval(one);
-    out.insert(out.end(), s.logits(), s.logits() + s.n_vocab());
-  }
-  return out;
-}
+using test::every_tensor;
+using test::prompt_logits;
 
 TEST(CudaLoader, BytesExactAndNothingCopiedInPlan) {
   WEIR_REQUIRE_GPU();
@@ -57,7 +36,7 @@ TEST(CudaLoader, BytesExactAndNothingCopiedInPlan) {
     const GGUFFile& f = model->file();
     // Copies weights inside plan(), as before the loader.
     auto plain = make_cuda_backend(CudaOptions{});
-    const std::vector<float> want = logits(*model, *plain);
+    const std::vector<float> want = prompt_logits(*model, *plain);
     EXPECT_GT(plain->stats().weights_copied_in_plan, 0u) << "the counter counts";
 
     auto gpu = make_cuda_backend(CudaOptions{});
@@ -75,8 +54,8 @@ TEST(CudaLoader, BytesExactAndNothingCopiedInPlan) {
       in.read(reinterpret_cast<char*>(file.data()), std::streamsize(t.nbytes));
       EXPECT_EQ(got, file) << name << " " << t.name;
     }
-    EXPECT_EQ(logits(*model, *gpu), want) << name;
-    EXPECT_EQ(logits(*model, *gpu), want) << name << ", a second session";
+    EXPECT_EQ(prompt_logits(*model, *gpu), want) << name;
+    EXPECT_EQ(prompt_logits(*model, *gpu), want) << name << ", a second session";
     EXPECT_EQ(gpu->stats().weights_copied_in_plan, 0u) << name;
     EXPECT_EQ(gpu->stats().weights_adopted, f.tensors().size()) << name;
   }
@@ -101,7 +80,7 @@ TEST(CudaLoader, FailedLoadLeavesNothing) {
   EXPECT_NEAR(double(cuda_free_bytes(0)), double(free_before), double(8 << 20));
   LoadedWeights w = load_weights(f, every_tensor(f, &gpu));
   auto plain = make_cuda_backend(CudaOptions{});
-  EXPECT_EQ(logits(*model, gpu), logits(*model, *plain));
+  EXPECT_EQ(prompt_logits(*model, gpu), prompt_logits(*model, *plain));
 }
 
 }  // namespace

@@ -23,11 +23,14 @@
 #include "model/model.h"
 #include "model/tiny_models.h"
 #include "counting_backend.h"
+#include "loader/load_helpers.h"
 
 namespace weir {
 namespace {
 
 using test::CountingBackend;
+using test::every_tensor;
+using test::prompt_logits;
 
 std::unique_ptr<CountingBackend> chaos(uint64_t seed = 1) {
   test::ChaosOptions o;
@@ -53,36 +56,10 @@ std::vector<uint8_t> device_bytes(Backend& b, const void* p, size_t n) {
   return v;
 }
 
-std::vector<LoadItem> every_tensor(const GGUFFile& f, Backend* b) {
-  std::vector<LoadItem> items;
-  for (size_t i = 0; i < f.tensors().size(); ++i) items.push_back(LoadItem{i, b, 0, 0});
-  return items;
-}
-
-// Logits of a fixed prompt and two decode steps.
-std::vector<float> logits(const Model& m, Backend& b) {
-  SessionParams sp;
-  sp.n_ctx = 32;
-  sp.n_batch = 5;
-  Session s(m, b, sp);
-  const std::vector<int32_t> prompt = {1, 5, 9, 2, 7, 3, 11};
-  std::vector<int32_t> rows(prompt.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = int32_t(i);
-  s.eval(prompt, rows);
-  std::vector<float> out;
-  for (size_t t = 0; t < prompt.size(); ++t) out.insert(out.end(), s.logits(t), s.logits(t) + s.n_vocab());
-  for (int32_t id : {4, 6}) {
-    const int32_t one[1] = {id};
-    s.eval(one);
-    out.insert(out.end(), s.logits(), s.logits() + s.n_vocab());
-  }
-  return out;
-}
-
 std::vector<float> cpu_logits(const Model& m) {
   CpuOptions o;
   CpuBackend cpu(2, o);
-  return logits(m, cpu);
+  return prompt_logits(m, cpu);
 }
 
 struct Staging {
@@ -177,8 +154,8 @@ TEST(Loader, ModelsRunFromLoadedWeights) {
     o.buffer_bytes = 9000;
     LoadedWeights w = load_weights(model->file(), every_tensor(model->file(), b.get()), o);
     const uint64_t adopted = b->stats().weights_adopted;
-    EXPECT_EQ(logits(*model, *b), want) << name;
-    EXPECT_EQ(logits(*model, *b), want) << name << ", second session";
+    EXPECT_EQ(prompt_logits(*model, *b), want) << name;
+    EXPECT_EQ(prompt_logits(*model, *b), want) << name << ", second session";
     EXPECT_EQ(b->stats().weights_adopted, adopted) << name;
   }
 }
@@ -193,7 +170,7 @@ TEST(Loader, ModelsOneAfterAnotherReuseNothingStale) {
       auto model = Model::load(dir + "/" + name + ".gguf");
       const std::vector<float> want = cpu_logits(*model);
       LoadedWeights w = load_weights(model->file(), every_tensor(model->file(), b.get()));
-      EXPECT_EQ(logits(*model, *b), want) << name << " round " << round;
+      EXPECT_EQ(prompt_logits(*model, *b), want) << name << " round " << round;
     }
   EXPECT_EQ(b->live(), 0);
 }
@@ -227,7 +204,7 @@ TEST(Loader, TruncatedFileNamesTheTensor) {
   auto good = Model::load(dir + "/qwen2.gguf");
   const std::vector<float> want = cpu_logits(*good);
   LoadedWeights w = load_weights(good->file(), every_tensor(good->file(), b.get()));
-  EXPECT_EQ(logits(*good, *b), want);
+  EXPECT_EQ(prompt_logits(*good, *b), want);
 }
 
 // A read that fails in the middle of a load (the test hook), and a stop
@@ -259,7 +236,7 @@ TEST(Loader, ReadErrorAndStopLeaveNothing) {
   EXPECT_EQ(b->live(), 0);
   EXPECT_EQ(b->stats().weights_adopted, 0u);
   LoadedWeights w = load_weights(f, every_tensor(f, b.get()));
-  EXPECT_EQ(logits(*model, *b), cpu_logits(*model));
+  EXPECT_EQ(prompt_logits(*model, *b), cpu_logits(*model));
 }
 
 // --no-mmap: the mapping becomes private memory holding the file's bytes
