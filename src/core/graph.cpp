@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/collective.h"
 #include "core/error.h"
 
 namespace weir {
@@ -22,6 +23,8 @@ const char* op_name(Op op) {
     case Op::Attention: return "attention";
     case Op::SetRows: return "set_rows";
     case Op::Sample: return "sample";
+    case Op::AllReduce: return "all_reduce";
+    case Op::AllGather: return "all_gather";
     case Op::Count: break;
   }
   return "?";
@@ -201,6 +204,23 @@ Tensor* Graph::sample(Tensor* logits, Tensor* params) {
   Tensor* y = make(DType::I32, {logits->n_rows()}, Op::Sample, "sample");
   y->src[0] = logits;
   y->src[1] = params;
+  return y;
+}
+
+Tensor* Graph::all_reduce(Tensor* x, Collective* comm) {
+  if (x->dtype != DType::F32 || !x->is_contiguous() || !comm) shape_error("all_reduce", x, x);
+  Tensor* y = unary_like(x, Op::AllReduce);
+  y->comm = comm;
+  return y;
+}
+
+Tensor* Graph::all_gather(Tensor* x, int64_t total, Collective* comm) {
+  if (x->dtype != DType::F32 || !x->is_contiguous() || !comm || x->ne[2] != 1 || x->ne[3] != 1 ||
+      x->ne[0] != split_range(total, comm->size(), comm->rank()).size())
+    shape_error("all_gather", x, x);
+  Tensor* y = make(DType::F32, {total, x->ne[1]}, Op::AllGather, "all_gather");
+  y->src[0] = x;
+  y->comm = comm;
   return y;
 }
 

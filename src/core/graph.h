@@ -38,6 +38,10 @@
 //       over the rest, in probability order (id order when neither top-k nor
 //       top-p ran): the first token whose cumulative weight exceeds
 //       u * total. NaN logits count as -inf; a row of only -inf/NaN gives -1.
+//   all_reduce(x, comm)                           -> same: the sum of x over the ranks
+//       of comm's group (every rank gets the same bits: core/collective.h)
+//   all_gather(x [n_r, T], total, comm)           -> [total, T]: rank r's rows
+//       at split_range(total, size, r) of every column, on every rank
 #pragma once
 #include <deque>
 #include <functional>
@@ -83,6 +87,8 @@ class Graph {
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
+  Tensor* all_reduce(Tensor* x, Collective* comm);
+  Tensor* all_gather(Tensor* x, int64_t total, Collective* comm);
 
   // Views share data with src: reshape (src contiguous) and a strided window.
   Tensor* reshape(Tensor* src, std::initializer_list<int64_t> ne);

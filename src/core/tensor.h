@@ -9,6 +9,10 @@
 #include "core/dtype.h"
 
 namespace weir {
+class Collective;
+}
+
+namespace weir {
 
 // The closed op set. Semantics are written down in core/graph.h.
 enum class Op : uint8_t {
@@ -26,6 +30,8 @@ enum class Op : uint8_t {
   Attention, // softmax(q k^T * scale + mask) v, per head, GQA
   SetRows,   // dst[idx[i]] = src[i] (writes into a leaf, e.g. the KV cache)
   Sample,    // a token id per row of logits (greedy, temperature, top-k/p, min-p)
+  AllReduce, // sum over the ranks of a tensor-parallel group (core/collective.h)
+  AllGather, // rows split over the ranks, gathered on every rank
   Count,
 };
 const char* op_name(Op op);
@@ -51,6 +57,7 @@ struct Tensor {
   int32_t iparams[4] = {};
   float fparams[4] = {};
   Tensor* view_src = nullptr;  // for Op::View: whose data this looks at
+  Collective* comm = nullptr;  // for Op::AllReduce / AllGather: the group
   size_t view_offset = 0;
   int id = -1;  // index in its graph
   std::string name;

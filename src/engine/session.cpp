@@ -6,9 +6,18 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/shard.h"
 
 namespace weir {
 namespace {
+
+// The token every rank of a tensor-parallel group sampled: the same one,
+// or they diverged.
+int32_t same_on_every_rank(const std::vector<int32_t>& ids) {
+  for (int32_t id : ids)
+    if (id != ids[0]) throw Error("tensor parallel: the ranks sampled different tokens (they diverged)");
+  return ids[0];
+}
 
 // Attention spans are padded so one graph serves many decode steps.
 constexpr int64_t kKvPad = 256;
@@ -44,11 +53,38 @@ struct Session::Step {
 };
 
 Session::Session(const Model& model, Backend& backend, SessionParams p)
-    : model_(model), backend_(backend), p_(p), kv_(model.hparams(), p.n_ctx, p.kv_type, backend, p.n_seq),
+    : model_(model), backend_(backend), p_(p),
+      kv_(shard_hparams(model.hparams(), p.tp), p.n_ctx, p.kv_type, backend, p.n_seq),
       n_vocab_(model.hparams().n_vocab) {
   if (p_.n_batch <= 0) throw Error("session: batch size must be positive");
+  if (p_.tp.size > 1 && !p_.tp.comm) throw Error("session: tensor parallel without a communicator");
   sampled_ = backend_.alloc_host(sizeof(int32_t));
   queued_ids_ = backend_.alloc_host(kMaxQueued * sizeof(int32_t));
+  if (!p_.peers.empty()) {
+    if (p_.tp.rank != 0 || int(p_.peers.size()) + 1 != p_.tp.size)
+      throw Error("session: peers are the ranks 1 .. size - 1 of rank 0");
+    for (size_t i = 0; i < p_.peers.size(); ++i) {
+      SessionParams pp = p_;
+      pp.peers.clear();
+      pp.tp.rank = int(i) + 1;
+      pp.tp.comm = p_.peers[i].comm;
+      if (!p_.peers[i].backend || !pp.tp.comm) throw Error("session: a peer without a backend or communicator");
+      peers_.push_back(std::make_unique<Session>(model, *p_.peers[i].backend, pp));
+    }
+    Collective* comm = p_.tp.comm;
+    rank_threads_ = std::make_unique<RankThreads>(p_.tp.size, [comm](const std::string& why) { comm->abort(why); });
+  }
+}
+
+bool Session::on_all_ranks(const std::function<void(Session&)>& f) {
+  if (peers_.empty() || leading_) return false;
+  leading_ = true;
+  struct Reset {
+    bool& b;
+    ~Reset() { b = false; }
+  } reset{leading_};
+  rank_threads_->run([&](int r) { f(r == 0 ? *this : *peers_[size_t(r - 1)]); });
+  return true;
 }
 
 Session::~Session() { drop_steps(); }
@@ -59,6 +95,7 @@ void Session::drop_steps() {
 }
 
 void Session::reset() {
+  if (on_all_ranks([&](Session& s) { s.reset(); })) return;
   check_not_queued();
   last_sampled_ = nullptr;
   kv_.clear();
@@ -94,7 +131,7 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
   }
   auto st = std::make_unique<Step>();
   st->last_used = ++use_clock_;
-  st->fg = model_.build(n_tokens, n_kv, n_out, kv_, separate);
+  st->fg = model_.build(n_tokens, n_kv, n_out, kv_, separate, p_.tp);
   ForwardGraph& fg = st->fg;
   if (sample) {
     Graph& g = *fg.graph;
@@ -128,6 +165,7 @@ int64_t padded_span(int64_t extent, int64_t T, int64_t n_ctx) {
 }  // namespace
 
 void Session::prepare(int64_t n_tokens) {
+  if (on_all_ranks([&](Session& s) { s.prepare(n_tokens); })) return;
   check_not_queued();
   if (n_tokens < 1 || n_past() + n_tokens > p_.n_ctx) throw Error("session: cannot prepare a step past the context");
   const int64_t T = std::min(n_tokens, p_.n_batch);
@@ -232,6 +270,7 @@ void Session::seed_rng(const BackendSampling& s) {
 }
 
 void Session::queue_sample_next(const BackendSampling& s) {
+  if (on_all_ranks([&](Session& r) { r.queue_sample_next(s); })) return;
   if (!last_sampled_) throw Error("session: queue_sample_next() follows eval_sample() or itself");
   if (queued_.size() >= kMaxQueued) throw Error("session: take a queued step before queuing another");
   if (n_past() + 1 > p_.n_ctx)
@@ -252,6 +291,12 @@ void Session::queue_sample_next(const BackendSampling& s) {
 }
 
 int32_t Session::take_sampled() {
+  if (!peers_.empty() && !leading_) {
+    std::vector<int32_t> ids(peers_.size() + 1);
+    Session* self = this;
+    on_all_ranks([&](Session& r) { ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.take_sampled(); });
+    return same_on_every_rank(ids);
+  }
   if (queued_.empty()) throw Error("session: no queued step to take");
   Queued qd = std::move(queued_.front());
   queued_.pop_front();
@@ -260,6 +305,7 @@ int32_t Session::take_sampled() {
 }
 
 void Session::cancel_queued() {
+  if (on_all_ranks([&](Session& r) { r.cancel_queued(); })) return;
   while (!queued_.empty()) {
     queued_.back().done->wait();
     rng_ = queued_.back().rng_before;
@@ -271,6 +317,7 @@ void Session::cancel_queued() {
 }
 
 void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
+  if (on_all_ranks([&](Session& r) { r.fill(seq, tokens); })) return;
   check_not_queued();
   if (seq <= 0) throw Error("session: fill() takes sequences other than 0 (eval's)");
   check_tokens(tokens);
@@ -283,6 +330,14 @@ void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
 
 std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                             const BackendSampling& s) {
+  if (!peers_.empty() && !leading_) {
+    std::vector<std::vector<int32_t>> ids(peers_.size() + 1);
+    Session* self = this;
+    on_all_ranks([&](Session& r) { ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.decode_sample(tokens, seqs, s); });
+    for (const auto& v : ids)
+      if (v != ids[0]) throw Error("tensor parallel: the ranks sampled different tokens (they diverged)");
+    return ids[0];
+  }
   check_not_queued();
   if (tokens.empty() || tokens.size() != seqs.size())
     throw Error("session: decode_sample needs one sequence per token");
@@ -314,6 +369,7 @@ std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std
 }
 
 void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> want) {
+  if (on_all_ranks([&](Session& r) { r.eval(tokens, want); })) return;
   check_not_queued();
   const int32_t last = int32_t(tokens.size()) - 1;
   std::vector<int32_t> wanted(want.begin(), want.end());
@@ -354,6 +410,12 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
 }
 
 int32_t Session::eval_sample(std::span<const int32_t> tokens, const BackendSampling& s) {
+  if (!peers_.empty() && !leading_) {
+    std::vector<int32_t> ids(peers_.size() + 1);
+    Session* self = this;
+    on_all_ranks([&](Session& r) { ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.eval_sample(tokens, s); });
+    return same_on_every_rank(ids);
+  }
   check_not_queued();
   if (tokens.empty()) throw Error("session: nothing to evaluate");
   check_tokens(tokens);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/rank_threads.h"
 #include "engine/rng.h"
 #include "model/model.h"
 
@@ -37,6 +39,21 @@ struct SessionParams {
   // stops between graph segments, CpuOptions::stop). A step that throws
   // leaves the session as it was before it.
   const std::atomic<bool>* stop = nullptr;
+  // Tensor parallelism: this session is rank tp.rank of tp.size, with its
+  // share of the weights and heads (model/shard.h) and a KV cache of its kv
+  // heads; collectives go through tp.comm.
+  TensorParallel tp;
+  // The group's other ranks, when they live in this process (threads): for
+  // rank r = 1 .. size - 1, the backend it runs on and its end of the
+  // group's collectives. This session (rank 0) makes a session for each
+  // and runs every call on all of them at once; results are rank 0's (the
+  // ranks compute the same logits and sample the same tokens; a divergence
+  // is an error).
+  struct Peer {
+    Backend* backend = nullptr;
+    Collective* comm = nullptr;
+  };
+  std::vector<Peer> peers;
 };
 
 // Sampling on the backend (the sample op, core/graph.h): no repetition
@@ -119,6 +136,9 @@ class Session {
                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
                   const void* token_from = nullptr);
   void check_not_queued() const;
+  // With peers: runs f on every rank's session at once and returns true
+  // (the caller's call is done); false on a peer, or inside such a run.
+  bool on_all_ranks(const std::function<void(Session&)>& f);
   void seed_rng(const BackendSampling& s);
   void check_tokens(std::span<const int32_t> tokens) const;
   const float* logits_host() const { return static_cast<const float*>(logits_->data()); }
@@ -150,6 +170,11 @@ class Session {
   // Graphs by (tokens, keys, outputs, sample, one token per sequence).
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<Step>> steps_;
   uint64_t use_clock_ = 0;  // for evicting the least recently used step
+  // Tensor parallelism in this process: the other ranks' sessions and the
+  // threads that run them (rank 0 only).
+  std::vector<std::unique_ptr<Session>> peers_;
+  std::unique_ptr<RankThreads> rank_threads_;
+  bool leading_ = false;  // inside on_all_ranks
 };
 
 }  // namespace weir

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "model/shard.h"
 #include "model/transformer_blocks.h"
 
 namespace weir {
@@ -51,14 +52,18 @@ class Gemma3 final : public Model {
     }
   }
 
-  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens) const override {
+  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens,
+                     const TensorParallel& tp) const override {
     const HParams& h = hp_;
-    const int64_t Dk = h.head_dim_k;
-    const int64_t Hq = h.n_head, Hkv = h.n_head_kv;
+    const int64_t Dk = h.head_dim_k, Dv = h.head_dim_v;
+    const HeadShard hs = shard_heads(h, tp);  // this rank's share (all of it without tensor parallelism)
+    const int64_t Hq = hs.nq, Hkv = hs.nkv;
+    const bool split = tp.size > 1;
     ForwardGraph fg = begin_forward(T, n_kv, n_out, h.n_swa > 0, separate_tokens);
     Graph& g = *fg.graph;
 
     auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
+    auto reduce = [&](Tensor* x) { return split ? g.all_reduce(x, tp.comm) : x; };
 
     Tensor* x = g.scale(g.get_rows(leaf(g, *tok_embd_), fg.tokens), h.embd_scale);  // [E, T]
     for (int64_t il = 0; il < h.n_layer; ++il) {
@@ -66,30 +71,37 @@ class Gemma3 final : public Model {
       const bool swa = h.is_swa[size_t(il)];
       const float base = swa ? h.rope_base_swa : h.rope_base;
       const float fscale = swa ? h.rope_freq_scale_swa : h.rope_freq_scale;
+      const Range ff = shard_ffn(h.n_ff, L.down->dtype, tp);
 
       Tensor* cur = norm(x, L.attn_norm);
-      Tensor* q = g.reshape(g.mul_mat(leaf(g, *L.wq), cur), {Dk, Hq, T});
-      Tensor* k = g.reshape(g.mul_mat(leaf(g, *L.wk), cur), {Dk, Hkv, T});
-      Tensor* v = g.mul_mat(leaf(g, *L.wv), cur);  // [Dv*Hkv, T]
+      Tensor* q = g.reshape(g.mul_mat(leaf_rows(g, *L.wq, hs.q0 * Dk, (hs.q0 + Hq) * Dk), cur), {Dk, Hq, T});
+      Tensor* k = g.reshape(g.mul_mat(leaf_rows(g, *L.wk, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk), cur), {Dk, Hkv, T});
+      Tensor* v = g.mul_mat(leaf_rows(g, *L.wv, hs.kv0 * Dv, (hs.kv0 + Hkv) * Dv), cur);  // [Dv*Hkv, T]
       q = g.rope_neox(norm(q, L.q_norm), fg.pos, int(Dk), base, fscale);
       k = g.rope_neox(norm(k, L.k_norm), fg.pos, int(Dk), base, fscale);
       q = g.scale(q, h.attn_scale);
 
       cur = cached_attention(g, fg, kv, int(il), q, k, v, swa ? fg.mask_swa : fg.mask, 1.0f);
-      cur = g.mul_mat(leaf(g, *L.wo), cur);                                   // [E, T]
+      cur = g.mul_mat(leaf_cols(g, *L.wo, hs.q0 * Dv, (hs.q0 + Hq) * Dv), cur);  // [E, T], a partial sum
 
       if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on
         cur = g.get_rows(cur, fg.out_rows);
         x = g.get_rows(x, fg.out_rows);
       }
-      Tensor* sa = g.add(norm(cur, L.post_attn_norm), x);
+      Tensor* sa = g.add(norm(reduce(cur), L.post_attn_norm), x);
       cur = norm(sa, L.ffn_norm);
-      cur = g.gelu_mul(g.mul_mat(leaf(g, *L.gate), cur), g.mul_mat(leaf(g, *L.up), cur));  // [F, T]
-      cur = g.mul_mat(leaf(g, *L.down), cur);
+      cur = g.gelu_mul(g.mul_mat(leaf_rows(g, *L.gate, ff.begin, ff.end), cur),
+                       g.mul_mat(leaf_rows(g, *L.up, ff.begin, ff.end), cur));  // [F, T]
+      cur = reduce(g.mul_mat(leaf_cols(g, *L.down, ff.begin, ff.end), cur));
       x = g.add(norm(cur, L.post_ffn_norm), sa);
     }
     x = norm(x, output_norm_);
-    fg.logits = g.mul_mat(leaf(g, *output_), x);  // [V, n_out]
+    if (split) {  // this rank's vocab rows, then every rank's
+      const Range vr = split_range(h.n_vocab, tp.size, tp.rank);
+      fg.logits = g.all_gather(g.mul_mat(leaf_rows(g, *output_, vr.begin, vr.end), x), h.n_vocab, tp.comm);
+    } else {
+      fg.logits = g.mul_mat(leaf(g, *output_), x);  // [V, n_out]
+    }
     g.mark_output(fg.logits);
     return fg;
   }

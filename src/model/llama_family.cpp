@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "model/shard.h"
 #include "model/transformer_blocks.h"
 
 namespace weir {
@@ -67,27 +68,35 @@ class LlamaFamily final : public Model {
     }
   }
 
-  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens) const override {
+  ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens,
+                     const TensorParallel& tp) const override {
     const HParams& h = hp_;
-    const int64_t Dk = h.head_dim_k, Hq = h.n_head, Hkv = h.n_head_kv;
+    const int64_t Dk = h.head_dim_k, Dv = h.head_dim_v;
+    // This rank's share (all of it without tensor parallelism).
+    const HeadShard hs = shard_heads(h, tp);
+    const int64_t Hq = hs.nq, Hkv = hs.nkv;
+    const bool split = tp.size > 1;
     ForwardGraph fg = begin_forward(T, n_kv, n_out, false, separate_tokens);
     Graph& g = *fg.graph;
     auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
-    // y = W x (+ b)
-    auto linear = [&](const GGUFTensorInfo* w, const GGUFTensorInfo* b, Tensor* x) {
-      Tensor* y = g.mul_mat(leaf(g, *w), x);
-      return b ? g.add(y, leaf(g, *b)) : y;
+    // y = W[r0:r1] x (+ b[r0:r1]): the rows of a head group
+    auto linear_rows = [&](const GGUFTensorInfo* w, const GGUFTensorInfo* b, Tensor* x, int64_t r0, int64_t r1) {
+      Tensor* y = g.mul_mat(leaf_rows(g, *w, r0, r1), x);
+      return b ? g.add(y, leaf_rows(g, *b, r0, r1)) : y;
     };
+    // The sum of the ranks' partial products (nothing alone).
+    auto reduce = [&](Tensor* x) { return split ? g.all_reduce(x, tp.comm) : x; };
     RopeParams rope{int(h.n_rot), h.rope_base, h.rope_freq_scale, fl_.rope_mode, nullptr};
     if (rope_freqs_) rope.freq_factors = leaf(g, *rope_freqs_);
 
     Tensor* x = g.get_rows(leaf(g, *tok_embd_), fg.tokens);  // [E, T]
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
+      const Range ff = shard_ffn(h.n_ff, L.down->dtype, tp);
       Tensor* cur = norm(x, L.attn_norm);
-      Tensor* q = g.reshape(linear(L.wq, L.bq, cur), {Dk, Hq, T});
-      Tensor* k = g.reshape(linear(L.wk, L.bk, cur), {Dk, Hkv, T});
-      Tensor* v = linear(L.wv, L.bv, cur);  // [Dv*Hkv, T]
+      Tensor* q = g.reshape(linear_rows(L.wq, L.bq, cur, hs.q0 * Dk, (hs.q0 + Hq) * Dk), {Dk, Hq, T});
+      Tensor* k = g.reshape(linear_rows(L.wk, L.bk, cur, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk), {Dk, Hkv, T});
+      Tensor* v = linear_rows(L.wv, L.bv, cur, hs.kv0 * Dv, (hs.kv0 + Hkv) * Dv);  // [Dv*Hkv, T]
       if (fl_.qk_norm) {
         q = norm(q, L.q_norm);
         k = norm(k, L.k_norm);
@@ -95,19 +104,27 @@ class LlamaFamily final : public Model {
       q = g.rope(q, fg.pos, rope);
       k = g.rope(k, fg.pos, rope);
       cur = cached_attention(g, fg, kv, int(il), q, k, v, fg.mask, h.attn_scale);
-      cur = linear(L.wo, L.bo, cur);  // [E, T]
+      cur = g.mul_mat(leaf_cols(g, *L.wo, hs.q0 * Dv, (hs.q0 + Hq) * Dv), cur);  // [E, T], a partial sum
 
       if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on
         cur = g.get_rows(cur, fg.out_rows);
         x = g.get_rows(x, fg.out_rows);
       }
+      cur = reduce(cur);
+      if (L.bo) cur = g.add(cur, leaf(g, *L.bo));
       x = g.add(cur, x);
       cur = norm(x, L.ffn_norm);
-      cur = g.silu_mul(g.mul_mat(leaf(g, *L.gate), cur), g.mul_mat(leaf(g, *L.up), cur));  // [F, T]
-      x = g.add(g.mul_mat(leaf(g, *L.down), cur), x);
+      cur = g.silu_mul(g.mul_mat(leaf_rows(g, *L.gate, ff.begin, ff.end), cur),
+                       g.mul_mat(leaf_rows(g, *L.up, ff.begin, ff.end), cur));  // [F, T]
+      x = g.add(reduce(g.mul_mat(leaf_cols(g, *L.down, ff.begin, ff.end), cur)), x);
     }
     x = norm(x, output_norm_);
-    fg.logits = g.mul_mat(leaf(g, *output_), x);  // [V, n_out]
+    if (split) {  // this rank's vocab rows, then every rank's
+      const Range vr = split_range(h.n_vocab, tp.size, tp.rank);
+      fg.logits = g.all_gather(g.mul_mat(leaf_rows(g, *output_, vr.begin, vr.end), x), h.n_vocab, tp.comm);
+    } else {
+      fg.logits = g.mul_mat(leaf(g, *output_), x);  // [V, n_out]
+    }
     g.mark_output(fg.logits);
     return fg;
   }

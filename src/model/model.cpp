@@ -106,4 +106,34 @@ Tensor* Model::leaf(Graph& g, const GGUFTensorInfo& w) {
   return t;
 }
 
+Tensor* Model::leaf_rows(Graph& g, const GGUFTensorInfo& w, int64_t r0, int64_t r1) {
+  const bool vec = w.n_dims == 1;
+  const int64_t n = vec ? w.ne[0] : w.ne[1];
+  if (vec ? false : (w.ne[2] != 1 || w.ne[3] != 1)) throw Error("leaf_rows: " + std::string(w.name) + " is not 2-D");
+  if (r0 == 0 && r1 == n) return leaf(g, w);
+  if (r0 < 0 || r1 > n || r0 >= r1) throw Error("leaf_rows: rows out of range of " + std::string(w.name));
+  if (vec) {
+    if (traits(w.dtype).block_size != 1) throw Error("leaf_rows: " + std::string(w.name) + " is a quantized vector");
+    return g.external(w.dtype, {r1 - r0}, const_cast<uint8_t*>(w.data) + size_t(r0) * traits(w.dtype).type_size,
+                      std::string(w.name) + " [" + std::to_string(r0) + ":" + std::to_string(r1) + "]");
+  }
+  const size_t row = row_bytes(w.dtype, w.ne[0]);
+  return g.external(w.dtype, {w.ne[0], r1 - r0}, const_cast<uint8_t*>(w.data) + size_t(r0) * row,
+                    std::string(w.name) + " rows [" + std::to_string(r0) + ":" + std::to_string(r1) + "]");
+}
+
+Tensor* Model::leaf_cols(Graph& g, const GGUFTensorInfo& w, int64_t c0, int64_t c1) {
+  if (w.n_dims != 2) throw Error("leaf_cols: " + std::string(w.name) + " is not 2-D");
+  if (c0 == 0 && c1 == w.ne[0]) return leaf(g, w);
+  const int64_t block = traits(w.dtype).block_size;
+  if (c0 < 0 || c1 > w.ne[0] || c0 >= c1 || c0 % block || c1 % block)
+    throw Error(std::string(w.name) + ": columns [" + std::to_string(c0) + ", " + std::to_string(c1) +
+                ") are not whole " + dtype_name(w.dtype) + " blocks of " + std::to_string(block));
+  Tensor* t = g.external(w.dtype, {c1 - c0, w.ne[1]}, const_cast<uint8_t*>(w.data) + row_bytes(w.dtype, c0),
+                         std::string(w.name) + " cols [" + std::to_string(c0) + ":" + std::to_string(c1) + "]");
+  t->nb[1] = row_bytes(w.dtype, w.ne[0]);  // the file's rows
+  t->nb[2] = t->nb[3] = t->nb[1] * size_t(w.ne[1]);
+  return t;
+}
+
 }  // namespace weir

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "core/collective.h"
 #include "core/gguf.h"
 #include "core/graph.h"
 #include "model/hparams.h"
@@ -45,8 +46,11 @@ class Model {
 
   // separate_tokens: each token belongs to a different sequence (batched
   // decode), which attention kernels can use.
-  virtual ForwardGraph build(int64_t n_tokens, int64_t n_kv, int64_t n_out, KVCache& kv,
-                             bool separate_tokens) const = 0;
+  // tp: this graph's rank in a tensor-parallel group (model/shard.h): its
+  // share of the heads, FFN and vocab, with all-reduces and the logits'
+  // all-gather through tp.comm. The KV cache holds the rank's kv heads.
+  virtual ForwardGraph build(int64_t n_tokens, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens,
+                             const TensorParallel& tp) const = 0;
 
  protected:
   explicit Model(GGUFFile f);
@@ -58,6 +62,12 @@ class Model {
   const GGUFTensorInfo* vector_f32_opt(const std::string& name, int64_t n) const;
   // A weight as a graph leaf pointing into the mmap.
   static Tensor* leaf(Graph& g, const GGUFTensorInfo& w);
+  // Rows [r0, r1) of a weight (elements of a vector): a leaf on its part of
+  // the mmap. Columns [c0, c1) of a 2-D weight: a strided leaf (rows keep
+  // the file's stride); c0 and c1 on whole blocks (Error otherwise).
+  // Tensor parallelism's shares of a weight (model/shard.h).
+  static Tensor* leaf_rows(Graph& g, const GGUFTensorInfo& w, int64_t r0, int64_t r1);
+  static Tensor* leaf_cols(Graph& g, const GGUFTensorInfo& w, int64_t c0, int64_t c1);
 
   GGUFFile file_;
   HParams hp_;

@@ -224,6 +224,8 @@ bool CpuBackend::supports(const Tensor& t) const {
     case Op::Attention:
     case Op::SetRows:
     case Op::Sample:
+    case Op::AllReduce:
+    case Op::AllGather:
     case Op::View:
     case Op::Leaf: return true;
     default: return false;
@@ -442,6 +444,8 @@ void CpuBackend::run_graph(Graph& g) {
           case Op::Attention: cpu::op_attention(*t, ctx); break;
           case Op::SetRows: cpu::op_set_rows(*t, ctx); break;
           case Op::Sample: cpu::op_sample(*t, ctx); break;
+          case Op::AllReduce: cpu::op_all_reduce(*t, ctx); break;
+          case Op::AllGather: cpu::op_all_gather(*t, ctx); break;
           default: throw Error(std::string("cpu backend: no kernel for op ") + op_name(t->op));
         }
       } catch (...) {

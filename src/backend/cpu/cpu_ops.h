@@ -51,6 +51,9 @@ void op_silu_mul(const Tensor& dst, const OpContext& c);
 void op_attention(const Tensor& dst, const OpContext& c);
 void op_set_rows(const Tensor& dst, const OpContext& c);
 void op_sample(const Tensor& dst, const OpContext& c);
+// The group's collective (t.comm), called by thread 0 alone.
+void op_all_reduce(const Tensor& t, const OpContext& ctx);
+void op_all_gather(const Tensor& t, const OpContext& ctx);
 // One row of sample (core/graph.h): V logits, params (temperature, top_k,
 // top_p, min_p, u); the token id, or -1 when every logit is -inf or NaN.
 int32_t sample_logits_row(const float* logits, int64_t V, const float* params);

@@ -1,0 +1,71 @@
+// Collectives between the ranks of a tensor-parallel group, as graphs use
+// them: the all_reduce and all_gather ops (core/graph.h) hold a Collective,
+// and the backend that runs the graph calls it. The implementations live in
+// src/comm/ (threads of one process, MPI, NCCL, a one-shot NVLink kernel);
+// this is only the interface, so that backends need not know them.
+//
+// Every rank calls the same collectives in the same order. Results are the
+// same bit for bit on every rank: sums run in rank order 0, 1, ... n-1
+// everywhere, so ranks that sample the same token from the same random
+// stream never diverge.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+
+namespace weir {
+
+// A collective failed: a peer failed or stopped, or did not come in time.
+// Every rank of the group gets one instead of waiting for ever.
+struct CommError : Error {
+  using Error::Error;
+};
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "threads", "mpi", "nccl", "nvlink": for messages and bench.
+  virtual std::string kind() const = 0;
+
+  // dst[i] = sum over ranks of src[i], i < n (src may be dst). `stream`:
+  // the CUDA stream to queue the work on (device pointers), or null for
+  // host memory, done when the call returns.
+  virtual void all_reduce_sum(const float* src, float* dst, size_t n, void* stream) = 0;
+
+  // Rows of a matrix split over the ranks, gathered on every rank: rank r
+  // holds rows [off_r, off_r + rows_r) of `total` (split_range(total, size,
+  // r)), for `cols` columns, column c of its part at src + c * src_ld; dst
+  // column c (dst + c * dst_ld) receives all `total` rows.
+  virtual void all_gather_rows(const float* src, size_t src_ld, float* dst, size_t dst_ld, int64_t total,
+                               int64_t cols, void* stream) = 0;
+
+  // Makes every rank's pending or next collective throw CommError with this
+  // reason (a rank failed: the others must not wait for it).
+  virtual void abort(const std::string& why) = 0;
+};
+
+// The part of `total` that rank r of n holds: [begin, end). Parts differ by
+// at most one, the first ones larger.
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+inline Range split_range(int64_t total, int n, int r) {
+  const int64_t base = total / n, extra = total % n;
+  const int64_t begin = r * base + (r < extra ? r : extra);
+  return {begin, begin + base + (r < extra ? 1 : 0)};
+}
+
+// Where a model's graph sits in a tensor-parallel group: rank `rank` of
+// `size`, its collectives through `comm` (null when size is 1).
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+  Collective* comm = nullptr;
+};
+
+}  // namespace weir
