@@ -87,7 +87,8 @@ fi
 
 bin_carry=.gpu-carry-bin
 if [ "${1:-}" = "--pack-bins" ]; then
-  cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 >/dev/null
+  # (No MPI: the GPU host has no libmpi to link at run time.)
+  cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 -DWEIR_NO_MPI=ON >/dev/null
   cmake --build build-gpu-pack -j "$(nproc)" --target weir weir_cuda_tests weir_backends_tests
   rm -rf "$bin_carry" && mkdir -p "$bin_carry"
   cp build-gpu-pack/weir build-gpu-pack/tests/weir_cuda_tests build-gpu-pack/tests/weir_backends_tests "$bin_carry/"

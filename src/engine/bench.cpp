@@ -178,6 +178,8 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   sp.kv_type = o.kv_type;
   sp.n_seq = std::max(1, t.n_parallel);
   sp.stop = o.stop;
+  sp.tp = o.tp;
+  sp.peers = o.peers;
   Session s(model, backend, sp);
   TokenSource src(model, o.seed);
 

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "core/dtype.h"
+#include "engine/session.h"
 #include "model/model.h"
 
 namespace weir {
@@ -69,6 +70,10 @@ struct BenchRunOptions {
   // tg on a backend that samples: the next step queued before the host
   // waits (Session::queue_sample_next); off: step by step (for comparisons).
   bool pipelined = true;
+  // Tensor parallelism: the test's session is rank 0 of this group, with
+  // these peers (SessionParams::tp, peers).
+  TensorParallel tp;
+  std::vector<SessionParams::Peer> peers;
 };
 
 // Runs one test on `backend` (whose thread count the caller chose to match

@@ -48,11 +48,15 @@ Range shard_ffn(int64_t n_ff, DType down, const TensorParallel& tp) {
   return {tp.rank * part, (tp.rank + 1) * part};
 }
 
-void check_tensor_parallel(const HParams& h, DType down, int size) {
+void check_tensor_parallel(const HParams& h, DType wo, DType down, int size) {
   for (int r = 0; r < size; ++r) {
     const TensorParallel tp{r, size, nullptr};
     const HeadShard s = shard_heads(h, tp);
-    (void)s;
+    const int64_t cols = s.nq * h.head_dim_v, block = traits(wo).block_size;
+    if (cols % block != 0)
+      throw Error("--tp " + std::to_string(size) + ": a rank's " + std::to_string(s.nq) + " heads are " +
+                  std::to_string(cols) + " columns of the attention output, not whole " + dtype_name(wo) +
+                  " blocks (" + std::to_string(block) + " columns each)");
     shard_ffn(h.n_ff, down, tp);
   }
 }

@@ -34,7 +34,8 @@ HParams shard_hparams(const HParams& h, const TensorParallel& tp);
 // are cut at these columns, on whole blocks). Throws Error naming the numbers.
 Range shard_ffn(int64_t n_ff, DType down, const TensorParallel& tp);
 // Throws Error when a model with these hyper-parameters cannot run split
-// over `size` ranks (the heads or the FFN do not split evenly on blocks).
-void check_tensor_parallel(const HParams& h, DType down, int size);
+// over `size` ranks (the heads or the FFN do not split evenly, or not on
+// whole blocks of the attention output's (wo) or the FFN down's type).
+void check_tensor_parallel(const HParams& h, DType wo, DType down, int size);
 
 }  // namespace weir

@@ -35,6 +35,7 @@ BackendFlags flags_for(const BenchTest& t, const BenchOptions& o, const CpuOptio
   BackendFlags f;
   f.op_offload = o.op_offload;
   f.no_mmap = !o.mmap;
+  f.tp = o.tp;
   f.direct_io = o.direct_io;
   const int device = o.device;
   const DType kv_type = o.kv_type;
@@ -67,6 +68,7 @@ LoadedModel load_for_bench(const std::string& path, const BenchTest& first, cons
     SessionParams sp;
     sp.n_ctx = n_ctx;
     sp.kv_type = kv_type;
+    c.join_group(sp);
     make_session(*lm.model, *c.backend, sp, "-p + -n + -d, times -np")->prepare(1);
     if (first.n_gpu_layers > 0 || c.split) {
       std::fprintf(stderr, "weir bench: -ngl %d: %s\n", first.n_gpu_layers, c.placement.c_str());
@@ -149,12 +151,18 @@ int cmd_bench(int argc, char** argv) {
       if (c.load.bytes) std::fprintf(stderr, "weir bench: -ngl %d: weights loaded: %s\n", t.n_gpu_layers, c.load.summary().c_str());
       lm.gpu.emplace(key, std::move(c));
     }
-    std::unique_ptr<Backend> cpu;  // fresh per test: no plans or threads carried over
-    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o, cpu_opts, max_ctx[t.model])).backend;
-    sched::Scheduler* split = gpu ? lm.gpu.at(key).split : nullptr;
+    BackendChoice cpu;  // fresh per test: no plans or threads carried over
+    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o, cpu_opts, max_ctx[t.model]));
+    const BackendChoice& choice = gpu ? lm.gpu.at(key) : cpu;
+    sched::Scheduler* split = choice.split;
     if (split) split->reset_profile();
+    BenchRunOptions tro = ro;
+    SessionParams group;
+    choice.join_group(group);
+    tro.tp = group.tp;
+    tro.peers = group.peers;
     try {
-      row.result = run_bench_test(*lm.model, gpu ? *lm.gpu.at(key).backend : *cpu, t, ro);
+      row.result = run_bench_test(*lm.model, *choice.backend, t, tro);
     } catch (const Cancelled&) {
       break;  // the rows so far, then the footer
     }

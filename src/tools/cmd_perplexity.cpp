@@ -34,7 +34,7 @@ int cmd_perplexity(int argc, char** argv) {
   int threads = default_threads();
   std::string numa = "off";
   int max_chunks = -1;
-  int ngl = 0, device = 0;
+  int ngl = 0, device = 0, tp = 1;
   bool no_op_offload = false, no_mmap = false, direct_io = false;
   std::vector<std::string> overrides;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
@@ -50,6 +50,7 @@ int cmd_perplexity(int argc, char** argv) {
       .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
                 "put the weights whose names match REGEX on DEV (CPU, CUDA0); repeatable")
       .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
+      .opt("--tp", &tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t); default 1")
       .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file")
       .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache");
   if (!a.parse(argc, argv)) return 0;
@@ -88,12 +89,14 @@ int cmd_perplexity(int argc, char** argv) {
   bf.op_offload = !no_op_offload;
   bf.n_ctx = n_ctx;
   bf.no_mmap = no_mmap;
+  bf.tp = tp;
   bf.direct_io = direct_io;
   BackendChoice choice = make_backend(*model, bf);
   Backend& backend = *choice.backend;
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
+  choice.join_group(p);
   std::unique_ptr<Session> session_ptr = make_session(*model, backend, p);
   Session& session = *session_ptr;
   const int64_t first = n_ctx / 2;

@@ -37,7 +37,7 @@ int cmd_run(int argc, char** argv) {
   int64_t n_ctx = 4096, n_batch = 512;
   bool ignore_eos = false, no_bos = false, verbose = false, no_op_offload = false, no_mmap = false, direct_io = false;
   std::vector<std::string> overrides;
-  int ngl = 0, device = 0;
+  int ngl = 0, device = 0, tp = 1;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to run (required)")
@@ -58,6 +58,7 @@ int cmd_run(int argc, char** argv) {
       .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
                 "put the weights whose names match REGEX on DEV (CPU, CUDA0), e.g. \"ffn_.*=CPU\"; repeatable")
       .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
+      .opt("--tp", &tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t); default 1")
       .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file (network filesystems)")
       .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache (cold loads from fast disks)")
       .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
@@ -97,6 +98,7 @@ int cmd_run(int argc, char** argv) {
   bf.op_offload = !no_op_offload;
   bf.n_ctx = n_ctx;
   bf.no_mmap = no_mmap;
+  bf.tp = tp;
   bf.direct_io = direct_io;
   if (verbose) std::fprintf(stderr, "weir: model read in %.0f ms; loading the weights\n", load_s * 1e3);
   BackendChoice choice = make_backend(*model, bf);
@@ -110,6 +112,7 @@ int cmd_run(int argc, char** argv) {
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
+  choice.join_group(p);
   std::unique_ptr<Session> session_ptr = make_session(*model, backend, p);
   Session& session = *session_ptr;
   Sampler sampler(sp, int(model->hparams().n_vocab));

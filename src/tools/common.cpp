@@ -14,10 +14,13 @@
 #include "backend/registry.h"
 #include "core/error.h"
 #include "core/warn.h"
+#include "comm/thread_comm.h"
 #include "model/placement.h"
+#include "model/shard.h"
 #include "sched/scheduler.h"
 #include "tools/args.h"
 #include "tools/env_options.h"
+#include "tools/mpi_ranks.h"
 #include "tools/signals.h"
 
 namespace weir::tools {
@@ -84,6 +87,58 @@ void check_fits(const Model& m, const ModelPlacement& p, const BackendFlags& f, 
 
 }  // namespace
 
+void BackendChoice::join_group(SessionParams& p) const {
+  Collective* c = world ? world : comms.empty() ? nullptr : comms[0].get();
+  if (!c) return;
+  p.tp = {c->rank(), c->size(), c};
+  p.peers.clear();
+  for (size_t r = 1; r < comms.size(); ++r) p.peers.push_back({peer_backends[r - 1].get(), comms[r].get()});
+}
+
+namespace {
+
+// --tp N: N CPU ranks, each with its share of the threads, over the thread
+// comm; under mpirun, this process's rank of the world, with all of -t.
+// (GPU ranks come with the NCCL and NVLink comms.)
+BackendChoice make_tensor_parallel(const Model& m, const BackendFlags& f) {
+  if (f.n_gpu_layers > 0 || !f.overrides.empty())
+    throw UsageError("--tp " + std::to_string(f.tp) + " runs the whole model on " + std::to_string(f.tp) +
+                     " CPU ranks; it does not combine with -ngl or -ot yet");
+  Collective* world = mpi_world();
+  const HParams& h = m.hparams();
+  const GGUFTensorInfo* down = m.file().find_tensor("blk.0.ffn_down.weight");
+  const GGUFTensorInfo* wo = m.file().find_tensor("blk.0.attn_output.weight");
+  check_tensor_parallel(h, wo ? wo->dtype : DType::F32, down ? down->dtype : DType::F32, f.tp);
+  BackendChoice c;
+  const int per_rank = world ? f.threads : std::max(1, f.threads / f.tp);
+  CpuOptions cpu = f.cpu;
+  cpu.stop = &stop_flag();
+  apply_cpu_env(&cpu);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (f.no_mmap) {
+    LoaderOptions lo;
+    lo.readers = std::max(1, f.load_threads);
+    lo.direct_io = f.direct_io;
+    lo.stop = &stop_flag();
+    lo.progress = load_progress_bar();
+    load_into_memory(m.file(), {}, lo, &c.load);
+  }
+  c.backend = std::make_unique<CpuBackend>(per_rank, cpu);
+  if (world) {
+    c.world = world;
+  } else {
+    for (int r = 1; r < f.tp; ++r) c.peer_backends.push_back(std::make_unique<CpuBackend>(per_rank, cpu));
+    c.comms = make_thread_comms(f.tp);
+  }
+  c.load.seconds = seconds_since(t0);
+  c.placement = "tensor parallel: " + std::to_string(f.tp) + " CPU ranks (" +
+                (world ? "processes, MPI" : "threads") + ") of " + std::to_string(per_rank) + " thread" +
+                (per_rank == 1 ? "" : "s") + ", each with 1/" + std::to_string(f.tp) + " of the heads, FFN and vocab";
+  return c;
+}
+
+}  // namespace
+
 BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   check_threads(f.threads);
   if (f.n_gpu_layers < 0)
@@ -112,6 +167,16 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   if (wants_device && gpus.empty())
     throw Error((f.n_gpu_layers > 0 ? "-ngl " + std::to_string(f.n_gpu_layers) : std::string("-ot")) +
                 ": no GPU to run on: " + why);
+  if (f.tp < 1) throw UsageError("--tp: expected 1 or more ranks, got " + std::to_string(f.tp));
+  if (Collective* world = mpi_world()) {  // under mpirun: the world is the group
+    if (f.tp != 1 && f.tp != world->size())
+      throw UsageError("--tp " + std::to_string(f.tp) + ": mpirun started " + std::to_string(world->size()) +
+                       " processes (each process is one rank)");
+    BackendFlags g = f;
+    g.tp = world->size();
+    return make_tensor_parallel(m, g);
+  }
+  if (f.tp > 1) return make_tensor_parallel(m, f);
   const ModelPlacement p = place_model(m, devices, req);
   BackendChoice c;
   c.placement = p.summary();

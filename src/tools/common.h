@@ -59,6 +59,9 @@ struct BackendFlags {
   // Loading (model/loader.h): --no-mmap reads the CPU's weights into memory,
   // --direct-io reads around the page cache; threads reading the file.
   bool no_mmap = false, direct_io = false;
+  // --tp N: tensor parallel over N ranks (model/shard.h): N CPU ranks
+  // splitting the threads (-ngl 0).
+  int tp = 1;
   int load_threads = default_load_threads();
   size_t load_buffer_bytes = size_t(4) << 20;  // each pinned staging buffer (WEIR_LOAD_BUFFER_MB)
 };
@@ -71,6 +74,13 @@ struct BackendChoice {
   // `backend`, so that it goes first and its backends forget them.
   LoadedWeights weights;
   LoadReport load;  // what loading took (weights.report() and the --no-mmap reads)
+  // Tensor parallelism (--tp N): the other ranks' backends (`backend` is
+  // rank 0's) and every rank's end of the group's collectives.
+  std::vector<std::unique_ptr<Backend>> peer_backends;
+  std::vector<std::unique_ptr<Collective>> comms;
+  Collective* world = nullptr;  // under mpirun: the processes' group (this process one rank)
+  // Puts p in the tensor-parallel group (nothing without --tp).
+  void join_group(SessionParams& p) const;
 };
 
 // The backend for these flags: the CPU, one GPU, or a scheduler over both.

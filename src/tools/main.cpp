@@ -16,6 +16,8 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/env_options.h"
+#include "comm/mpi_comm.h"
+#include "tools/mpi_ranks.h"
 #include "tools/signals.h"
 
 #ifndef WEIR_VERSION
@@ -52,6 +54,8 @@ void print_version() {
   std::printf("CPU: %s kernels", weir::cpu::simd_level_name(used));
   if (hw != used) std::printf(" (hardware: %s)", weir::cpu::simd_level_name(hw));
   std::printf("\n");
+  std::printf("MPI: %s\n", weir::mpi_built() ? "yes (mpirun -np N weir run ... : N ranks of a tensor-parallel group)"
+                                             : "no (tensor parallel within one process only)");
   std::printf("CUDA: %s", weir::cuda_build_info().c_str());
   if (weir::cuda_built()) {
     std::string why;
@@ -69,29 +73,29 @@ int run_command(const Command& c, int argc, char** argv) {
   try {
     return c.fn(argc, argv);
   } catch (const weir::tools::UsageError& e) {
-    std::fprintf(stderr, "weir %s: %s (see 'weir %s --help')\n", c.name, e.what(), c.name);
+    std::fprintf(weir::tools::error_stream(), "weir %s: %s (see 'weir %s --help')\n", c.name, e.what(), c.name);
     return 2;
   } catch (const weir::Cancelled& e) {
     const std::string what = e.what();
-    std::fprintf(stderr, "weir %s: interrupted (%s)%s\n", c.name, weir::tools::stop_signal_name(),
+    std::fprintf(weir::tools::error_stream(), "weir %s: interrupted (%s)%s\n", c.name, weir::tools::stop_signal_name(),
                  what == "interrupted" ? "" : ("; " + what).c_str());
     return stop_exit_code();
   } catch (const weir::ThreadStartError& e) {
-    std::fprintf(stderr, "weir %s: error: %s; lower --threads (-t)\n", c.name, e.what());
+    std::fprintf(weir::tools::error_stream(), "weir %s: error: %s; lower --threads (-t)\n", c.name, e.what());
     return 2;
   } catch (const weir::Error& e) {
     // Work that noticed the stop flag may fail in its own words.
     if (weir::tools::stop_requested()) {
-      std::fprintf(stderr, "weir %s: interrupted (%s)\n", c.name, weir::tools::stop_signal_name());
+      std::fprintf(weir::tools::error_stream(), "weir %s: interrupted (%s)\n", c.name, weir::tools::stop_signal_name());
       return stop_exit_code();
     }
-    std::fprintf(stderr, "weir %s: error: %s\n", c.name, e.what());
+    std::fprintf(weir::tools::error_stream(), "weir %s: error: %s\n", c.name, e.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "weir %s: error: out of memory\n", c.name);
+    std::fprintf(weir::tools::error_stream(), "weir %s: error: out of memory\n", c.name);
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "weir %s: internal error: %s\n", c.name, e.what());
+    std::fprintf(weir::tools::error_stream(), "weir %s: internal error: %s\n", c.name, e.what());
     return 3;
   }
 }
@@ -120,7 +124,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "weir: unknown command '%s' (see 'weir --help')\n", argv[1]);
       return 2;
     }
+    // Under mpirun, each process is a rank of the tensor-parallel group.
+    if (weir::tools::launched_by_mpirun()) {
+      try {
+        weir::tools::start_mpi_ranks();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "weir %s: error: started by mpirun, but %s\n", argv[1], e.what());
+        return 2;
+      }
+    }
     const int rc = run_command(*cmd, argc - 2, argv + 2);
+    weir::tools::end_mpi_ranks(rc);
     if (rc != 0) return rc;
   }
   // What a command printed may still sit in stdout's buffer: a write that
