@@ -27,7 +27,9 @@ class CountingBackend final : public Backend {
   std::unique_ptr<Buffer> alloc(size_t bytes) override { return in_->alloc(bytes); }
   std::unique_ptr<Buffer> alloc_host(size_t bytes) override { return counted(in_->alloc_host(bytes)); }
   std::unique_ptr<Buffer> alloc_weight(size_t bytes) override { return counted(in_->alloc_weight(bytes)); }
-  void adopt_weight(const void* host, std::unique_ptr<Buffer> w) override { in_->adopt_weight(host, std::move(w)); }
+  void adopt_weight(const void* host, size_t bytes, std::unique_ptr<Buffer> w) override {
+    in_->adopt_weight(host, bytes, std::move(w));
+  }
   void forget_weights(const void* begin, size_t n) override { in_->forget_weights(begin, n); }
   int live() const { return live_->load(); }
 

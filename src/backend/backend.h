@@ -113,6 +113,13 @@ class Queue {
   // Host -> backend memory and back. dst/src are backend-visible pointers.
   virtual void copy_to_device(void* dst, const void* src, size_t n) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t n) = 0;
+  // Host -> backend, `rows` rows of `width` bytes: row i from src + i *
+  // src_pitch to dst + i * dst_pitch (a column block of a weight).
+  virtual void copy_to_device_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                                 size_t rows) {
+    for (size_t i = 0; i < rows; ++i)
+      copy_to_device(static_cast<char*>(dst) + i * dst_pitch, static_cast<const char*>(src) + i * src_pitch, width);
+  }
   // Backend memory to backend memory, in queue order (a sampled token id
   // into the next step's input without passing through the host).
   virtual void copy_on_device(void* dst, const void* src, size_t n) = 0;
@@ -171,15 +178,16 @@ class Backend {
   }
   // Weights loaded ahead of planning (model/loader.h). alloc_weight: memory
   // for `bytes` of a weight, with whatever slack the kernels read past it
-  // (zero-filled). adopt_weight: the weight whose bytes are at host address
-  // `host` now lives in w, filled by copies on this backend's copy queue
+  // (zero-filled). adopt_weight: the `bytes` of weight at host address
+  // `host` (packed, when the graphs' leaf is strided) now live in w, filled by copies on this backend's copy queue
   // that the loader has waited for; plan() points leaves that read `host`
   // at it instead of copying, and the backend keeps it as long as it lives.
   // Host-visible backends read weights in place and never adopt (the
   // default refuses).
   virtual std::unique_ptr<Buffer> alloc_weight(size_t bytes) { return alloc(bytes); }
-  virtual void adopt_weight(const void* host, std::unique_ptr<Buffer> w) {
+  virtual void adopt_weight(const void* host, size_t bytes, std::unique_ptr<Buffer> w) {
     (void)host;
+    (void)bytes;
     (void)w;
     throw Error(name() + ": this backend reads weights where they are");
   }

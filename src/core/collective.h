@@ -43,6 +43,12 @@ class Collective {
   virtual void all_gather_rows(const float* src, size_t src_ld, float* dst, size_t dst_ld, int64_t total,
                                int64_t cols, void* stream) = 0;
 
+  // Called when a graph is planned, not while one is recorded: the largest
+  // message (floats) a collective of this rank will get, so that device
+  // buffers are made now (nothing may be allocated inside a CUDA graph
+  // recording).
+  virtual void prepare(size_t max_floats) { (void)max_floats; }
+
   // Makes every rank's pending or next collective throw CommError with this
   // reason (a rank failed: the others must not wait for it).
   virtual void abort(const std::string& why) = 0;
@@ -52,9 +58,9 @@ class Collective {
 // at most one, the first ones larger.
 struct Range {
   int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
+  constexpr int64_t size() const { return end - begin; }
 };
-inline Range split_range(int64_t total, int n, int r) {
+constexpr Range split_range(int64_t total, int n, int r) {
   const int64_t base = total / n, extra = total % n;
   const int64_t begin = r * base + (r < extra ? r : extra);
   return {begin, begin + base + (r < extra ? 1 : 0)};

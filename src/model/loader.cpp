@@ -29,9 +29,13 @@ constexpr uint64_t kMergeGap = 4096;  // ranges this close (alignment padding) s
 // Bytes of the file to one place: a device address (through a staging
 // buffer) or, for host reads, the mapping itself.
 struct Piece {
-  uint64_t file_off = 0, len = 0;
+  uint64_t file_off = 0, len = 0;  // len: the bytes the file holds from file_off (extent)
   void* dst = nullptr;  // device address (device targets); unused for the host
   size_t tensor = 0;    // for messages
+  // A strided piece: `rows` rows of row_bytes, `stride` apart in the file,
+  // packed at dst (0 rows: len contiguous bytes).
+  uint64_t rows = 0, row_bytes = 0, stride = 0;
+  uint64_t delivered() const { return rows ? rows * row_bytes : len; }
 };
 
 // One pread: the file's bytes [a0, a1) (aligned for O_DIRECT) into one
@@ -97,6 +101,7 @@ struct Span {
   uint64_t file_off = 0, len = 0;
   void* dst = nullptr;
   size_t tensor = 0;
+  uint64_t rows = 0, row_bytes = 0, stride = 0;  // strided (LoadItem's)
 };
 
 // Cuts spans (sorted by file offset within each target) into reads of at
@@ -115,6 +120,22 @@ std::vector<Read> plan_reads(std::vector<Span> spans, uint64_t cap, uint64_t ali
     open = false;
   };
   for (const Span& s : spans) {
+    if (s.rows) {  // strided: whole rows a read, alone
+      close();
+      const uint64_t per = std::max<uint64_t>(1, (cap - 2 * align - s.row_bytes) / s.stride + 1);
+      for (uint64_t i0 = 0; i0 < s.rows; i0 += per) {
+        const uint64_t k = std::min(per, s.rows - i0), off = s.file_off + i0 * s.stride;
+        Piece p{off, (k - 1) * s.stride + s.row_bytes, static_cast<char*>(s.dst) + i0 * s.row_bytes, s.tensor,
+                k, s.row_bytes, s.stride};
+        Read r;
+        r.target = s.target;
+        r.a0 = off / align * align;
+        r.a1 = (off + p.len + align - 1) / align * align;
+        r.pieces.push_back(p);
+        reads.push_back(std::move(r));
+      }
+      continue;
+    }
     uint64_t off = s.file_off, left = s.len;
     char* dst = static_cast<char*>(s.dst);
     while (left > 0) {
@@ -272,13 +293,18 @@ void run_reads(const GGUFFile& file, std::vector<Read>& reads, std::vector<Targe
                         " (bytes " + std::to_string(p.file_off) + ".." + std::to_string(p.file_off + p.len) +
                         "); was it truncated?");
         uint64_t bytes = 0;
-        for (const Piece& p : r.pieces) bytes += p.len;
+        for (const Piece& p : r.pieces) bytes += p.delivered();
         if (t.backend) {
           std::unique_ptr<Event> ev;
           {
             std::lock_guard<std::mutex> lk(t.queue_m);
             Queue& q = t.backend->copy_queue();
-            for (const Piece& p : r.pieces) q.copy_to_device(p.dst, dst + (p.file_off - r.a0), p.len);
+            for (const Piece& p : r.pieces) {
+              if (p.rows)
+                q.copy_to_device_2d(p.dst, p.row_bytes, dst + (p.file_off - r.a0), p.stride, p.row_bytes, p.rows);
+              else
+                q.copy_to_device(p.dst, dst + (p.file_off - r.a0), p.len);
+            }
             ev = q.record();
           }
           t.release(slot, std::move(ev));
@@ -298,7 +324,7 @@ void run_reads(const GGUFFile& file, std::vector<Read>& reads, std::vector<Targe
   };
   uint64_t total = 0;
   for (const Read& r : reads)
-    for (const Piece& p : r.pieces) total += p.len;
+    for (const Piece& p : r.pieces) total += p.delivered();
   try {
     ThreadGroup g;
     g.start(n, 0, body, [&] { failed = true; });
@@ -402,19 +428,24 @@ LoadedWeights load_weights(const GGUFFile& file, std::span<const LoadItem> items
     const LoadItem& it = items[i];
     if (it.tensor >= tensors.size()) throw Error("loader: no tensor " + std::to_string(it.tensor));
     const GGUFTensorInfo& t = tensors[it.tensor];
-    const uint64_t end = it.end ? it.end : t.nbytes;
-    if (it.begin >= end || end > t.nbytes)
+    const uint64_t end = it.rows ? it.begin + (it.rows - 1) * it.row_stride + it.row_bytes : it.end ? it.end : t.nbytes;
+    if (it.begin >= end || end > t.nbytes || (it.rows && (it.row_bytes == 0 || it.row_stride < it.row_bytes)))
       throw Error("loader: bytes " + std::to_string(it.begin) + ".." + std::to_string(end) + " of tensor '" +
                   std::string(t.name) + "' (" + std::to_string(t.nbytes) + " bytes)");
+    if (it.rows && it.row_stride + 2 * align > cap)
+      throw Error("loader: rows of tensor '" + std::string(t.name) + "' are longer than a staging buffer");
+    const uint64_t bytes = it.rows ? it.rows * it.row_bytes : end - it.begin;
     const int ti = int(std::find(backends.begin(), backends.end(), it.backend) - backends.begin());
     try {
-      weights[i] = it.backend->alloc_weight(end - it.begin);
+      weights[i] = it.backend->alloc_weight(bytes);
     } catch (const Error& e) {
-      throw Error("loading tensor '" + std::string(t.name) + "' (" + std::to_string(end - it.begin) + " bytes) to " +
+      throw Error("loading tensor '" + std::string(t.name) + "' (" + std::to_string(bytes) + " bytes) to " +
                   it.backend->name() + " after " + std::to_string(device_bytes >> 20) + " MiB: " + e.what());
     }
-    spans.push_back(Span{ti, file.data_offset() + t.offset + it.begin, end - it.begin, weights[i]->data(), it.tensor});
-    device_bytes += end - it.begin;
+    Span sp{ti, file.data_offset() + t.offset + it.begin, end - it.begin, weights[i]->data(), it.tensor};
+    if (it.rows) sp.rows = it.rows, sp.row_bytes = it.row_bytes, sp.stride = it.row_stride;
+    spans.push_back(sp);
+    device_bytes += bytes;
   }
   for (size_t ti = 0; ti < backends.size(); ++ti) {
     Target& t = targets[ti];
@@ -434,7 +465,8 @@ LoadedWeights load_weights(const GGUFFile& file, std::span<const LoadItem> items
   for (size_t i = 0; i < items.size(); ++i) {
     const LoadItem& it = items[i];
     out.data_.push_back(weights[i]->data());
-    it.backend->adopt_weight(tensors[it.tensor].data + it.begin, std::move(weights[i]));
+    const uint64_t bytes = it.rows ? it.rows * it.row_bytes : (it.end ? it.end : tensors[it.tensor].nbytes) - it.begin;
+    it.backend->adopt_weight(tensors[it.tensor].data + it.begin, bytes, std::move(weights[i]));
   }
   out.backends_ = backends;
   rep.bytes += device_bytes;

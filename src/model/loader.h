@@ -32,6 +32,10 @@ struct LoadItem {
   size_t tensor = 0;  // index in the file's tensor table
   Backend* backend = nullptr;
   uint64_t begin = 0, end = 0;  // bytes of the tensor; end 0: to its end
+  // Or a strided part (a column block of a weight, tensor parallelism's
+  // share of a product whose input is split): `rows` rows of row_bytes,
+  // row i at begin + i * row_stride, packed on the device (end unused).
+  uint64_t rows = 0, row_bytes = 0, row_stride = 0;
 };
 
 struct LoadProgress {

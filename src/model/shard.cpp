@@ -1,8 +1,13 @@
 #include "model/shard.h"
 
+#include <algorithm>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
+#include "core/graph.h"
+#include "model/kv_cache.h"
 
 namespace weir {
 
@@ -46,6 +51,43 @@ Range shard_ffn(int64_t n_ff, DType down, const TensorParallel& tp) {
                 dtype_name(down) + " blocks (" + std::to_string(block) + " columns each)");
   const int64_t part = n_ff / tp.size;
   return {tp.rank * part, (tp.rank + 1) * part};
+}
+
+std::vector<LoadItem> rank_weight_items(const Model& m, const TensorParallel& tp, Backend* to) {
+  // A one-token graph of the rank (its KV cache a cell on `to`) reads every
+  // weight part that any of its graphs reads.
+  KVCache kv(shard_hparams(m.hparams(), tp), 1, DType::F32, *to);
+  const ForwardGraph fg = m.build(1, 1, 1, kv, false, tp);
+  const GGUFFile& f = m.file();
+  // The file's tensors by address, to find the one a leaf points into.
+  std::vector<std::pair<const uint8_t*, size_t>> by_addr;
+  for (size_t i = 0; i < f.tensors().size(); ++i) by_addr.push_back({f.tensors()[i].data, i});
+  std::sort(by_addr.begin(), by_addr.end());
+  std::vector<LoadItem> items;
+  std::set<std::pair<const void*, size_t>> seen;
+  for (const Tensor& t : fg.graph->tensors()) {
+    if (t.op != Op::Leaf || !t.data) continue;
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    if (p < f.base() || p >= f.base() + f.size()) continue;  // not a weight (the KV cache)
+    if (!seen.insert({t.data, t.n_bytes()}).second) continue;
+    auto it = std::upper_bound(by_addr.begin(), by_addr.end(), std::make_pair(p, SIZE_MAX));
+    if (it == by_addr.begin()) continue;
+    --it;
+    const GGUFTensorInfo& w = f.tensors()[it->second];
+    LoadItem item;
+    item.tensor = it->second;
+    item.backend = to;
+    item.begin = uint64_t(p - w.data);
+    if (t.is_contiguous()) {
+      item.end = item.begin + t.n_bytes();
+    } else {
+      item.rows = uint64_t(t.n_rows());
+      item.row_bytes = t.row_size();
+      item.row_stride = t.nb[1];
+    }
+    items.push_back(item);
+  }
+  return items;
 }
 
 void check_tensor_parallel(const HParams& h, DType wo, DType down, int size) {

@@ -13,10 +13,13 @@
 // Norms and the token embeddings are replicated.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/collective.h"
 #include "core/dtype.h"
 #include "model/hparams.h"
+#include "model/loader.h"
+#include "model/model.h"
 
 namespace weir {
 
@@ -33,6 +36,12 @@ HParams shard_hparams(const HParams& h, const TensorParallel& tp);
 // This rank's FFN columns; `down` is the down projection's type (its rows
 // are cut at these columns, on whole blocks). Throws Error naming the numbers.
 Range shard_ffn(int64_t n_ff, DType down, const TensorParallel& tp);
+// The parts of the model's weights that rank tp.rank's graphs read, as load
+// items for `to` (model/loader.h): rows as byte ranges, column blocks as
+// strided items. Found by building the rank's graph, so they are exactly
+// the leaves it reads.
+std::vector<LoadItem> rank_weight_items(const Model& m, const TensorParallel& tp, Backend* to);
+
 // Throws Error when a model with these hyper-parameters cannot run split
 // over `size` ranks (the heads or the FFN do not split evenly, or not on
 // whole blocks of the attention output's (wo) or the FFN down's type).

@@ -14,6 +14,7 @@
 #include "backend/registry.h"
 #include "core/error.h"
 #include "core/warn.h"
+#include "comm/gpu_comm.h"
 #include "comm/thread_comm.h"
 #include "model/placement.h"
 #include "model/shard.h"
@@ -98,31 +99,74 @@ void BackendChoice::join_group(SessionParams& p) const {
 namespace {
 
 // --tp N: N CPU ranks, each with its share of the threads, over the thread
-// comm; under mpirun, this process's rank of the world, with all of -t.
-// (GPU ranks come with the NCCL and NVLink comms.)
+// comm; under mpirun, this process's rank of the world, with all of -t;
+// with every layer on the GPU (-ngl 99), N GPUs from --device on, each with
+// its share of the weights loaded to it, over NVLink and NCCL.
 BackendChoice make_tensor_parallel(const Model& m, const BackendFlags& f) {
-  if (f.n_gpu_layers > 0 || !f.overrides.empty())
-    throw UsageError("--tp " + std::to_string(f.tp) + " runs the whole model on " + std::to_string(f.tp) +
-                     " CPU ranks; it does not combine with -ngl or -ot yet");
-  Collective* world = mpi_world();
   const HParams& h = m.hparams();
+  const bool gpu = f.n_gpu_layers > h.n_layer;
+  if ((f.n_gpu_layers > 0 && !gpu) || !f.overrides.empty())
+    throw UsageError("--tp " + std::to_string(f.tp) + " runs the whole model on " + std::to_string(f.tp) +
+                     " ranks: -ngl 0 (CPU ranks) or -ngl " + std::to_string(h.n_layer + 1) +
+                     " and more (GPU ranks); not a split between CPU and GPU, nor -ot");
+  Collective* world = mpi_world();
+  if (gpu && world) throw UsageError("--tp over GPUs runs in one process (threads), not under mpirun yet");
   const GGUFTensorInfo* down = m.file().find_tensor("blk.0.ffn_down.weight");
   const GGUFTensorInfo* wo = m.file().find_tensor("blk.0.attn_output.weight");
   check_tensor_parallel(h, wo ? wo->dtype : DType::F32, down ? down->dtype : DType::F32, f.tp);
   BackendChoice c;
+  const auto t0 = std::chrono::steady_clock::now();
+  LoaderOptions lo;
+  lo.readers = std::max(1, f.load_threads);
+  lo.buffer_bytes = f.load_buffer_bytes;
+  lo.direct_io = f.direct_io;
+  lo.stop = &stop_flag();
+  lo.progress = load_progress_bar();
+  apply_load_env(&lo);
+  if (gpu) {
+    const auto gpus = cuda_devices();
+    if (f.device + f.tp > int(gpus.size()))
+      throw Error("--tp " + std::to_string(f.tp) + " from --device " + std::to_string(f.device) + ": there " +
+                  (gpus.size() == 1 ? "is " : "are ") + std::to_string(gpus.size()) + " GPU" +
+                  (gpus.size() == 1 ? "" : "s"));
+    std::vector<int> devices;
+    std::vector<std::unique_ptr<Backend>> backends;
+    for (int r = 0; r < f.tp; ++r) {
+      devices.push_back(f.device + r);
+      backends.push_back(make_cuda_backend(cuda_options_from_env(f.device + r)));
+    }
+    // Never NVLink multicast (NVLS): on shared hosts it can take GPUs out of service.
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    c.comms = make_gpu_comms(devices, gpu_comm_options_from_env());
+    c.load.start_seconds = seconds_since(t0);
+    std::vector<LoadItem> items;
+    for (int r = 0; r < f.tp; ++r) {
+      const std::vector<LoadItem> mine = rank_weight_items(m, {r, f.tp, c.comms[size_t(r)].get()}, backends[size_t(r)].get());
+      uint64_t bytes = 0;
+      for (const LoadItem& it : mine) bytes += it.rows ? it.rows * it.row_bytes : it.end - it.begin;
+      const size_t free = cuda_free_bytes(devices[size_t(r)]);
+      if (bytes + (size_t(256) << 20) > free)
+        throw Error("--tp " + std::to_string(f.tp) + ": GPU " + std::to_string(devices[size_t(r)]) + " needs " +
+                    std::to_string(bytes >> 20) + " MiB of weights, " + std::to_string(free >> 20) + " MiB are free");
+      items.insert(items.end(), mine.begin(), mine.end());
+    }
+    c.weights = load_weights(m.file(), items, lo);
+    const LoadReport& r = c.weights.report();
+    c.load = r;
+    c.load.start_seconds = seconds_since(t0) - r.weights_seconds;
+    c.backend = std::move(backends[0]);
+    for (int r2 = 1; r2 < f.tp; ++r2) c.peer_backends.push_back(std::move(backends[size_t(r2)]));
+    c.load.seconds = seconds_since(t0);
+    c.placement = "tensor parallel: " + std::to_string(f.tp) + " GPUs (" + std::to_string(f.device) + ".." +
+                  std::to_string(f.device + f.tp - 1) + "), each with 1/" + std::to_string(f.tp) +
+                  " of the heads, FFN and vocab; collectives: " + c.comms[0]->kind();
+    return c;
+  }
   const int per_rank = world ? f.threads : std::max(1, f.threads / f.tp);
   CpuOptions cpu = f.cpu;
   cpu.stop = &stop_flag();
   apply_cpu_env(&cpu);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (f.no_mmap) {
-    LoaderOptions lo;
-    lo.readers = std::max(1, f.load_threads);
-    lo.direct_io = f.direct_io;
-    lo.stop = &stop_flag();
-    lo.progress = load_progress_bar();
-    load_into_memory(m.file(), {}, lo, &c.load);
-  }
+  if (f.no_mmap) load_into_memory(m.file(), {}, lo, &c.load);
   c.backend = std::make_unique<CpuBackend>(per_rank, cpu);
   if (world) {
     c.world = world;

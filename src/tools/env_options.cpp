@@ -83,6 +83,23 @@ void apply_load_env(LoaderOptions* o) {
   if (const char* e = var("WEIR_LOAD_THREADS")) o->readers = int(positive("WEIR_LOAD_THREADS", e));
 }
 
+GpuCommOptions gpu_comm_options_from_env() {
+  GpuCommOptions o;
+  if (const char* e = var("WEIR_NVLINK_MAX_KB")) {
+    const std::string v = e;
+    size_t used = 0;
+    long n = -1;
+    try {
+      n = std::stol(v, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != v.size() || n < 0 || n > (1 << 20)) throw UsageError("WEIR_NVLINK_MAX_KB=" + v + ": expected 0 to 1048576");
+    o.nvlink_max_bytes = size_t(n) << 10;
+  }
+  if (const char* e = var("WEIR_NCCL")) o.nccl_library = {e};
+  return o;
+}
+
 bool pipeline_from_env() {
   bool on = true;
   flag("WEIR_PIPELINE", &on);

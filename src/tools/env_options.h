@@ -5,6 +5,7 @@
 #pragma once
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda_options.h"
+#include "comm/gpu_comm.h"
 #include "model/loader.h"
 
 namespace weir::tools {
@@ -16,6 +17,9 @@ void apply_cpu_env(CpuOptions* o);
 // WEIR_LOAD_BUFFER_MB=N, WEIR_LOAD_THREADS=N: the loader's staging buffers
 // and reader threads (for measuring other choices).
 void apply_load_env(LoaderOptions* o);
+// WEIR_NVLINK_MAX_KB=N (messages up to N KiB on the NVLink kernel, 0: NCCL
+// only), WEIR_NCCL=path of libnccl.so.2: a GPU group's collectives.
+GpuCommOptions gpu_comm_options_from_env();
 // WEIR_PIPELINE=0: generation step by step (bench; for comparisons).
 bool pipeline_from_env();
 // Process-wide: WEIR_SIMD=reference|avx2|avx512 caps the CPU kernels' level;

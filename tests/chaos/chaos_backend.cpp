@@ -227,7 +227,7 @@ class ChaosBackend final : public Backend {
     for (Tensor& t : g.tensors())
       if (t.op == Op::Leaf && !t.data) inputs.push_back(&t);
     weights_.release(g);
-    weights_.point_leaves(g);  // weights loaded ahead run from our memory
+    weights_.point_leaves(g, /*packed=*/true);  // weights loaded ahead (packed) run from our memory
     inner_.plan(g);
     // Activations and inputs start as poison: nothing may read them before
     // a node or a copy writes them.
@@ -263,11 +263,10 @@ class ChaosBackend final : public Backend {
     std::memset(b->data(), kPoison, bytes);
     return b;
   }
-  void adopt_weight(const void* host, std::unique_ptr<Buffer> w) override {
+  void adopt_weight(const void* host, size_t bytes, std::unique_ptr<Buffer> w) override {
     compute_.drain();
     void* d = w->data();
-    const size_t n = w->size();
-    weights_.add(host, d, n, std::shared_ptr<Buffer>(std::move(w)), true);
+    weights_.add(host, bytes, d, std::shared_ptr<Buffer>(std::move(w)), true);
     std::lock_guard<std::mutex> lk(stats_m_);
     ++stats_.weights_adopted;
   }

@@ -116,7 +116,7 @@ MakeBackend split(int n_gpu_layers, std::vector<std::string> overrides = {}, boo
     s->own(std::move(gpu));
     // One step's waits: 1, plus one for each place the CPU reads the GPU's result.
     KVCache kv(m.hparams(), 64, DType::F16, *s);
-    ForwardGraph fg = m.build(1, 64, 1, kv, false);
+    ForwardGraph fg = m.build(1, 64, 1, kv, false, TensorParallel{});
     Graph& g = *fg.graph;
     Tensor* params = g.input(DType::F32, {5, 1}, "sample_params");
     g.mark_output(g.sample(fg.logits, params));

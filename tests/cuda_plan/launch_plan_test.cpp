@@ -39,7 +39,7 @@ struct Step {
   ForwardGraph fg;
   Step(const std::string& arch, FileType ft, int64_t T) : model(tiny(arch, ft)) {
     kv = std::make_unique<KVCache>(model->hparams(), 256, DType::F16, cpu);
-    fg = model->build(T, 256, 1, *kv, false);
+    fg = model->build(T, 256, 1, *kv, false, TensorParallel{});
   }
   int64_t layers() const { return model->hparams().n_layer; }
 };

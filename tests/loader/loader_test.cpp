@@ -6,7 +6,9 @@
 // file, a read error, a stop) leave nothing adopted and no buffer alive.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,8 @@
 #include "engine/session.h"
 #include "model/loader.h"
 #include "model/model.h"
+#include "model/shard.h"
+#include "comm/thread_comm.h"
 #include "model/tiny_models.h"
 #include "counting_backend.h"
 #include "loader/load_helpers.h"
@@ -237,6 +241,94 @@ TEST(Loader, ReadErrorAndStopLeaveNothing) {
   EXPECT_EQ(b->stats().weights_adopted, 0u);
   LoadedWeights w = load_weights(f, every_tensor(f, b.get()));
   EXPECT_EQ(prompt_logits(*model, *b), cpu_logits(*model));
+}
+
+// Column blocks of every 2-D weight (a tensor-parallel rank's share of a
+// product whose input is split): strided items, packed on the backend.
+TEST(Loader, StridedColumnBlocksArePacked) {
+  WEIR_TINY_MODEL(dir, "qwen2", "loader-cols");
+  auto model = Model::load(dir + "/qwen2.gguf");
+  const GGUFFile& f = model->file();
+  auto b = chaos();
+  std::vector<LoadItem> items;
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    const GGUFTensorInfo& t = f.tensors()[i];
+    if (t.n_dims != 2 || t.ne[0] % 2 || t.dtype != DType::F32) continue;
+    const uint64_t row = t.nbytes / uint64_t(t.ne[1]);
+    LoadItem it{i, b.get()};
+    it.begin = row / 2;  // the second half of every row
+    it.rows = uint64_t(t.ne[1]);
+    it.row_bytes = row / 2;
+    it.row_stride = row;
+    items.push_back(it);
+  }
+  ASSERT_FALSE(items.empty());
+  LoaderOptions o;
+  o.buffer_bytes = 3000;  // a few rows a read
+  LoadedWeights w = load_weights(f, items, o);
+  for (size_t k = 0; k < items.size(); ++k) {
+    const GGUFTensorInfo& t = f.tensors()[items[k].tensor];
+    const std::vector<uint8_t> file = file_bytes(f, t);
+    std::vector<uint8_t> want;
+    for (uint64_t r = 0; r < items[k].rows; ++r)
+      want.insert(want.end(), file.begin() + std::ptrdiff_t(r * items[k].row_stride + items[k].begin),
+                  file.begin() + std::ptrdiff_t(r * items[k].row_stride + items[k].begin + items[k].row_bytes));
+    EXPECT_EQ(device_bytes(*b, w.device_data()[k], want.size()), want) << t.name;
+  }
+}
+
+// Tensor-parallel ranks on backends with memory of their own (the chaos
+// one, as GPUs): each loads only its share (rank_weight_items: rows and
+// packed column blocks) and the group computes what one CPU does.
+TEST(Loader, TensorParallelRanksFromTheirShares) {
+  WEIR_TINY_MODEL(dir, "qwen2", "loader-tp");
+  auto model = Model::load(dir + "/qwen2.gguf");
+  CpuOptions exact;
+  exact.llama_rounding = false;
+  CpuBackend cpu(2, exact);
+  const std::vector<float> want = prompt_logits(*model, cpu);
+  const int n = 2;
+  std::vector<std::unique_ptr<Backend>> ranks;
+  for (int r = 0; r < n; ++r) {
+    test::ChaosOptions o;
+    o.seed = uint64_t(r + 5);
+    o.max_delay_us = 30;
+    o.cpu = exact;
+    ranks.push_back(test::make_chaos_backend(o));
+  }
+  auto comms = make_thread_comms(n);
+  std::vector<LoadItem> items;
+  uint64_t share = 0;
+  for (int r = 0; r < n; ++r) {
+    auto mine = rank_weight_items(*model, {r, n, comms[size_t(r)].get()}, ranks[size_t(r)].get());
+    for (const LoadItem& it : mine) share += it.rows ? it.rows * it.row_bytes : it.end - it.begin;
+    items.insert(items.end(), mine.begin(), mine.end());
+  }
+  LoaderOptions o;
+  o.buffer_bytes = 4000;
+  LoadedWeights w = load_weights(model->file(), items, o);
+  SessionParams sp;
+  sp.n_ctx = 32;
+  sp.n_batch = 5;
+  sp.tp = {0, n, comms[0].get()};
+  sp.peers.push_back({ranks[1].get(), comms[1].get()});
+  Session s(*model, *ranks[0], sp);
+  const std::vector<int32_t> prompt = {1, 5, 9, 2, 7, 3, 11};
+  std::vector<int32_t> rows(prompt.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = int32_t(i);
+  s.eval(prompt, rows);
+  const int64_t V = s.n_vocab();
+  for (size_t t = 0; t < prompt.size(); ++t) {
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      diff = std::max(diff, std::fabs(double(s.logits(t)[i]) - double(want[t * size_t(V) + size_t(i)])));
+      scale = std::max(scale, std::fabs(double(want[t * size_t(V) + size_t(i)])));
+    }
+    EXPECT_LT(diff / scale, 1e-5) << "row " << t;
+  }
+  // The ranks' shares together are about the model once (norms, the token
+  // embeddings and the kv heads replicated).
+  EXPECT_LT(share, uint64_t(1.6 * double(model->weight_bytes())));
 }
 
 // --no-mmap: the mapping becomes private memory holding the file's bytes

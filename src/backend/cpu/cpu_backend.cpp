@@ -170,7 +170,7 @@ void CpuBackend::place_weights(Graph& g) {
     if (t.op != Op::MulMat) continue;
     const Tensor* w = t.src[0];
     if (w->op != Op::Leaf || !w->data || written.count(w) || w->ne[2] != 1 || w->ne[3] != 1 ||
-        !w->is_contiguous() || weights_.is_copy(w->data) || weights_.find(w->data))
+        !w->is_contiguous() || weights_.is_copy(w->data) || weights_.find(w->data, w->n_bytes()))
       continue;
     const auto ranges = cpu::group_pages(numa_, w->ne[1], w->nb[1], cpu::kNumaRowAlign, page);
     auto buf = std::make_shared<cpu::NodeBuffer>(w->n_bytes(), ranges, nodes);
@@ -179,7 +179,7 @@ void CpuBackend::place_weights(Graph& g) {
     copies.push_back({static_cast<const char*>(w->data), static_cast<char*>(buf->data()), w->ne[1], w->nb[1]});
     ++numa_report_.weights;
     numa_report_.bytes += w->n_bytes();
-    weights_.add(w->data, buf->data(), w->n_bytes(), buf);
+    weights_.add(w->data, w->n_bytes(), buf->data(), buf);
   }
   // Each node's threads copy its rows: first touch agrees with the binding
   // even where mbind was refused.

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch_plan.h"
 #include "backend/cuda/pdl.h"
+#include "core/collective.h"
 #include "core/error.h"
 #include "core/graph.h"
 
@@ -95,6 +96,11 @@ class CudaQueue final : public Queue {
   void copy_to_device(void* dst, const void* src, size_t n) override {
     WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
     WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s_));
+  }
+  void copy_to_device_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                         size_t rows) override {
+    WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
+    WEIR_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyHostToDevice, s_));
   }
   void copy_to_host(void* dst, const void* src, size_t n) override {
     WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
@@ -203,6 +209,8 @@ bool CudaBackend::supports(const Tensor& t) const {
     case Op::Attention:
     case Op::SetRows:
     case Op::Sample:
+    case Op::AllReduce:
+    case Op::AllGather:
     case Op::View:
     case Op::Leaf: return true;
     default: return false;
@@ -238,10 +246,9 @@ std::unique_ptr<Buffer> CudaBackend::alloc_weight(size_t bytes) {
   return std::make_unique<DeviceBuffer>(bytes + 16, &owned_, copy_stream_, bytes);
 }
 
-void CudaBackend::adopt_weight(const void* host, std::unique_ptr<Buffer> w) {
+void CudaBackend::adopt_weight(const void* host, size_t bytes, std::unique_ptr<Buffer> w) {
   void* d = w->data();
-  const size_t n = w->size();
-  weights_.add(host, d, n, std::shared_ptr<Buffer>(std::move(w)), /*permanent=*/true);
+  weights_.add(host, bytes, d, std::shared_ptr<Buffer>(std::move(w)), /*permanent=*/true);
   ++stats_.weights_adopted;
 }
 
@@ -253,7 +260,7 @@ void CudaBackend::forget_weights(const void* begin, size_t n) {
 
 void CudaBackend::upload_weight(const Tensor& t) {
   const size_t n = t.n_bytes();
-  if (weights_.find(t.data)) return;
+  if (weights_.find(t.data, n)) return;
   void* d = nullptr;
   // 16 bytes of slack: kernels read 2-byte-aligned blocks as aligned words,
   // up to one word past a row's last block.
@@ -264,11 +271,16 @@ void CudaBackend::upload_weight(const Tensor& t) {
                 " bytes; " + std::to_string(weights_.bytes() >> 20) + " MiB of weights already on the GPU)");
   }
   // On the stream (DeviceBuffer says why): kernels launched after it see it.
-  WEIR_CUDA_CHECK(cudaMemcpyAsync(d, t.data, n, cudaMemcpyHostToDevice, stream_));
+  // A strided leaf (a column block of a weight) is packed on the way.
+  if (t.is_contiguous())
+    WEIR_CUDA_CHECK(cudaMemcpyAsync(d, t.data, n, cudaMemcpyHostToDevice, stream_));
+  else
+    WEIR_CUDA_CHECK(cudaMemcpy2DAsync(d, t.row_size(), t.data, t.nb[1], t.row_size(), size_t(t.n_rows()),
+                                      cudaMemcpyHostToDevice, stream_));
   WEIR_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(d) + n, 0, 16, stream_));
   owned_.add(d, n + 16);
   MemoryRanges* owned = &owned_;
-  weights_.add(t.data, d, n, std::shared_ptr<void>(d, [owned](void* p) {
+  weights_.add(t.data, n, d, std::shared_ptr<void>(d, [owned](void* p) {
                  owned->erase(p);
                  cudaFree(p);
                }));
@@ -303,7 +315,7 @@ void CudaBackend::plan(Graph& g) {
   // memory (the KV cache) are used in place.
   for (Tensor& t : tensors)
     if (t.op == Op::Leaf && t.data && !owns(t.data)) upload_weight(t);
-  weights_.point_leaves(g);
+  weights_.point_leaves(g, /*packed=*/true);
 
   auto plan = std::make_unique<Plan>();
   static_cast<LaunchPlan&>(*plan) = plan_launches(g, opts_);
@@ -350,6 +362,10 @@ void CudaBackend::plan(Graph& g) {
     if (plan->glu[i] && mul_mat_quantizes_x(*plan->nodes[i]))
       hand = std::max(hand, glu_hand_bytes(*plan->nodes[i + 2]));
   if (hand) ensure(&hand_, &hand_bytes_, hand);
+  // Collectives make their device buffers now: none may be made while the
+  // graph is recorded.
+  for (const Tensor* t : plan->nodes)
+    if (t->op == Op::AllReduce || t->op == Op::AllGather) t->comm->prepare(size_t(t->n_elements()));
   stats_.planned_launches = plan->launches();
   plans_[&g] = std::move(plan);
 }
@@ -435,6 +451,16 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       case Op::Rope: op_rope(*t, c); break;
       case Op::Attention: op_attention(*t, c); break;
       case Op::Sample: op_sample(*t, c); break;
+      // The group's collectives, queued on this stream (recorded with the
+      // rest of the graph): core/collective.h, comm/gpu_comm.h.
+      case Op::AllReduce:
+        t->comm->all_reduce_sum(static_cast<const float*>(t->src[0]->data), static_cast<float*>(t->data),
+                                size_t(t->n_elements()), stream_);
+        break;
+      case Op::AllGather:
+        t->comm->all_gather_rows(static_cast<const float*>(t->src[0]->data), size_t(t->src[0]->ne[0]),
+                                 static_cast<float*>(t->data), size_t(t->ne[0]), t->ne[0], t->ne[1], stream_);
+        break;
       default: throw Error(std::string("cuda backend: no kernel for op ") + op_name(t->op));
     }
   }

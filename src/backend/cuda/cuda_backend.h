@@ -45,7 +45,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Buffer> alloc_host(size_t bytes) override;
   bool register_host_memory(const void* p, size_t n) override;
   std::unique_ptr<Buffer> alloc_weight(size_t bytes) override;
-  void adopt_weight(const void* host, std::unique_ptr<Buffer> w) override;
+  void adopt_weight(const void* host, size_t bytes, std::unique_ptr<Buffer> w) override;
   void forget_weights(const void* begin, size_t n) override;
 
   int device_index() const { return device_; }

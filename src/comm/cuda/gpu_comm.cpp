@@ -1,0 +1,235 @@
+// GPU groups of one process (comm/gpu_comm.h): NCCL communicators from
+// ncclCommInitAll, and the NVLink one-shot kernels' peer buffers.
+#include "comm/gpu_comm.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "comm/cuda/nccl_api.h"
+#include "comm/cuda/nvlink_kernels.h"
+#include "core/error.h"
+
+namespace weir {
+namespace {
+
+using comm_cuda::kMaxBlocks;
+using comm_cuda::kMaxRanks;
+using comm_cuda::NcclApi;
+using comm_cuda::NvlinkPeers;
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string("gpu comm: ") + what + ": " + cudaGetErrorString(e));
+  }
+}
+
+// What the ranks share.
+struct GpuGroup {
+  std::vector<int> devices;
+  GpuCommOptions opts;
+  const NcclApi* nccl = nullptr;
+  std::vector<ncclComm_t> comms;  // a rank each (null without NCCL)
+  bool nvlink = false;            // peer access between every pair
+  std::string nvlink_note;        // why not
+  size_t cap = 0;                 // floats a slot
+  std::vector<float*> recv;
+  std::vector<uint32_t*> flags, epochs;
+  std::atomic<bool> aborted{false};
+  std::mutex abort_m;
+  std::string why;
+
+  ~GpuGroup() {
+    for (size_t r = 0; r < devices.size(); ++r) {
+      cudaSetDevice(devices[r]);
+      cudaDeviceSynchronize();
+      if (r < recv.size() && recv[r]) cudaFree(recv[r]);
+      if (r < flags.size() && flags[r]) cudaFree(flags[r]);
+      if (r < epochs.size() && epochs[r]) cudaFree(epochs[r]);
+      if (r < comms.size() && comms[r]) (aborted ? nccl->CommAbort : nccl->CommDestroy)(comms[r]);
+    }
+  }
+};
+
+class GpuComm final : public Collective {
+ public:
+  GpuComm(std::shared_ptr<GpuGroup> g, int rank) : g_(std::move(g)), rank_(rank) {
+    if (g_->nvlink) {
+      for (int q = 0; q < size(); ++q) {
+        peers_.recv[q] = g_->recv[size_t(q)];
+        peers_.flags[q] = g_->flags[size_t(q)];
+      }
+      peers_.epochs = g_->epochs[size_t(rank)];
+      peers_.rank = rank;
+      peers_.size = size();
+      peers_.cap = g_->cap;
+      int khz = 0;
+      cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g_->devices[size_t(rank)]);
+      peers_.timeout_cycles = (long long)(khz > 0 ? khz : 1500000) * g_->opts.timeout_ms;
+    }
+  }
+  ~GpuComm() override {
+    cudaSetDevice(device());
+    if (send_) cudaFree(send_);
+    if (gathered_) cudaFree(gathered_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return int(g_->devices.size()); }
+  std::string kind() const override { return g_->nvlink ? "nvlink+nccl" : "nccl"; }
+
+  void prepare(size_t max_floats) override {
+    // NCCL's all_gather goes through padded buffers: room for the largest.
+    if (max_floats <= scratch_floats_ || !g_->nccl) return;
+    cuda_ok(cudaSetDevice(device()), "cudaSetDevice");
+    if (send_) cudaFree(send_);
+    if (gathered_) cudaFree(gathered_);
+    send_ = gathered_ = nullptr;
+    const size_t padded = max_floats + size_t(size()) * 1024;
+    cuda_ok(cudaMalloc(&send_, padded * sizeof(float)), "cudaMalloc");
+    cuda_ok(cudaMalloc(&gathered_, padded * sizeof(float)), "cudaMalloc");
+    scratch_floats_ = max_floats;
+  }
+
+  void all_reduce_sum(const float* src, float* dst, size_t n, void* stream) override {
+    check();
+    auto s = static_cast<cudaStream_t>(stream);
+    if (use_nvlink(n)) return comm_cuda::nvlink_all_reduce(peers_, src, dst, n, s);
+    need_nccl(n);
+    nccl_ok(g_->nccl->AllReduce(src, dst, n, ncclFloat, ncclSum, comm(), s), "ncclAllReduce");
+  }
+
+  void all_gather_rows(const float* src, size_t src_ld, float* dst, size_t dst_ld, int64_t total, int64_t cols,
+                       void* stream) override {
+    check();
+    auto s = static_cast<cudaStream_t>(stream);
+    const size_t most = size_t(split_range(total, size(), 0).size());
+    if (use_nvlink(most * size_t(cols)))
+      return comm_cuda::nvlink_all_gather(peers_, src, src_ld, dst, dst_ld, total, cols, s);
+    need_nccl(most * size_t(cols));
+    // Every rank's part padded to `most` rows: NCCL gathers equal counts.
+    if (most * size_t(cols) * size_t(size()) > scratch_floats_ + size_t(size()) * 1024)
+      throw Error("gpu comm: all_gather of " + std::to_string(total) + " x " + std::to_string(cols) +
+                  " floats past what was prepared");
+    const Range mine = split_range(total, size(), rank_);
+    cuda_ok(cudaMemcpy2DAsync(send_, most * sizeof(float), src, src_ld * sizeof(float),
+                              size_t(mine.size()) * sizeof(float), size_t(cols), cudaMemcpyDeviceToDevice, s),
+            "pack");
+    nccl_ok(g_->nccl->AllGather(send_, gathered_, most * size_t(cols), ncclFloat, comm(), s), "ncclAllGather");
+    for (int q = 0; q < size(); ++q) {
+      const Range r = split_range(total, size(), q);
+      cuda_ok(cudaMemcpy2DAsync(dst + r.begin, dst_ld * sizeof(float), gathered_ + size_t(q) * most * size_t(cols),
+                                most * sizeof(float), size_t(r.size()) * sizeof(float), size_t(cols),
+                                cudaMemcpyDeviceToDevice, s),
+              "unpack");
+    }
+  }
+
+  void abort(const std::string& why) override {
+    std::lock_guard<std::mutex> lk(g_->abort_m);
+    if (g_->aborted.exchange(true)) return;
+    g_->why = why;
+    // Ranks stuck inside NCCL come out (the group is done).
+    for (ncclComm_t c : g_->comms)
+      if (c) g_->nccl->CommAbort(c);
+    for (ncclComm_t& c : g_->comms) c = nullptr;
+  }
+
+ private:
+  int device() const { return g_->devices[size_t(rank_)]; }
+  ncclComm_t comm() const { return g_->comms[size_t(rank_)]; }
+  bool use_nvlink(size_t floats) const {
+    return g_->nvlink && floats <= g_->cap && floats * sizeof(float) <= g_->opts.nvlink_max_bytes;
+  }
+  void need_nccl(size_t floats) const {
+    if (!g_->nccl || !comm())
+      throw Error("gpu comm: a message of " + std::to_string(floats * sizeof(float)) +
+                  " bytes needs NCCL, which this group does not have" +
+                  (g_->nvlink_note.empty() ? "" : " (" + g_->nvlink_note + ")"));
+  }
+  void check() const {
+    if (g_->aborted) throw CommError(g_->why);
+  }
+  void nccl_ok(ncclResult_t r, const char* what) const {
+    if (r != ncclSuccess) throw CommError(std::string(what) + ": " + g_->nccl->GetErrorString(r));
+  }
+  std::shared_ptr<GpuGroup> g_;
+  int rank_;
+  NvlinkPeers peers_{};
+  float* send_ = nullptr;
+  float* gathered_ = nullptr;
+  size_t scratch_floats_ = 0;
+};
+
+}  // namespace
+
+bool gpu_comm_built() { return true; }
+
+std::string gpu_comm_info() {
+  std::string s = "NVLink one-shot kernels";
+  try {
+    const NcclApi& n = comm_cuda::nccl(comm_cuda::default_nccl_candidates());
+    s += " + NCCL " + std::to_string(n.version / 10000) + "." + std::to_string(n.version / 100 % 100) + "." +
+         std::to_string(n.version % 100) + " (" + n.path + ")";
+  } catch (const Error& e) {
+    s += "; " + std::string(e.what());
+  }
+  return s;
+}
+
+std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& devices, const GpuCommOptions& o) {
+  const int n = int(devices.size());
+  if (n < 1 || n > kMaxRanks) throw Error("gpu comm: 1 to " + std::to_string(kMaxRanks) + " GPUs, got " + std::to_string(n));
+  auto g = std::make_shared<GpuGroup>();
+  g->devices = devices;
+  g->opts = o;
+  // NVLink: peer access between every pair.
+  g->nvlink = o.nvlink_max_bytes > 0 && n > 1;
+  for (int i = 0; i < n && g->nvlink; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      int can = 0;
+      cuda_ok(cudaDeviceCanAccessPeer(&can, devices[size_t(i)], devices[size_t(j)]), "cudaDeviceCanAccessPeer");
+      if (!can) {
+        g->nvlink = false;
+        g->nvlink_note = "GPU " + std::to_string(devices[size_t(i)]) + " cannot reach GPU " +
+                         std::to_string(devices[size_t(j)]) + "'s memory";
+        break;
+      }
+      cuda_ok(cudaSetDevice(devices[size_t(i)]), "cudaSetDevice");
+      const cudaError_t e = cudaDeviceEnablePeerAccess(devices[size_t(j)], 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) cuda_ok(e, "cudaDeviceEnablePeerAccess");
+      cudaGetLastError();
+    }
+  if (g->nvlink) {
+    g->cap = (o.nvlink_max_bytes + sizeof(float) - 1) / sizeof(float);
+    for (int r = 0; r < n; ++r) {
+      cuda_ok(cudaSetDevice(devices[size_t(r)]), "cudaSetDevice");
+      float* recv = nullptr;
+      uint32_t *flags = nullptr, *epochs = nullptr;
+      cuda_ok(cudaMalloc(&recv, 2 * size_t(n) * g->cap * sizeof(float)), "cudaMalloc");
+      g->recv.push_back(recv);
+      cuda_ok(cudaMalloc(&flags, size_t(n) * kMaxBlocks * sizeof(uint32_t)), "cudaMalloc");
+      g->flags.push_back(flags);
+      cuda_ok(cudaMalloc(&epochs, kMaxBlocks * sizeof(uint32_t)), "cudaMalloc");
+      g->epochs.push_back(epochs);
+      cuda_ok(cudaMemset(flags, 0, size_t(n) * kMaxBlocks * sizeof(uint32_t)), "cudaMemset");
+      cuda_ok(cudaMemset(epochs, 0, kMaxBlocks * sizeof(uint32_t)), "cudaMemset");
+      cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
+  }
+  // NCCL (NVLS stays off: see docs; the tools set NCCL_NVLS_ENABLE=0).
+  if (o.nccl && n > 1) {
+    g->nccl = &comm_cuda::nccl(o.nccl_library.empty() ? comm_cuda::default_nccl_candidates() : o.nccl_library);
+    g->comms.assign(size_t(n), nullptr);
+    const ncclResult_t r = g->nccl->CommInitAll(g->comms.data(), n, devices.data());
+    if (r != ncclSuccess) throw Error(std::string("ncclCommInitAll: ") + g->nccl->GetErrorString(r));
+  }
+  if (n > 1 && !g->nvlink && !g->nccl) throw Error("gpu comm: neither NVLink peer access nor NCCL for " + std::to_string(n) + " GPUs");
+  std::vector<std::unique_ptr<Collective>> out;
+  for (int r = 0; r < n; ++r) out.push_back(std::make_unique<GpuComm>(g, r));
+  return out;
+}
+
+}  // namespace weir

@@ -1,0 +1,41 @@
+// The one-shot collectives over NVLink peer memory (comm/gpu_comm.h): one
+// kernel a call, capturable in a CUDA graph.
+//
+// Every rank owns, on its GPU, a receive buffer of 2 x size slots of `cap`
+// floats (the two halves alternate between calls) and a flag a (rank,
+// block). A call's block b writes its chunk of this rank's data into slot
+// [half][rank] of every rank's buffer, raises flag [rank][b] there to the
+// call's number, waits until every rank has raised flag [q][b] in its own
+// memory, then reads the chunk b of every slot: summed in rank order
+// (all-reduce) or put at its rows (all-gather). A rank cannot reuse a half
+// before every rank has finished reading it: writing call k + 2 needs call
+// k + 1's flags, which every rank raises only after its call k's kernel.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weir::comm_cuda {
+
+inline constexpr int kMaxRanks = 8;
+inline constexpr int kMaxBlocks = 16;  // every call runs all of them (nvlink_kernels.cu says why)
+
+struct NvlinkPeers {
+  float* recv[kMaxRanks];      // each rank's receive buffer (2 * size * cap floats)
+  uint32_t* flags[kMaxRanks];  // each rank's flags (size * kMaxBlocks)
+  uint32_t* epochs;            // this rank's call counters, a block each (kMaxBlocks)
+  int rank = 0, size = 1;
+  size_t cap = 0;              // floats a slot
+  long long timeout_cycles = 0;  // a wait past this traps (a rank that never came)
+};
+
+// dst[i] = sum over ranks of src[i] (rank order), i < n (n <= cap).
+void nvlink_all_reduce(const NvlinkPeers& p, const float* src, float* dst, size_t n, cudaStream_t s);
+// Rows split by split_range(total, size, r) over `cols` columns (src [rows_r,
+// cols] with leading dimension src_ld; dst [total, cols], dst_ld); rows_r *
+// cols <= cap for every rank.
+void nvlink_all_gather(const NvlinkPeers& p, const float* src, size_t src_ld, float* dst, size_t dst_ld,
+                       int64_t total, int64_t cols, cudaStream_t s);
+
+}  // namespace weir::comm_cuda
