@@ -33,6 +33,10 @@ std::vector<GpuInfo> cuda_devices(std::string* why = nullptr);
 
 // Free memory on GPU `device` now (it makes the device current); 0 without one.
 size_t cuda_free_bytes(int device);
+// Lets each of these GPUs read and write the others' memory directly (a
+// layer split's activations pass by peer copies); pairs that cannot are
+// left to staged copies.
+void cuda_enable_peer_access(const std::vector<int>& devices);
 
 // Device memory bandwidth of GPU `device` in bytes/s, measured by a few
 // large device-to-device copies (bytes read + bytes written over the time),

@@ -53,12 +53,40 @@ ModelPlacement place_model(const Model& m, const std::vector<std::string>& devic
   ModelPlacement p;
   p.devices = devices;
   const int gpu = devices.size() > 1 ? 1 : 0;
+  const int n_gpus = int(devices.size()) - 1;
   const int64_t first_gpu_layer = n_layer - std::min<int64_t>(r.n_gpu_layers, n_layer);
+  // Which GPU a layer on the GPUs goes to: consecutive runs of layers, in
+  // the requested proportions.
+  std::vector<double> share(size_t(std::max(n_gpus, 1)), 1.0);
+  if (!r.split.empty()) {
+    if (int(r.split.size()) != n_gpus)
+      throw Error("--tensor-split: " + std::to_string(r.split.size()) + " shares for " + std::to_string(n_gpus) + " GPUs");
+    double sum = 0;
+    for (double x : r.split) {
+      if (!(x >= 0)) throw Error("--tensor-split: shares must be 0 or more");
+      sum += x;
+    }
+    if (!(sum > 0)) throw Error("--tensor-split: the shares add up to nothing");
+    share = r.split;
+  }
+  const int64_t n_on_gpu = n_layer - first_gpu_layer;
+  auto gpu_of_layer = [&](int64_t il) {
+    if (n_gpus <= 1) return gpu;
+    double total = 0;
+    for (double x : share) total += x;
+    const double at = double(il - first_gpu_layer) + 0.5;  // the layer's middle
+    double end = 0;
+    for (int k = 0; k < n_gpus; ++k) {
+      end += share[size_t(k)] / total * double(n_on_gpu);
+      if (at < end) return k + 1;
+    }
+    return n_gpus;
+  };
   // All layers and the head on the GPU: the embedding too (one device, no
   // copies); otherwise it stays on the CPU, as llama.cpp keeps it.
   const bool all = r.n_gpu_layers > n_layer;
-  p.output = all ? gpu : 0;
-  p.input = all ? gpu : 0;
+  p.output = all ? (n_gpus > 1 ? gpu_of_layer(n_layer - 1) : gpu) : 0;
+  p.input = all ? (n_gpus > 1 ? gpu_of_layer(first_gpu_layer) : gpu) : 0;
   std::vector<int> overrides;
   for (const TensorOverride& o : r.overrides) overrides.push_back(device_index(devices, o.device, "-ot"));
   const auto& tensors = m.file().tensors();
@@ -68,7 +96,7 @@ ModelPlacement place_model(const Model& m, const std::vector<std::string>& devic
     const std::string name(tensors[i].name);
     const int64_t il = layer_of(name);
     int home = 0;
-    if (il >= 0) home = il >= first_gpu_layer ? gpu : 0;
+    if (il >= 0) home = il >= first_gpu_layer ? gpu_of_layer(il) : 0;
     else if (name.rfind("output", 0) == 0) home = p.output;  // output.weight, output_norm.weight
     else home = p.input;  // token_embd, rope_freqs
     for (size_t k = 0; k < r.overrides.size(); ++k)
@@ -91,7 +119,7 @@ ModelPlacement place_model(const Model& m, const std::vector<std::string>& devic
   // Each layer's attention where its K projection lives (else its Q).
   p.layer.assign(size_t(n_layer), 0);
   for (int64_t il = 0; il < n_layer; ++il) {
-    p.layer[size_t(il)] = il >= first_gpu_layer ? gpu : 0;
+    p.layer[size_t(il)] = il >= first_gpu_layer ? gpu_of_layer(il) : 0;
     for (const char* w : {"attn_q.weight", "attn_k.weight"}) {
       const std::string name = "blk." + std::to_string(il) + "." + w;
       for (size_t i = 0; i < tensors.size(); ++i)

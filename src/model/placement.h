@@ -1,8 +1,12 @@
 // Where a model's weights live and where each layer runs, decided once at
 // load from -ngl and -ot as llama.cpp decides it:
-//  - -ngl N puts the last N repeating layers on the GPU (devices[1]), and
+//  - -ngl N puts the last N repeating layers on the GPUs (devices[1..]), and
 //    the output head (output norm and matrix) too when N > the layer count;
-//    the input embedding stays on the CPU.
+//    the input embedding stays on the CPU. With several GPUs (layer split,
+//    -sm layer) the layers go to them in order, consecutive layers on one
+//    GPU, in the proportions of `split` (--tensor-split; default equal);
+//    the head goes with the last layer, the embedding (with every layer on
+//    the GPUs) with the first.
 //  - -ot REGEX=DEV (--override-tensor; several allowed, the first whose
 //    REGEX is found in a tensor's name wins) puts any weight on DEV.
 //  - A layer's KV cache and attention live where its K projection does.
@@ -30,6 +34,7 @@ TensorOverride parse_tensor_override(const std::string& text);
 struct PlacementRequest {
   int n_gpu_layers = 0;
   std::vector<TensorOverride> overrides;
+  std::vector<double> split;  // a share per GPU (devices[1..]); empty: equal
 };
 
 struct ModelPlacement {

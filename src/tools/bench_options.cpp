@@ -53,7 +53,9 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
             "keep the prompt's products of CPU-resident weights on the CPU (default: on the GPU when there is one)")
       .opt("-mmp,--mmap", &mmap, "0|1", "1: use the CPU's weights from the file mapping (default); 0: read them into memory")
       .flag("-dio,--direct-io", &o->direct_io, "read the weights with O_DIRECT, around the page cache")
-      .opt("--tp", &o->tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t); default 1");
+      .opt("--tp", &o->tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t, or N GPUs with -ngl 99)")
+      .opt("-sm,--split-mode", &o->split_mode, "MODE", "several GPUs (from --device on): layer, tensor or none")
+      .opt("-ts,--tensor-split", &o->tensor_split, "A,B...", "-sm layer: the layers' shares per GPU");
   if (!a.parse(argc, argv)) return false;
   o->warmup = !no_warmup;
   o->op_offload = !no_op_offload;

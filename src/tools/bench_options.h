@@ -24,7 +24,9 @@ struct BenchOptions {
   bool op_offload = true;
   // Loading: -mmp 0 reads the CPU's weights into memory; --direct-io.
   bool mmap = true, direct_io = false;
-  int tp = 1;  // --tp: tensor parallel ranks (CPU ranks splitting -t)
+  int tp = 1;  // --tp: tensor parallel ranks (CPU ranks splitting -t, or GPUs with -ngl 99)
+  std::string split_mode = "auto";  // -sm: none, layer, tensor (GPUs from --device on)
+  std::string tensor_split;         // -ts
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
   bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }
 };

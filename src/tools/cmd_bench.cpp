@@ -36,6 +36,11 @@ BackendFlags flags_for(const BenchTest& t, const BenchOptions& o, const CpuOptio
   f.op_offload = o.op_offload;
   f.no_mmap = !o.mmap;
   f.tp = o.tp;
+  GpuFlags gf;
+  gf.devices = {o.device};
+  gf.split_mode = o.split_mode;
+  gf.tensor_split = o.tensor_split;
+  gf.apply(f);
   f.direct_io = o.direct_io;
   const int device = o.device;
   const DType kv_type = o.kv_type;

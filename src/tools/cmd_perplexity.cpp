@@ -34,7 +34,8 @@ int cmd_perplexity(int argc, char** argv) {
   int threads = default_threads();
   std::string numa = "off";
   int max_chunks = -1;
-  int ngl = 0, device = 0, tp = 1;
+  int ngl = 0, tp = 1;
+  GpuFlags gpu_flags;
   bool no_op_offload = false, no_mmap = false, direct_io = false;
   std::vector<std::string> overrides;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
@@ -46,13 +47,13 @@ int cmd_perplexity(int argc, char** argv) {
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
       .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU: the last N (0: CPU, default; 99: the whole model)")
-      .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)")
       .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
                 "put the weights whose names match REGEX on DEV (CPU, CUDA0); repeatable")
       .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
-      .opt("--tp", &tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t); default 1")
+      .opt("--tp", &tp, "N", "tensor parallel over N ranks: CPU ranks splitting -t, or N GPUs with -ngl 99 (default 1)")
       .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file")
       .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache");
+  gpu_flags.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4 || n_ctx > (int64_t(1) << 24))
@@ -82,7 +83,7 @@ int cmd_perplexity(int argc, char** argv) {
   cpu_opts.numa = numa_mode;
   BackendFlags bf;
   bf.n_gpu_layers = ngl;
-  bf.device = device;
+  gpu_flags.apply(bf);
   bf.threads = threads;
   bf.cpu = cpu_opts;
   bf.overrides = overrides;

@@ -37,7 +37,8 @@ int cmd_run(int argc, char** argv) {
   int64_t n_ctx = 4096, n_batch = 512;
   bool ignore_eos = false, no_bos = false, verbose = false, no_op_offload = false, no_mmap = false, direct_io = false;
   std::vector<std::string> overrides;
-  int ngl = 0, device = 0, tp = 1;
+  int ngl = 0, tp = 1;
+  GpuFlags gpu_flags;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to run (required)")
@@ -54,11 +55,10 @@ int cmd_run(int argc, char** argv) {
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
       .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU: the last N (0: CPU, default; 99: the whole model)")
-      .opt("--device", &device, "N", "the GPU to use with -ngl (default 0)")
       .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
                 "put the weights whose names match REGEX on DEV (CPU, CUDA0), e.g. \"ffn_.*=CPU\"; repeatable")
       .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
-      .opt("--tp", &tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t); default 1")
+      .opt("--tp", &tp, "N", "tensor parallel over N ranks: CPU ranks splitting -t, or N GPUs with -ngl 99 (default 1)")
       .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file (network filesystems)")
       .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache (cold loads from fast disks)")
       .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
@@ -66,6 +66,7 @@ int cmd_run(int argc, char** argv) {
       .flag("--ignore-eos", &ignore_eos, "keep generating past end-of-generation tokens")
       .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it")
       .flag("-v,--verbose", &verbose, "say on stderr what happens as it happens (load, prompt, generation)");
+  gpu_flags.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));
   check_threads(threads);
@@ -91,7 +92,7 @@ int cmd_run(int argc, char** argv) {
   if (!a.given("-c") && model->hparams().n_ctx_train > 0) n_ctx = std::min(n_ctx, model->hparams().n_ctx_train);
   BackendFlags bf;
   bf.n_gpu_layers = ngl;
-  bf.device = device;
+  gpu_flags.apply(bf);
   bf.threads = threads;
   bf.cpu = cpu_opts;
   bf.overrides = overrides;

@@ -70,6 +70,9 @@ std::string gib(double bytes) {
 
 // Refuses a GPU share that cannot fit: weights, the KV cache of its layers
 // and working memory (activations, cuBLAS) against the GPU's free memory.
+// The GPU number of a placement device name ("CUDA1" -> 1).
+int gpu_number(const std::string& name) { return std::atoi(name.c_str() + 4); }
+
 void check_fits(const Model& m, const ModelPlacement& p, const BackendFlags& f, int dev) {
   const HParams& h = m.hparams();
   const double kv_layer =
@@ -78,7 +81,7 @@ void check_fits(const Model& m, const ModelPlacement& p, const BackendFlags& f, 
   for (int d : p.layer) layers += d == dev;
   const double weights = double(p.weight_bytes[size_t(dev)]), kv = kv_layer * double(layers);
   const double work = double(size_t(768) << 20);
-  const double free = double(cuda_free_bytes(f.device));
+  const double free = double(cuda_free_bytes(gpu_number(p.devices[size_t(dev)])));
   if (weights + kv + work <= free) return;
   throw Error("-ngl " + std::to_string(f.n_gpu_layers) + ": " + p.devices[size_t(dev)] + " needs " +
               gib(weights + kv + work) + " (weights " + gib(weights) + ", KV cache " + gib(kv) +
@@ -125,16 +128,14 @@ BackendChoice make_tensor_parallel(const Model& m, const BackendFlags& f) {
   apply_load_env(&lo);
   if (gpu) {
     const auto gpus = cuda_devices();
-    if (f.device + f.tp > int(gpus.size()))
-      throw Error("--tp " + std::to_string(f.tp) + " from --device " + std::to_string(f.device) + ": there " +
-                  (gpus.size() == 1 ? "is " : "are ") + std::to_string(gpus.size()) + " GPU" +
-                  (gpus.size() == 1 ? "" : "s"));
-    std::vector<int> devices;
+    std::vector<int> devices = f.devices;
+    if (devices.empty())
+      for (int r = 0; r < f.tp; ++r) devices.push_back(f.device + r);
+    if (int(devices.size()) != f.tp || devices.back() >= int(gpus.size()))
+      throw Error("--tp " + std::to_string(f.tp) + ": " + std::to_string(f.tp) + " GPUs wanted, there " +
+                  (gpus.size() == 1 ? "is " : "are ") + std::to_string(gpus.size()));
     std::vector<std::unique_ptr<Backend>> backends;
-    for (int r = 0; r < f.tp; ++r) {
-      devices.push_back(f.device + r);
-      backends.push_back(make_cuda_backend(cuda_options_from_env(f.device + r)));
-    }
+    for (int r = 0; r < f.tp; ++r) backends.push_back(make_cuda_backend(cuda_options_from_env(devices[size_t(r)])));
     // Never NVLink multicast (NVLS): on shared hosts it can take GPUs out of service.
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     c.comms = make_gpu_comms(devices, gpu_comm_options_from_env());
@@ -157,8 +158,9 @@ BackendChoice make_tensor_parallel(const Model& m, const BackendFlags& f) {
     c.backend = std::move(backends[0]);
     for (int r2 = 1; r2 < f.tp; ++r2) c.peer_backends.push_back(std::move(backends[size_t(r2)]));
     c.load.seconds = seconds_since(t0);
-    c.placement = "tensor parallel: " + std::to_string(f.tp) + " GPUs (" + std::to_string(f.device) + ".." +
-                  std::to_string(f.device + f.tp - 1) + "), each with 1/" + std::to_string(f.tp) +
+    std::string list;
+    for (int d : devices) list += (list.empty() ? "" : ",") + std::to_string(d);
+    c.placement = "tensor parallel: " + std::to_string(f.tp) + " GPUs (" + list + "), each with 1/" + std::to_string(f.tp) +
                   " of the heads, FFN and vocab; collectives: " + c.comms[0]->kind();
     return c;
   }
@@ -188,17 +190,27 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   if (f.n_gpu_layers < 0)
     throw UsageError("-ngl: expected 0 (CPU) or the number of layers to put on the GPU, got " +
                      std::to_string(f.n_gpu_layers));
+  if (f.split_mode != "auto" && f.split_mode != "none" && f.split_mode != "layer" && f.split_mode != "tensor")
+    throw UsageError("-sm: '" + f.split_mode + "' is not a split mode; expected none, layer or tensor");
   PlacementRequest req;
   req.n_gpu_layers = f.n_gpu_layers;
+  req.split = f.tensor_split;
   for (const std::string& o : f.overrides) req.overrides.push_back(parse_tensor_override(o));
-  std::vector<std::string> devices = {"CPU"};
   std::string why;
   const auto gpus = cuda_devices(&why);
-  if (f.device < 0 || (!gpus.empty() && f.device >= int(gpus.size())))
-    throw UsageError("--device " + std::to_string(f.device) + ": there " + (gpus.size() == 1 ? "is " : "are ") +
-                     std::to_string(gpus.size()) + " GPU" + (gpus.size() == 1 ? "" : "s") +
-                     (gpus.empty() ? "" : " (0.." + std::to_string(gpus.size() - 1) + ")"));
-  if (!gpus.empty()) devices.push_back("CUDA" + std::to_string(f.device));
+  // The GPUs asked for: --device's list, or the first one from --device on
+  // (every one from there for -sm layer and tensor).
+  std::vector<int> devs = f.devices;
+  if (devs.empty()) {
+    devs.push_back(f.device);
+    if ((f.split_mode == "layer" || f.split_mode == "tensor") && f.tp <= 1)
+      for (int d = f.device + 1; d < int(gpus.size()); ++d) devs.push_back(d);
+  }
+  for (int d : devs)
+    if (d < 0 || (!gpus.empty() && d >= int(gpus.size())))
+      throw UsageError("--device " + std::to_string(d) + ": there " + (gpus.size() == 1 ? "is " : "are ") +
+                       std::to_string(gpus.size()) + " GPU" + (gpus.size() == 1 ? "" : "s") +
+                       (gpus.empty() ? "" : " (0.." + std::to_string(gpus.size() - 1) + ")"));
   bool wants_device = f.n_gpu_layers > 0;
   for (const TensorOverride& o : req.overrides) {
     const bool cuda = o.device.size() > 4 && o.device.rfind("CUDA", 0) == 0 &&
@@ -220,7 +232,28 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
     g.tp = world->size();
     return make_tensor_parallel(m, g);
   }
-  if (f.tp > 1) return make_tensor_parallel(m, f);
+  if (f.split_mode == "tensor" || f.tp > 1) {
+    BackendFlags g = f;
+    if (g.tp <= 1) g.tp = int(devs.size());
+    if (g.n_gpu_layers > 0 && int(devs.size()) < g.tp)
+      for (int d = devs.back() + 1; int(devs.size()) < g.tp; ++d) devs.push_back(d);
+    g.devices = devs;
+    if (g.tp > 1) return make_tensor_parallel(m, g);
+  }
+  // A layer split over several GPUs: asked for, or the model does not fit
+  // the one GPU and others are there (as llama.cpp splits by default).
+  std::vector<std::string> devices = {"CPU"};
+  if (!gpus.empty())
+    for (int d : devs) devices.push_back("CUDA" + std::to_string(d));
+  if (f.split_mode == "auto" && devs.size() == 1 && f.devices.empty() && gpus.size() > 1 && f.n_gpu_layers > 0) {
+    const ModelPlacement one = place_model(m, devices, req);
+    const double need = double(one.weight_bytes[1]) + double(size_t(1) << 30);
+    if (need > double(cuda_free_bytes(devs[0]))) {
+      for (int d = devs[0] + 1; d < int(gpus.size()); ++d) devices.push_back("CUDA" + std::to_string(d));
+      warn("the model's GPU share does not fit GPU " + std::to_string(devs[0]) + ": layers split over " +
+           std::to_string(devices.size() - 1) + " GPUs (-sm layer; -sm none to keep one)");
+    }
+  }
   const ModelPlacement p = place_model(m, devices, req);
   BackendChoice c;
   c.placement = p.summary();
@@ -239,13 +272,17 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
     for (size_t i = 0; i < skip.size(); ++i) skip[i] = p.tensor_home[i] != 0;
     load_into_memory(m.file(), skip, lo, &c.load);
   }
-  auto done = [&](BackendChoice& ch, Backend* gpu) {
+  // backends[k] is placement device k (k > 0: GPUs); null where unused.
+  auto done = [&](BackendChoice& ch, const std::vector<Backend*>& backends) {
     ch.load.start_seconds = seconds_since(t0) - ch.load.weights_seconds;
-    // The GPU's weights to it now, not inside the first plan.
-    if (gpu) {
-      std::vector<LoadItem> items;
-      for (size_t i = 0; i < p.tensor_home.size(); ++i)
-        if (p.tensor_home[i] == 1) items.push_back(LoadItem{i, gpu, 0, 0});
+    // The GPUs' weights to them now, not inside the first plan.
+    std::vector<LoadItem> items;
+    for (size_t i = 0; i < p.tensor_home.size(); ++i) {
+      const int k = p.tensor_home[i];
+      if (k > 0 && size_t(k) < backends.size() && backends[size_t(k)])
+        items.push_back(LoadItem{i, backends[size_t(k)], 0, 0});
+    }
+    if (!items.empty()) {
       ch.weights = load_weights(m.file(), items, lo);
       const LoadReport& r = ch.weights.report();
       ch.load.bytes += r.bytes;
@@ -272,31 +309,67 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   const bool offload = f.op_offload && !gpus.empty();
   if (p.single_device() && p.layer.front() == 0 && !offload) {
     c.backend = std::make_unique<CpuBackend>(f.threads, cpu);
-    done(c, nullptr);
+    done(c, {});
     return c;
   }
-  check_fits(m, p, f, 1);
-  const CudaOptions o = cuda_options_from_env(f.device);
+  for (size_t k = 1; k < devices.size(); ++k) check_fits(m, p, f, int(k));
   if (p.single_device() && p.layer.front() == 1) {
-    c.backend = make_cuda_backend(o);
-    done(c, c.backend.get());
+    c.backend = make_cuda_backend(cuda_options_from_env(gpu_number(devices[1])));
+    done(c, {nullptr, c.backend.get()});
     return c;
   }
-  auto host = std::make_unique<CpuBackend>(f.threads, cpu);
-  auto gpu = make_cuda_backend(o);
-  Backend* g = gpu.get();
+  std::vector<std::unique_ptr<Backend>> owned;
+  owned.push_back(std::make_unique<CpuBackend>(f.threads, cpu));
+  std::vector<int> gpu_numbers;
+  for (size_t k = 1; k < devices.size(); ++k) {
+    gpu_numbers.push_back(gpu_number(devices[k]));
+    owned.push_back(make_cuda_backend(cuda_options_from_env(gpu_numbers.back())));
+  }
+  // Activations pass from GPU to GPU directly (peer copies) where they can.
+  if (gpu_numbers.size() > 1) cuda_enable_peer_access(gpu_numbers);
+  std::vector<Backend*> backends;
+  for (auto& b : owned) backends.push_back(b.get());
   sched::SchedOptions so;
   so.host_backend = 0;
   so.offload_backend = offload ? 1 : -1;
   so.profile = f.profile;
   if (offload) c.placement += "; op offload: prefill products of the CPU's weights on " + devices[1];
-  auto s = std::make_unique<sched::Scheduler>(std::vector<Backend*>{host.get(), gpu.get()}, p.for_scheduler(m), so);
-  s->own(std::move(host));
-  s->own(std::move(gpu));
+  auto s = std::make_unique<sched::Scheduler>(backends, p.for_scheduler(m), so);
+  for (auto& b : owned) s->own(std::move(b));
   c.split = s.get();
   c.backend = std::move(s);
-  done(c, g);
+  done(c, backends);
   return c;
+}
+
+void GpuFlags::add_to(Args& a) {
+  a.opt_list("--device", &devices, "N[,M...]",
+             "the GPU(s) to use with -ngl (default 0); several: a layer split (-sm layer) or --tp over them")
+      .opt("-sm,--split-mode", &split_mode, "MODE",
+           "several GPUs: layer (consecutive layers on each), tensor (= --tp over --device's GPUs) or none; "
+           "default: layer when the model does not fit one GPU")
+      .opt("-ts,--tensor-split", &tensor_split, "A,B...", "a layer split's shares of the layers per GPU, e.g. 3,1");
+}
+
+void GpuFlags::apply(BackendFlags& f) const {
+  if (devices.empty()) throw UsageError("--device: expected a GPU number");
+  for (int d : devices)
+    if (d < 0) throw UsageError("--device: expected GPU numbers >= 0, got " + std::to_string(d));
+  f.device = devices[0];
+  if (devices.size() > 1) f.devices = devices;
+  f.split_mode = split_mode;
+  f.tensor_split.clear();
+  for (size_t at = 0; !tensor_split.empty() && at <= tensor_split.size();) {
+    const size_t end = tensor_split.find(',', at);
+    const std::string v = tensor_split.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    char* stop = nullptr;
+    const double x = std::strtod(v.c_str(), &stop);
+    if (v.empty() || *stop || !(x >= 0))
+      throw UsageError("-ts: '" + tensor_split + "': expected shares like 3,1 (numbers >= 0)");
+    f.tensor_split.push_back(x);
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
 }
 
 int default_load_threads() {

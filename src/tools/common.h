@@ -14,6 +14,7 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
+#include "tools/args.h"
 
 namespace weir::tools {
 
@@ -60,8 +61,14 @@ struct BackendFlags {
   // --direct-io reads around the page cache; threads reading the file.
   bool no_mmap = false, direct_io = false;
   // --tp N: tensor parallel over N ranks (model/shard.h): N CPU ranks
-  // splitting the threads (-ngl 0).
+  // splitting the threads (-ngl 0), or N GPUs (-ngl 99).
   int tp = 1;
+  // Several GPUs: --device 0,1 (empty: `device` alone), -sm none | layer |
+  // tensor (auto: layer when the model does not fit one GPU), and
+  // --tensor-split's shares of the layers.
+  std::vector<int> devices;
+  std::string split_mode = "auto";
+  std::vector<double> tensor_split;
   int load_threads = default_load_threads();
   size_t load_buffer_bytes = size_t(4) << 20;  // each pinned staging buffer (WEIR_LOAD_BUFFER_MB)
 };
@@ -88,6 +95,16 @@ struct BackendChoice {
 // that does not fit (bytes needed vs free). The CPU backend stops between
 // graph segments on a stop signal.
 BackendChoice make_backend(const Model& m, const BackendFlags& f);
+// The GPU flags of run and perplexity, as given: --device 0[,1...], -sm,
+// -ts; apply() checks them into BackendFlags.
+struct GpuFlags {
+  std::vector<int> devices = {0};
+  std::string split_mode = "auto";
+  std::string tensor_split;
+  void add_to(Args& a);
+  void apply(BackendFlags& f) const;
+};
+
 // A progress bar for a load, on stderr when it is a terminal and the load
 // takes over a second (bytes, GB/s, time left); nothing otherwise.
 std::function<void(const LoadProgress&)> load_progress_bar();

@@ -158,6 +158,50 @@ TEST_P(SchedulerChaos, OpOffloadEqualsTheCpuAloneBitForBit) {
   }
 }
 
+// A layer split over two devices (-sm layer on two GPUs): consecutive
+// layers on each in the asked shares, activations passed device to device,
+// the embedding on the first and the head on the last; bit for bit the CPU's,
+// one host wait a decoded token.
+TEST_P(SchedulerChaos, LayerSplitOverTwoDevices) {
+  const auto m = tiny(GetParam());
+  const auto prompt = tokens(*m, 40, 3);
+  CpuBackend cpu(kThreads);
+  const auto want = run(*m, cpu, prompt, 4);
+  for (const std::vector<double>& split : {std::vector<double>{}, std::vector<double>{3, 1}}) {
+    PlacementRequest r;
+    r.n_gpu_layers = 99;
+    r.split = split;
+    const ModelPlacement p = place_model(*m, {"CPU", "TEST0", "TEST1"}, r);
+    SCOPED_TRACE(p.summary());
+    EXPECT_EQ(p.input, 1);
+    EXPECT_EQ(p.output, 2);
+    const int64_t L = m->hparams().n_layer;
+    int64_t on_first = 0;
+    for (int64_t il = 0; il < L; ++il) {
+      EXPECT_NE(p.layer[size_t(il)], 0);
+      if (il > 0) EXPECT_GE(p.layer[size_t(il)], p.layer[size_t(il - 1)]);  // consecutive
+      on_first += p.layer[size_t(il)] == 1;
+    }
+    const double share = split.empty() ? 0.5 : 0.75;
+    EXPECT_NEAR(double(on_first), share * double(L), 1.0);
+    CpuBackend host(kThreads);
+    test::ChaosOptions a, b;
+    a.seed = 31;
+    b.seed = 32;
+    auto d0 = test::make_chaos_backend(a), d1 = test::make_chaos_backend(b);
+    sched::Scheduler sched({&host, d0.get(), d1.get()}, p.for_scheduler(*m), {});
+    const auto got = run(*m, sched, prompt, 4);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "step " << i;
+    Session s(*m, sched, params());
+    s.eval(prompt);
+    const int32_t t[1] = {3};
+    s.eval(t);
+    const uint64_t w0 = sched.stats().host_waits;
+    s.eval(t);
+    EXPECT_EQ(sched.stats().host_waits - w0, 1u);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, SchedulerChaos, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
 

@@ -45,6 +45,21 @@ std::vector<GpuInfo> cuda_devices(std::string* why) {
   return out;
 }
 
+void cuda_enable_peer_access(const std::vector<int>& devices) {
+  for (int a : devices)
+    for (int b : devices) {
+      if (a == b) continue;
+      int can = 0;
+      if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) {
+        cudaGetLastError();
+        continue;
+      }
+      cudaSetDevice(a);
+      cudaDeviceEnablePeerAccess(b, 0);  // already enabled: fine
+      cudaGetLastError();
+    }
+}
+
 size_t cuda_free_bytes(int device) {
   size_t free = 0, total = 0;
   if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) {

@@ -17,6 +17,7 @@ std::vector<GpuInfo> cuda_devices(std::string* why) {
 double measure_gpu_bandwidth(int) { return 0; }
 
 size_t cuda_free_bytes(int) { return 0; }
+void cuda_enable_peer_access(const std::vector<int>&) {}
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions&) {
   throw Error("this weir was built without CUDA (no nvcc found, or -DWEIR_CUDA=OFF): cannot use a GPU");
