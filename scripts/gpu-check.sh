@@ -37,6 +37,10 @@
 #               and cold (the file dropped from the page cache), buffered and
 #               --direct-io: its load line and the time to the first token
 #               (not run by default)
+#     multi     several GPUs (the 2- and 4-GPU kinds): topology, the all-reduce
+#               latency table (NVLink kernel vs NCCL), the tensor-parallel tests,
+#               TP vs one GPU on the selected models (KL, greedy), then weir bench
+#               -ngl 99 on one GPU, --tp 2 (and 4), -sm layer (not run by default)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
 #     counters  Nsight Compute (ncu) over one decoded token of each selected
@@ -89,9 +93,16 @@ bin_carry=.gpu-carry-bin
 if [ "${1:-}" = "--pack-bins" ]; then
   # (No MPI: the GPU host has no libmpi to link at run time.)
   cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 -DWEIR_NO_MPI=ON >/dev/null
-  cmake --build build-gpu-pack -j "$(nproc)" --target weir weir_cuda_tests weir_backends_tests
+  # WEIR_PACK_TARGETS: what to carry (the carry holds 64 MiB: about three).
+  targets=${WEIR_PACK_TARGETS:-weir weir_cuda_tests weir_backends_tests}
+  # shellcheck disable=SC2086
+  cmake --build build-gpu-pack -j "$(nproc)" --target $targets
   rm -rf "$bin_carry" && mkdir -p "$bin_carry"
-  cp build-gpu-pack/weir build-gpu-pack/tests/weir_cuda_tests build-gpu-pack/tests/weir_backends_tests "$bin_carry/"
+  for t in $targets; do
+    for d in build-gpu-pack build-gpu-pack/tests build-gpu-pack/microbench; do
+      [ -x "$d/$t" ] && cp "$d/$t" "$bin_carry/" && break
+    done
+  done
   strip "$bin_carry"/weir*  # the carry holds 64 MiB in all
   cp "$(ldconfig -p | awk '/libpcre2-8.so.0 .*x86-64/ {print $NF; exit}')" "$bin_carry/" || true
   git rev-parse HEAD >"$bin_carry/commit"
@@ -163,7 +174,9 @@ if has build && [ -x "$bin_carry/weir" ] && [ "${WEIR_GPU_BUILD:-0}" != 1 ]; the
   head -1 "$bin_carry/commit" 2>/dev/null || true
   mkdir -p "$build/tests"
   cp "$bin_carry/weir" "$build/weir"
-  cp "$bin_carry/weir_cuda_tests" "$bin_carry/weir_backends_tests" "$build/tests/"
+  mkdir -p "$build/microbench"
+  for t in "$bin_carry"/weir_*tests; do [ -f "$t" ] && cp "$t" "$build/tests/"; done
+  for t in "$bin_carry"/weir_microbench*; do [ -f "$t" ] && cp "$t" "$build/microbench/"; done
   # PCRE2 where the host has none (carried beside the binaries).
   if ! ldconfig -p | grep -q libpcre2-8.so.0; then export LD_LIBRARY_PATH=$PWD/$bin_carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
   "$build/weir" --help >/dev/null || { echo "carried weir does not start here"; exit 1; }
@@ -198,8 +211,10 @@ if has test; then
     "$build/tests/weir_cuda_tests" --gtest_brief=1
   # The suite every backend runs (ops against float64, tiny models against
   # the numpy forward pass): its CUDA cases.
-  TAIL=10 run_logged test "$log_dir/backends-tests.log" timeout 300 \
-    "$build/tests/weir_backends_tests" --gtest_brief=1 --gtest_filter='*cuda*'
+  if [ -x "$build/tests/weir_backends_tests" ]; then
+    TAIL=10 run_logged test "$log_dir/backends-tests.log" timeout 300 \
+      "$build/tests/weir_backends_tests" --gtest_brief=1 --gtest_filter='*cuda*'
+  fi
 
   # (The decode products' other kernels, staged everywhere and never, are
   # run by the tests themselves: CudaOptions::staged per backend instance.)
@@ -215,6 +230,7 @@ all_models=(
   "llama-8b-f16:llama-3.1-8b:llama:F16"
   "llama-1b-f16:llama-3.2-1b:llama:F16"
   "qwen2.5-7b-q4km:qwen2.5-7b:qwen2:Q4_K_M:$carry/qwen2-vocab-deepseek-r1.gguf"
+  "llama-70b-q4km:llama-3.1-70b:llama:Q4_K_M"
 )
 want=${WEIR_GPU_BENCH_MODELS:-}
 selected=()
@@ -289,6 +305,53 @@ if has load; then
       printf '%s cold %s: ' "${m%%:*}" "${dio:-buffered}"; first_token $dio
     done
     printf '%s warm --direct-io: ' "${m%%:*}"; first_token --direct-io
+  done
+fi
+
+if has multi; then
+  step "several GPUs"
+  export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these shared hosts
+  n_gpus=$(nvidia-smi -L | wc -l)
+  # NCCL: the toolkit's, or a Python package's (torch brings one).
+  if [ -z "${WEIR_NCCL:-}" ] && ! ldconfig -p | grep -q libnccl.so.2; then
+    nccl=$(find /usr/local /usr/lib /opt "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)" \
+      -name libnccl.so.2 2>/dev/null | head -1)
+    if [ -n "$nccl" ]; then
+      export WEIR_NCCL=$nccl
+      export LD_LIBRARY_PATH=$(dirname "$nccl")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+  fi
+  echo "NCCL: ${WEIR_NCCL:-$(ldconfig -p | awk '/libnccl.so.2/ {print $NF; exit}')}"
+  nvidia-smi topo -m 2>&1 | head -12
+  for n in 2 4; do
+    [ "$n" -le "$n_gpus" ] || continue
+    if [ -x "$build/microbench/weir_microbench_cuda" ]; then
+      WEIR_BENCH_GPUS=$n TAIL=20 run_logged multi "$log_dir/allreduce-$n.log" \
+        timeout 150 "$build/microbench/weir_microbench_cuda" --gtest_filter='AllReduceBench.*'
+    fi
+  done
+  TAIL=15 run_logged multi "$log_dir/tp-tests.log" timeout 200 "$build/tests/weir_cuda_tests" --gtest_brief=1 \
+    --gtest_filter='GpuComm*:CudaTensorParallel*:CudaLoader*'
+  list=()
+  for m in "${selected[@]}"; do
+    case ${m%%:*} in *70b*) continue ;; esac  # the CPU reference would take too long
+    list+=("$(path_of "${m%%:*}")")
+  done
+  if [ ${#list[@]} -gt 0 ]; then
+    WEIR_GPU_COMPARE_MODELS=$(IFS=:; echo "${list[*]}") WEIR_GPU_COMPARE_TP=2 \
+      TAIL=12 run_logged multi "$log_dir/tp-compare.log" timeout 200 "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels'
+  fi
+  for m in "${selected[@]}"; do
+    p=$(path_of "${m%%:*}")
+    [ -f "$p" ] || continue
+    runs=("--tp 1" "--tp 2" "-sm layer")
+    [ "$n_gpus" -ge 4 ] && runs+=("--tp 4")
+    for r in "${runs[@]}"; do
+      # shellcheck disable=SC2086
+      TAIL=8 run_logged multi "$log_dir/multi-bench.log" timeout 200 "$build/weir" bench -m "$p" -ngl 99 $r \
+        -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
+      echo "  ($r)"
+    done
   done
 fi
 

@@ -28,6 +28,9 @@
 #include "core/gguf.h"
 #include "cuda_test_util.h"
 #include "engine/session.h"
+#include "model/shard.h"
+#include "model/loader.h"
+#include "comm/gpu_comm.h"
 #include "sched/scheduler.h"
 #include "model/gemma3_reference.h"
 #include "model/model.h"
@@ -85,6 +88,10 @@ struct UnderTest {
   std::unique_ptr<Backend> backend;
   uint64_t waits_per_token = 1;
   bool one_device = true;  // the prompt's waits: one per batch
+  // Tensor parallelism: puts the session in the group (backend is rank 0's);
+  // `keep` holds the group's other backends, comms and loaded weights.
+  std::function<void(SessionParams&)> join;
+  std::shared_ptr<void> keep;
 };
 using MakeBackend = std::function<UnderTest(const Model&)>;
 
@@ -135,6 +142,43 @@ MakeBackend split(int n_gpu_layers, std::vector<std::string> overrides = {}, boo
   };
 }
 
+// --tp n over GPUs 0 .. n-1: each rank's share loaded by the loader.
+MakeBackend tensor_parallel(int n) {
+  return [=](const Model& m) {
+    struct Group {
+      std::vector<std::unique_ptr<Backend>> backends;
+      std::vector<std::unique_ptr<Collective>> comms;
+      LoadedWeights weights;
+      ~Group() { weights = LoadedWeights(); }
+    };
+    auto g = std::make_shared<Group>();
+    std::vector<int> devices;
+    for (int r = 0; r < n; ++r) {
+      devices.push_back(r);
+      CudaOptions o;
+      o.device = r;
+      g->backends.push_back(make_cuda_backend(o));
+    }
+    g->comms = make_gpu_comms(devices);
+    std::vector<LoadItem> items;
+    for (int r = 0; r < n; ++r) {
+      auto mine = rank_weight_items(m, {r, n, g->comms[size_t(r)].get()}, g->backends[size_t(r)].get());
+      items.insert(items.end(), mine.begin(), mine.end());
+    }
+    g->weights = load_weights(m.file(), items);
+    UnderTest u;
+    u.backend = std::move(g->backends[0]);
+    u.join = [g, n](SessionParams& sp) {
+      sp.tp = {0, n, g->comms[0].get()};
+      sp.peers.clear();
+      for (int r = 1; r < n; ++r) sp.peers.push_back({g->backends[size_t(r)].get(), g->comms[size_t(r)].get()});
+    };
+    u.keep = g;
+    std::printf("tensor parallel over %d GPUs (%s)\n", n, g->comms[0]->kind().c_str());
+    return u;
+  };
+}
+
 void compare_model(const std::string& path, int n_prompt, int n_steps = 32, const MakeBackend& make = whole_gpu) {
   SCOPED_TRACE(path);
   auto model = Model::load(path);
@@ -146,7 +190,9 @@ void compare_model(const std::string& path, int n_prompt, int n_steps = 32, cons
   sp.n_ctx = n_prompt + n_steps + 8;
   sp.n_batch = 64;  // several batches through the prefill path
   sp.kv_type = DType::F16;
-  Session sc(*model, cpu, sp), sg(*model, *gpu, sp);
+  SessionParams gp = sp;
+  if (under.join) under.join(gp);
+  Session sc(*model, cpu, sp), sg(*model, *gpu, gp);
 
   std::mt19937 rng(5);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
@@ -458,6 +504,8 @@ TEST(CudaModel, ListedModels) {
     if (!p.empty()) {
       compare_model(p, 24);
       expect_repeats(p, 80);
+      // And over N GPUs, tensor parallel (WEIR_GPU_COMPARE_TP=N).
+      if (const char* n = std::getenv("WEIR_GPU_COMPARE_TP"); n && *n) compare_model(p, 24, 32, tensor_parallel(std::atoi(n)));
       // And split as -ngl N splits it (WEIR_GPU_COMPARE_SPLIT=N).
       if (const char* n = std::getenv("WEIR_GPU_COMPARE_SPLIT"); n && *n) {
         compare_model(p, 80, 32, split(std::atoi(n), {}, true));

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -77,7 +78,9 @@ class GpuComm final : public Collective {
   }
   int rank() const override { return rank_; }
   int size() const override { return int(g_->devices.size()); }
-  std::string kind() const override { return g_->nvlink ? "nvlink+nccl" : "nccl"; }
+  std::string kind() const override {
+    return g_->nvlink ? (g_->nccl ? "nvlink+nccl" : "nvlink (no NCCL: " + g_->nvlink_note + ")") : "nccl";
+  }
 
   void prepare(size_t max_floats) override {
     // NCCL's all_gather goes through padded buffers: room for the largest.
@@ -96,6 +99,11 @@ class GpuComm final : public Collective {
     check();
     auto s = static_cast<cudaStream_t>(stream);
     if (use_nvlink(n)) return comm_cuda::nvlink_all_reduce(peers_, src, dst, n, s);
+    if (g_->nvlink && !g_->nccl) {  // no NCCL: the kernel a buffer's worth at a time
+      for (size_t at = 0; at < n; at += g_->cap)
+        comm_cuda::nvlink_all_reduce(peers_, src + at, dst + at, std::min(g_->cap, n - at), s);
+      return;
+    }
     need_nccl(n);
     nccl_ok(g_->nccl->AllReduce(src, dst, n, ncclFloat, ncclSum, comm(), s), "ncclAllReduce");
   }
@@ -107,6 +115,13 @@ class GpuComm final : public Collective {
     const size_t most = size_t(split_range(total, size(), 0).size());
     if (use_nvlink(most * size_t(cols)))
       return comm_cuda::nvlink_all_gather(peers_, src, src_ld, dst, dst_ld, total, cols, s);
+    if (g_->nvlink && !g_->nccl && most <= g_->cap) {  // no NCCL: a few columns at a time
+      const int64_t per = int64_t(g_->cap / most);
+      for (int64_t c = 0; c < cols; c += per)
+        comm_cuda::nvlink_all_gather(peers_, src + size_t(c) * src_ld, src_ld, dst + size_t(c) * dst_ld, dst_ld, total,
+                                     std::min(per, cols - c), s);
+      return;
+    }
     need_nccl(most * size_t(cols));
     // Every rank's part padded to `most` rows: NCCL gathers equal counts.
     if (most * size_t(cols) * size_t(size()) > scratch_floats_ + size_t(size()) * 1024)
@@ -220,8 +235,16 @@ std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& 
     }
   }
   // NCCL (NVLS stays off: see docs; the tools set NCCL_NVLS_ENABLE=0).
+  // Without it, the NVLink kernels take every message, a buffer at a time.
   if (o.nccl && n > 1) {
-    g->nccl = &comm_cuda::nccl(o.nccl_library.empty() ? comm_cuda::default_nccl_candidates() : o.nccl_library);
+    try {
+      g->nccl = &comm_cuda::nccl(o.nccl_library.empty() ? comm_cuda::default_nccl_candidates() : o.nccl_library);
+    } catch (const Error& e) {
+      if (!g->nvlink) throw;
+      g->nvlink_note = e.what();
+    }
+  }
+  if (g->nccl) {
     g->comms.assign(size_t(n), nullptr);
     const ncclResult_t r = g->nccl->CommInitAll(g->comms.data(), n, devices.data());
     if (r != ncclSuccess) throw Error(std::string("ncclCommInitAll: ") + g->nccl->GetErrorString(r));
