@@ -40,6 +40,12 @@ double time_calls(std::vector<std::unique_ptr<Collective>>& comms, const std::ve
       cudaMalloc(&b, bytes);
       cudaMemset(a, 0, bytes);
       comms[size_t(r)]->prepare(count);
+      try {  // once outside a recording (every rank at once)
+        comms[size_t(r)]->all_reduce_sum(a, b, count, s);
+        cudaStreamSynchronize(s);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+      }
       cudaGraph_t g;
       cudaGraphExec_t exec = nullptr;
       try {
@@ -92,6 +98,7 @@ TEST(AllReduceBench, LatencyTable) {
   nc.nvlink_max_bytes = 0;
   auto nvlink = make_gpu_comms(devices, nv);
   auto nccl = make_gpu_comms(devices, nc);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows as they come
   std::printf("all-reduce on %d GPUs inside a CUDA graph, us a call (%d calls, slowest rank)\n", n, kCalls);
   std::printf("| bytes | NVLink one-shot | NCCL |\n|---:|---:|---:|\n");
   for (size_t bytes = 256; bytes <= (size_t(16) << 20); bytes *= 4) {

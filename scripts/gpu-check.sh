@@ -331,7 +331,7 @@ if has multi; then
     fi
   done
   TAIL=15 run_logged multi "$log_dir/tp-tests.log" timeout 200 "$build/tests/weir_cuda_tests" --gtest_brief=1 \
-    --gtest_filter='GpuComm*:CudaTensorParallel*:CudaLoader*'
+    --gtest_filter='*GpuComm*:*CudaTensorParallel*:CudaLoader*'
   list=()
   for m in "${selected[@]}"; do
     case ${m%%:*} in *70b*) continue ;; esac  # the CPU reference would take too long

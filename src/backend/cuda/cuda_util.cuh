@@ -140,6 +140,12 @@ int resident_blocks(int threads) {
   return n;
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory (beyond the default
+// 48 KB) on the current device. The limit is a per-device attribute: set
+// once for each (kernel, device) pair, not once a process (a second GPU
+// would refuse the launch with "invalid argument").
+void allow_dynamic_smem(const void* kernel, int bytes);
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic
 // dependent launch where it is on; launch errors throw.
 template <class... Params, class... Args>

@@ -229,9 +229,8 @@ template <DType WT>
 void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpCtx& c, void* scratch,
             size_t scratch_bytes) {
   using S = MmaTile<WT>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(mma_tile_kernel<WT>), int(S::kSmem));  // on this device
   static const int per_sm = [] {  // shared memory beyond the default 48 KB
-    WEIR_CUDA_CHECK(
-        cudaFuncSetAttribute(mma_tile_kernel<WT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
     int n = 0;
     WEIR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mma_tile_kernel<WT>, kThreads, S::kSmem));
     return std::max(1, n);

@@ -724,12 +724,7 @@ bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) 
   st.stages = stages;
   st.slot = slot;
   st.bytes = uint32_t(stage);
-  static const bool attr = [&] {
-    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         lim.per_block - int(fixed)));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), lim.per_block - int(fixed));
   launch_kernel(kernel, blocks, 512, size_t(stages) * stage + 128 + 16, c.stream, l.m, l.K, l.xq, early, epi, st);
   return true;
 }

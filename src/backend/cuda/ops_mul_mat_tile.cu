@@ -276,12 +276,9 @@ void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half
   bool ok = false;
   dispatch_dtype(wt, [&]<DType WT>() {
     if constexpr (WT != DType::F32 && WT != DType::F16 && WT != DType::BF16) {
-      static const bool sized = [] {  // shared memory beyond the default 48 KB
-        WEIR_CUDA_CHECK(
-            cudaFuncSetAttribute(tile_kernel<WT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Tile<WT>::kSmem)));
-        return true;
-      }();
-      ok = sized;
+      // Shared memory beyond the default 48 KB, on this device.
+      allow_dynamic_smem(reinterpret_cast<const void*>(tile_kernel<WT>), int(Tile<WT>::kSmem));
+      ok = true;
       launch_kernel(tile_kernel<WT>, grid, kThreads, Tile<WT>::kSmem, c.stream, m, K, xh, T, per * BK, part);
     }
   });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include "comm/cuda/nccl_api.h"
@@ -231,12 +232,18 @@ std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& 
       g->epochs.push_back(epochs);
       cuda_ok(cudaMemset(flags, 0, size_t(n) * kMaxBlocks * sizeof(uint32_t)), "cudaMemset");
       cuda_ok(cudaMemset(epochs, 0, kMaxBlocks * sizeof(uint32_t)), "cudaMemset");
+      comm_cuda::nvlink_load_kernels();
       cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     }
   }
   // NCCL (NVLS stays off: see docs; the tools set NCCL_NVLS_ENABLE=0).
   // Without it, the NVLink kernels take every message, a buffer at a time.
   if (o.nccl && n > 1) {
+    // Never NVLink multicast (it can take shared GPUs out of service), and
+    // every connection made at init: a first collective inside a CUDA graph
+    // recording must not have to make one.
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     try {
       g->nccl = &comm_cuda::nccl(o.nccl_library.empty() ? comm_cuda::default_nccl_candidates() : o.nccl_library);
     } catch (const Error& e) {

@@ -110,6 +110,13 @@ void check_launch(const char* what) {
 
 }  // namespace
 
+void nvlink_load_kernels() {
+  cudaFuncAttributes a;
+  if (cudaFuncGetAttributes(&a, all_reduce_kernel) != cudaSuccess ||
+      cudaFuncGetAttributes(&a, all_gather_kernel) != cudaSuccess)
+    check_launch("load");
+}
+
 void nvlink_all_reduce(const NvlinkPeers& p, const float* src, float* dst, size_t n, cudaStream_t s) {
   if (n > p.cap) throw Error("nvlink all_reduce: message larger than the buffers");
   all_reduce_kernel<<<kBlocks, kThreads, 0, s>>>(p, src, dst, n);

@@ -30,6 +30,10 @@ struct NvlinkPeers {
   long long timeout_cycles = 0;  // a wait past this traps (a rank that never came)
 };
 
+// Loads the kernels on the current device now (lazy module loading would
+// load them at their first launch, which may be inside a graph recording).
+void nvlink_load_kernels();
+
 // dst[i] = sum over ranks of src[i] (rank order), i < n (n <= cap).
 void nvlink_all_reduce(const NvlinkPeers& p, const float* src, float* dst, size_t n, cudaStream_t s);
 // Rows split by split_range(total, size, r) over `cols` columns (src [rows_r,
