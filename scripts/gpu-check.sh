@@ -338,8 +338,11 @@ if has multi; then
     list+=("$(path_of "${m%%:*}")")
   done
   if [ ${#list[@]} -gt 0 ]; then
-    WEIR_GPU_COMPARE_MODELS=$(IFS=:; echo "${list[*]}") WEIR_GPU_COMPARE_TP=2 \
-      TAIL=12 run_logged multi "$log_dir/tp-compare.log" timeout 200 "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels'
+    for n in 2 4; do
+      [ "$n" -le "$n_gpus" ] || continue
+      WEIR_GPU_COMPARE_MODELS=$(IFS=:; echo "${list[*]}") WEIR_GPU_COMPARE_TP=$n \
+        TAIL=12 run_logged multi "$log_dir/tp-compare-$n.log" timeout 200 "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels'
+    done
   fi
   for m in "${selected[@]}"; do
     p=$(path_of "${m%%:*}")

@@ -151,6 +151,11 @@ class Backend {
   // and inputs (with lifetimes planned so buffers are reused). Must be
   // called after the graph is built and before the first run.
   virtual void plan(Graph& g) = 0;
+  // Does now the host work that the next run of a planned graph would do
+  // before queuing anything (a CUDA graph recording and its instantiation),
+  // so that queue().run(g) then only queues. A tensor-parallel step calls it
+  // before its ranks meet (Collective::before_launch).
+  virtual void prepare_run(Graph& g) { (void)g; }
   // Bytes of memory plan() set aside for a graph's activations and inputs.
   virtual size_t planned_bytes(const Graph& g) const = 0;
   // Frees what plan() made for g; call before destroying a planned graph

@@ -49,6 +49,14 @@ class Collective {
   // recording).
   virtual void prepare(size_t max_floats) { (void)max_floats; }
 
+  // Called by every rank of a step once its host work for the step is done
+  // (graphs planned and recorded, memory allocated or freed) and before it
+  // queues the step's work. GPUs of one process meet here: a CUDA free (and
+  // some allocations) waits for the work of every GPU with peer access, and
+  // that work may be a collective waiting for the very rank that frees: a
+  // deadlock. Elsewhere nothing to do.
+  virtual void before_launch() {}
+
   // Makes every rank's pending or next collective throw CommError with this
   // reason (a rank failed: the others must not wait for it).
   virtual void abort(const std::string& why) = 0;

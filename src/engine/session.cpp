@@ -244,6 +244,10 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     if (sample) std::memcpy(st.host(st.sample_params), sample_params, st.sample_params->n_bytes());
     // The staging memory is reused only after the host wait that ends this
     // step, so it outlives the copies (backend contract, rule 3).
+    if (p_.tp.size > 1) {  // every rank's host work done before any rank queues (Collective::before_launch)
+      backend_.prepare_run(*fg.graph);
+      p_.tp.comm->before_launch();
+    }
     Queue& q = backend_.queue();
     q.copy_to_device(st.inputs->data(), static_cast<char*>(st.staging->data()) + st.turn * st.half, st.half);
     if (token_from) q.copy_on_device(fg.tokens->data, token_from, sizeof(int32_t));

@@ -75,17 +75,17 @@ struct BackendFlags {
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;
-  std::string placement;             // bytes per device and what runs there (for -v and bench)
-  sched::Scheduler* split = nullptr;  // the backend, when it is a scheduler over several
-  // The weights loaded to devices (and with --no-mmap into memory): after
-  // `backend`, so that it goes first and its backends forget them.
-  LoadedWeights weights;
-  LoadReport load;  // what loading took (weights.report() and the --no-mmap reads)
   // Tensor parallelism (--tp N): the other ranks' backends (`backend` is
   // rank 0's) and every rank's end of the group's collectives.
   std::vector<std::unique_ptr<Backend>> peer_backends;
   std::vector<std::unique_ptr<Collective>> comms;
   Collective* world = nullptr;  // under mpirun: the processes' group (this process one rank)
+  std::string placement;             // bytes per device and what runs there (for -v and bench)
+  sched::Scheduler* split = nullptr;  // the backend, when it is a scheduler over several
+  // The weights loaded to devices (and with --no-mmap into memory): after
+  // every backend, so that it goes first and the backends forget them.
+  LoadedWeights weights;
+  LoadReport load;  // what loading took (weights.report() and the --no-mmap reads)
   // Puts p in the tensor-parallel group (nothing without --tp).
   void join_group(SessionParams& p) const;
 };

@@ -104,12 +104,20 @@ TEST_P(CudaTensorParallel, TinyModelsMatchOneGpu) {
       continue;  // this model does not split n ways (said by the CPU tests)
     }
     auto one = make_cuda_backend(CudaOptions{});
-    const Outcome want = run(*model, {one.get()}, {});
-    GpuGroup g = make_group(*model, n);
-    std::vector<Backend*> bs;
-    std::vector<Collective*> cs;
-    for (int r = 0; r < n; ++r) bs.push_back(g.backends[size_t(r)].get()), cs.push_back(g.comms[size_t(r)].get());
-    const Outcome got = run(*model, bs, cs);
+    Outcome want, got;
+    const char* phase = "one GPU";
+    try {
+      want = run(*model, {one.get()}, {});
+      phase = "making the group";
+      GpuGroup g = make_group(*model, n);
+      std::vector<Backend*> bs;
+      std::vector<Collective*> cs;
+      for (int r = 0; r < n; ++r) bs.push_back(g.backends[size_t(r)].get()), cs.push_back(g.comms[size_t(r)].get());
+      phase = "running the group";
+      got = run(*model, bs, cs);
+    } catch (const std::exception& e) {
+      FAIL() << name << " --tp " << n << ", " << phase << ": " << e.what();
+    }
     const int64_t V = model->hparams().n_vocab;
     for (size_t row = 0; row * size_t(V) < want.logits.size(); ++row) {
       double diff = 0, scale = 0;

@@ -86,6 +86,23 @@ class CudaEvent final : public Event {
 
 // A queue on one of the backend's streams: the compute stream, or the copy
 // stream (copies only).
+// What CUDA knows of p, for error messages.
+std::string describe_pointer(const void* p) {
+  char at[32];
+  std::snprintf(at, sizeof at, "%p", p);
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return std::string(at) + " (unknown to CUDA)";
+  }
+  switch (a.type) {
+    case cudaMemoryTypeDevice: return std::string(at) + " (GPU " + std::to_string(a.device) + " memory)";
+    case cudaMemoryTypeHost: return std::string(at) + " (pinned host memory)";
+    case cudaMemoryTypeManaged: return std::string(at) + " (managed memory)";
+    default: return std::string(at) + " (host memory, not pinned)";
+  }
+}
+
 class CudaQueue final : public Queue {
  public:
   CudaQueue(CudaBackend& b, cudaStream_t s, bool compute) : b_(b), s_(s), compute_(compute) {}
@@ -95,7 +112,12 @@ class CudaQueue final : public Queue {
   }
   void copy_to_device(void* dst, const void* src, size_t n) override {
     WEIR_CUDA_CHECK(cudaSetDevice(b_.device_));
-    WEIR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s_));
+    const cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s_);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("CUDA: copying " + std::to_string(n) + " bytes from " + describe_pointer(src) + " to " +
+                  describe_pointer(dst) + " on GPU " + std::to_string(b_.device_) + ": " + cudaGetErrorString(e));
+    }
   }
   void copy_to_device_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                          size_t rows) override {
@@ -543,6 +565,37 @@ void CudaBackend::print_profile() const {
                  1e3 * s.ms / double(s.calls), 100.0 * s.ms / total, s.bytes > 0 ? s.bytes / (s.ms * 1e-3) / 1e9 : 0.0);
 }
 
+// The recording of p's launches, made again when scratch memory moved.
+void CudaBackend::record(Plan& p) {
+  if (p.exec && p.exec_generation == scratch_generation_) return;
+  if (p.exec) cudaGraphExecDestroy(p.exec);
+  p.exec = nullptr;
+  cudaGraph_t graph = nullptr;
+  WEIR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    launch_nodes(p, 0, p.nodes.size());
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  WEIR_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  size_t n_nodes = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &n_nodes) == cudaSuccess) stats_.recorded_nodes = n_nodes;
+  const cudaError_t e = cudaGraphInstantiate(&p.exec, graph, 0);
+  cudaGraphDestroy(graph);
+  WEIR_CUDA_CHECK(e);
+  p.exec_generation = scratch_generation_;
+  ++stats_.graphs_captured;
+}
+
+void CudaBackend::prepare_run(Graph& g) {
+  auto it = plans_.find(&g);
+  if (it == plans_.end()) throw Error("cuda backend: graph prepared before plan()");
+  WEIR_CUDA_CHECK(cudaSetDevice(device_));
+  if (opts_.graphs && it->second->runs > 0) record(*it->second);
+}
+
 void CudaBackend::run_graph(Graph& g) {
   auto it = plans_.find(&g);
   if (it == plans_.end()) throw Error("cuda backend: graph run before plan()");
@@ -551,27 +604,7 @@ void CudaBackend::run_graph(Graph& g) {
   // The first run launches kernel by kernel (errors surface one at a time);
   // later runs replay a recording of the same launches.
   if (opts_.graphs && p.runs > 0) {
-    if (!p.exec || p.exec_generation != scratch_generation_) {
-      if (p.exec) cudaGraphExecDestroy(p.exec);
-      p.exec = nullptr;
-      cudaGraph_t graph = nullptr;
-      WEIR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      try {
-        launch_nodes(p, 0, p.nodes.size());
-      } catch (...) {
-        cudaStreamEndCapture(stream_, &graph);
-        if (graph) cudaGraphDestroy(graph);
-        throw;
-      }
-      WEIR_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-      size_t n_nodes = 0;
-      if (cudaGraphGetNodes(graph, nullptr, &n_nodes) == cudaSuccess) stats_.recorded_nodes = n_nodes;
-      const cudaError_t e = cudaGraphInstantiate(&p.exec, graph, 0);
-      cudaGraphDestroy(graph);
-      WEIR_CUDA_CHECK(e);
-      p.exec_generation = scratch_generation_;
-      ++stats_.graphs_captured;
-    }
+    record(p);
     WEIR_CUDA_CHECK(cudaGraphLaunch(p.exec, stream_));
     ++stats_.graphs_replayed;
   } else {

@@ -38,6 +38,7 @@ class CudaBackend final : public Backend {
   // Device memory that is ours: buffers from alloc(), arenas, weight copies.
   bool owns(const void* p) const override;
   void plan(Graph& g) override;
+  void prepare_run(Graph& g) override;
   size_t planned_bytes(const Graph& g) const override;
   void release(const Graph& g) override;
   const BackendStats& stats() const override { return stats_; }
@@ -57,6 +58,7 @@ class CudaBackend final : public Backend {
   friend class CudaQueue;
   struct Plan;
   void run_graph(Graph& g);
+  void record(Plan& p);
   void launch_nodes(Plan& p, size_t begin, size_t end);
   void upload_weight(const Tensor& t);
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights

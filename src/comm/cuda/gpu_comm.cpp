@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <mutex>
 
@@ -37,8 +39,9 @@ struct GpuGroup {
   bool nvlink = false;            // peer access between every pair
   std::string nvlink_note;        // why not
   size_t cap = 0;                 // floats a slot
-  std::vector<float*> recv;
-  std::vector<uint32_t*> flags, epochs;
+  std::vector<uint4*> recv;
+  std::vector<uint32_t*> epochs;
+  std::atomic<uint64_t> arrivals{0};  // before_launch calls of all ranks so far
   std::atomic<bool> aborted{false};
   std::mutex abort_m;
   std::string why;
@@ -48,7 +51,6 @@ struct GpuGroup {
       cudaSetDevice(devices[r]);
       cudaDeviceSynchronize();
       if (r < recv.size() && recv[r]) cudaFree(recv[r]);
-      if (r < flags.size() && flags[r]) cudaFree(flags[r]);
       if (r < epochs.size() && epochs[r]) cudaFree(epochs[r]);
       if (r < comms.size() && comms[r]) (aborted ? nccl->CommAbort : nccl->CommDestroy)(comms[r]);
     }
@@ -61,7 +63,6 @@ class GpuComm final : public Collective {
     if (g_->nvlink) {
       for (int q = 0; q < size(); ++q) {
         peers_.recv[q] = g_->recv[size_t(q)];
-        peers_.flags[q] = g_->flags[size_t(q)];
       }
       peers_.epochs = g_->epochs[size_t(rank)];
       peers_.rank = rank;
@@ -142,10 +143,33 @@ class GpuComm final : public Collective {
     }
   }
 
+  // Every rank calls it once a step: round k ends when k * size calls have
+  // come. Spins for the first 200 us (the ranks arrive together in a steady
+  // decode), then sleeps between looks.
+  void before_launch() override {
+    check();
+    const uint64_t n = uint64_t(size());
+    const uint64_t end = (g_->arrivals.fetch_add(1) / n + 1) * n;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int spins = 0; g_->arrivals.load() < end; ++spins) {
+      check();
+      if (spins < 64) continue;
+      const auto waited = std::chrono::steady_clock::now() - t0;
+      if (waited > std::chrono::milliseconds(g_->opts.timeout_ms)) {
+        abort("tensor parallel: rank " + std::to_string(rank_) + " waited " +
+              std::to_string(g_->opts.timeout_ms / 1000.0) + " s for the other ranks to start a step");
+        check();
+      }
+      if (waited < std::chrono::microseconds(200)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
   void abort(const std::string& why) override {
     std::lock_guard<std::mutex> lk(g_->abort_m);
-    if (g_->aborted.exchange(true)) return;
-    g_->why = why;
+    if (g_->aborted) return;
+    g_->why = why;  // before the flag: check() reads it once the flag is up
+    g_->aborted = true;
     // Ranks stuck inside NCCL come out (the group is done).
     for (ncclComm_t c : g_->comms)
       if (c) g_->nccl->CommAbort(c);
@@ -219,18 +243,17 @@ std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& 
       cudaGetLastError();
     }
   if (g->nvlink) {
-    g->cap = (o.nvlink_max_bytes + sizeof(float) - 1) / sizeof(float);
+    g->cap = (o.nvlink_max_bytes + 2 * sizeof(float) - 1) / (2 * sizeof(float)) * 2;  // whole pairs
+    const size_t bytes = comm_cuda::nvlink_buffer_bytes(g->cap, n);
     for (int r = 0; r < n; ++r) {
       cuda_ok(cudaSetDevice(devices[size_t(r)]), "cudaSetDevice");
-      float* recv = nullptr;
-      uint32_t *flags = nullptr, *epochs = nullptr;
-      cuda_ok(cudaMalloc(&recv, 2 * size_t(n) * g->cap * sizeof(float)), "cudaMalloc");
+      uint4* recv = nullptr;
+      uint32_t* epochs = nullptr;
+      cuda_ok(cudaMalloc(&recv, bytes), "cudaMalloc");
       g->recv.push_back(recv);
-      cuda_ok(cudaMalloc(&flags, size_t(n) * kMaxBlocks * sizeof(uint32_t)), "cudaMalloc");
-      g->flags.push_back(flags);
       cuda_ok(cudaMalloc(&epochs, kMaxBlocks * sizeof(uint32_t)), "cudaMalloc");
       g->epochs.push_back(epochs);
-      cuda_ok(cudaMemset(flags, 0, size_t(n) * kMaxBlocks * sizeof(uint32_t)), "cudaMemset");
+      cuda_ok(cudaMemset(recv, 0, bytes), "cudaMemset");
       cuda_ok(cudaMemset(epochs, 0, kMaxBlocks * sizeof(uint32_t)), "cudaMemset");
       comm_cuda::nvlink_load_kernels();
       cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");

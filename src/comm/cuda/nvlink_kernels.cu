@@ -1,6 +1,5 @@
 #include "comm/cuda/nvlink_kernels.h"
 
-
 #include "core/collective.h"
 #include "core/error.h"
 
@@ -9,64 +8,90 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+// One 16-byte store / load, never cached in L1 and never split: the two
+// 8-byte halves (a float and the call's number) each arrive whole.
+__device__ __forceinline__ void store_word(uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 load_word(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
   return v;
 }
-__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 
-// The call's number for block b (the same on every rank: every rank makes
-// the same calls in the same order).
+// The call's number for this block (the same on every rank: every rank
+// makes the same calls in the same order, and every call runs every block).
 __device__ __forceinline__ uint32_t next_epoch(const NvlinkPeers& p, uint32_t* shared) {
-  if (threadIdx.x == 0) *shared = p.epochs[blockIdx.x] + 1;
+  if (threadIdx.x == 0) {
+    const uint32_t e = p.epochs[blockIdx.x] + 1;
+    *shared = e == 0 ? 2 : e;  // never 0, what unwritten words hold (2 keeps the halves alternating)
+  }
   __syncthreads();
   return *shared;
 }
-
-// Raises this block's flag on every rank once every thread's writes are
-// visible system wide, then waits for every rank's flag here.
-__device__ __forceinline__ void exchange_flags(const NvlinkPeers& p, uint32_t epoch) {
-  __threadfence_system();
-  __syncthreads();
-  if (threadIdx.x < p.size) {
-    const int q = threadIdx.x;
-    store_release(p.flags[q] + p.rank * kMaxBlocks + blockIdx.x, epoch);
-    const uint32_t* mine = p.flags[p.rank] + q * kMaxBlocks + blockIdx.x;
-    const long long start = clock64();
-    while (load_acquire(mine) < epoch)
-      if (p.timeout_cycles > 0 && clock64() - start > p.timeout_cycles) __trap();  // a rank never came
-  }
-  __syncthreads();
+__device__ __forceinline__ void end_call(const NvlinkPeers& p, uint32_t epoch) {
+  if (threadIdx.x == 0) p.epochs[blockIdx.x] = epoch;
 }
 
+// Waits for word w of this call; traps when it does not come in time.
+__device__ __forceinline__ uint4 wait_word(const uint4* w, uint32_t epoch, long long timeout) {
+  uint4 v = load_word(w);
+  if (v.y == epoch && v.w == epoch) return v;
+  const long long start = clock64();
+  for (;;) {
+    v = load_word(w);
+    if (v.y == epoch && v.w == epoch) return v;
+    if (timeout > 0 && clock64() - start > timeout) __trap();  // a rank never came
+  }
+}
+
+__device__ __forceinline__ uint4 word_of(float a, float b, uint32_t epoch) {
+  return make_uint4(__float_as_uint(a), epoch, __float_as_uint(b), epoch);
+}
+
+// Word range [begin, end) of this block in n words.
 __device__ __forceinline__ void chunk_of(size_t n, size_t* begin, size_t* end) {
   const size_t per = (n + gridDim.x - 1) / gridDim.x;
   *begin = min(n, size_t(blockIdx.x) * per);
   *end = min(n, *begin + per);
 }
 
-__global__ void __launch_bounds__(kThreads) all_reduce_kernel(NvlinkPeers p, const float* __restrict__ src,
-                                                              float* __restrict__ dst, size_t n) {
+__device__ __forceinline__ uint4* slot(const NvlinkPeers& p, int owner, uint32_t epoch, int from) {
+  const size_t words = p.cap / 2;
+  return p.recv[owner] + (size_t(epoch & 1u) * size_t(p.size) + size_t(from)) * words;
+}
+
+__global__ void __launch_bounds__(kThreads) all_reduce_kernel(NvlinkPeers p, const float* src,
+                                                              float* dst, size_t n) {
   __shared__ uint32_t epoch_s;
   const uint32_t epoch = next_epoch(p, &epoch_s);
-  const size_t half = size_t(epoch & 1u) * size_t(p.size) * p.cap;
+  const size_t words = (n + 1) / 2;
   size_t b0, b1;
-  chunk_of(n, &b0, &b1);
-  for (int q = 0; q < p.size; ++q) {
-    float* slot = p.recv[q] + half + size_t(p.rank) * p.cap;
-    for (size_t i = b0 + threadIdx.x; i < b1; i += blockDim.x) slot[i] = src[i];
-  }
-  exchange_flags(p, epoch);
-  const float* mine = p.recv[p.rank] + half;
+  chunk_of(words, &b0, &b1);
   for (size_t i = b0 + threadIdx.x; i < b1; i += blockDim.x) {
-    float s = __ldcg(mine + i);
-    for (int q = 1; q < p.size; ++q) s += __ldcg(mine + size_t(q) * p.cap + i);
-    dst[i] = s;
+    const float a = src[2 * i], b = 2 * i + 1 < n ? src[2 * i + 1] : 0.0f;
+    const uint4 w = word_of(a, b, epoch);
+    for (int k = 0; k < p.size; ++k) {
+      const int q = (p.rank + k) % p.size;  // spread the first stores over the links
+      store_word(slot(p, q, epoch, p.rank) + i, w);
+    }
   }
-  if (threadIdx.x == 0) p.epochs[blockIdx.x] = epoch;
+  for (size_t i = b0 + threadIdx.x; i < b1; i += blockDim.x) {
+    float a = 0, b = 0;
+    for (int q = 0; q < p.size; ++q) {
+      const uint4 v = wait_word(slot(p, p.rank, epoch, q) + i, epoch, p.timeout_cycles);
+      a += __uint_as_float(v.x);
+      b += __uint_as_float(v.z);
+    }
+    dst[2 * i] = a;
+    if (2 * i + 1 < n) dst[2 * i + 1] = b;
+  }
+  end_call(p, epoch);
 }
 
 __global__ void __launch_bounds__(kThreads) all_gather_kernel(NvlinkPeers p, const float* __restrict__ src,
@@ -74,33 +99,38 @@ __global__ void __launch_bounds__(kThreads) all_gather_kernel(NvlinkPeers p, con
                                                               int64_t total, int64_t cols) {
   __shared__ uint32_t epoch_s;
   const uint32_t epoch = next_epoch(p, &epoch_s);
-  const size_t half = size_t(epoch & 1u) * size_t(p.size) * p.cap;
   // This rank's part, flattened column by column: element e is row e % rows
   // of column e / rows.
   const Range me = split_range(total, p.size, p.rank);
-  const size_t rows = size_t(me.size());
+  const size_t rows = size_t(me.size()), n = rows * size_t(cols);
   size_t b0, b1;
-  chunk_of(rows * size_t(cols), &b0, &b1);
-  for (int q = 0; q < p.size; ++q) {
-    float* slot = p.recv[q] + half + size_t(p.rank) * p.cap;
-    for (size_t e = b0 + threadIdx.x; e < b1; e += blockDim.x) slot[e] = src[(e / rows) * src_ld + e % rows];
+  chunk_of((n + 1) / 2, &b0, &b1);
+  for (size_t i = b0 + threadIdx.x; i < b1; i += blockDim.x) {
+    const size_t e = 2 * i;
+    const float a = src[(e / rows) * src_ld + e % rows];
+    const float b = e + 1 < n ? src[((e + 1) / rows) * src_ld + (e + 1) % rows] : 0.0f;
+    const uint4 w = word_of(a, b, epoch);
+    for (int k = 0; k < p.size; ++k) store_word(slot(p, (p.rank + k) % p.size, epoch, p.rank) + i, w);
   }
-  exchange_flags(p, epoch);
   for (int q = 0; q < p.size; ++q) {
     const Range r = split_range(total, p.size, q);
-    const size_t rq = size_t(r.size());
+    const size_t rq = size_t(r.size()), nq = rq * size_t(cols);
     size_t c0, c1;
-    chunk_of(rq * size_t(cols), &c0, &c1);
-    const float* slot = p.recv[p.rank] + half + size_t(q) * p.cap;
-    for (size_t e = c0 + threadIdx.x; e < c1; e += blockDim.x)
-      dst[(e / rq) * dst_ld + size_t(r.begin) + e % rq] = __ldcg(slot + e);
+    chunk_of((nq + 1) / 2, &c0, &c1);
+    const uint4* from = slot(p, p.rank, epoch, q);
+    for (size_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
+      const uint4 v = wait_word(from + i, epoch, p.timeout_cycles);
+      const size_t e = 2 * i;
+      dst[(e / rq) * dst_ld + size_t(r.begin) + e % rq] = __uint_as_float(v.x);
+      if (e + 1 < nq) dst[((e + 1) / rq) * dst_ld + size_t(r.begin) + (e + 1) % rq] = __uint_as_float(v.z);
+    }
   }
-  if (threadIdx.x == 0) p.epochs[blockIdx.x] = epoch;
+  end_call(p, epoch);
 }
 
 // Every call runs all kMaxBlocks blocks, whatever its size: each block's
-// call counter then advances with every call, so a region of a buffer is
-// always written and read under the same half by every block and rank.
+// call counter then advances with every call, so all blocks of all ranks
+// agree on every call's number and half.
 constexpr int kBlocks = kMaxBlocks;
 
 void check_launch(const char* what) {
@@ -109,6 +139,8 @@ void check_launch(const char* what) {
 }
 
 }  // namespace
+
+size_t nvlink_buffer_bytes(size_t cap, int n) { return 2 * size_t(n) * (cap / 2) * sizeof(uint4); }
 
 void nvlink_load_kernels() {
   cudaFuncAttributes a;
