@@ -21,7 +21,10 @@ namespace weir {
 struct GpuCommOptions {
   // Messages up to this many bytes take the NVLink kernel (0: NCCL only);
   // larger ones NCCL. Peer access must be possible between every pair.
-  size_t nvlink_max_bytes = size_t(512) << 10;
+  // kNvlinkAuto: where the two cross on H100s with NVLink 4 (docs/perf.md,
+  // 2026-11-26): 512 KiB for 2 GPUs, 192 KiB for more.
+  static constexpr size_t kNvlinkAuto = ~size_t(0);
+  size_t nvlink_max_bytes = kNvlinkAuto;
   bool nccl = true;  // false: the NVLink kernel only (messages must fit it)
   int timeout_ms = 60000;  // a rank that never comes: the NVLink kernel traps
   // Where libnccl.so.2 is (tried in order); empty: the loader's search

@@ -139,8 +139,10 @@ std::vector<Read> plan_reads(std::vector<Span> spans, uint64_t cap, uint64_t ali
     uint64_t off = s.file_off, left = s.len;
     char* dst = static_cast<char*>(s.dst);
     while (left > 0) {
+      // A new read for another target, past a gap, past the read's end, or
+      // before its start (spans that overlap: a tensor whole and a range of it).
       if (open && (cur.target != s.target || off > cur.pieces.back().file_off + cur.pieces.back().len + kMergeGap ||
-                   off >= cur.a0 + cap))
+                   off >= cur.a0 + cap || off < cur.a0))
         close();
       if (!open) {
         cur.target = s.target;

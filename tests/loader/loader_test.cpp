@@ -145,6 +145,41 @@ TEST(Loader, RowRangesOnTwoBackends) {
   }
 }
 
+// One backend asking for a tensor whole and for a row range of it (a tied
+// embedding under tensor parallelism: every row for the lookup, a share of
+// the rows as the output matrix): both copies exact, whatever the order the
+// overlapping spans come in, through staging buffers smaller than either.
+TEST(Loader, OverlappingItemsOnOneBackend) {
+  WEIR_TINY_MODEL(dir, "qwen2", "loader-overlap");
+  auto model = Model::load(dir + "/qwen2.gguf");
+  const GGUFFile& f = model->file();
+  auto b = chaos(3);
+  std::vector<LoadItem> items;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // bytes of each item
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    const GGUFTensorInfo& t = f.tensors()[i];
+    if (t.n_dims < 2 || t.ne[1] < 4 || t.nbytes < 20000) continue;
+    const uint64_t row = t.nbytes / uint64_t(t.ne[1] * t.ne[2] * t.ne[3]);
+    const uint64_t half = uint64_t(t.ne[1] / 2) * row;
+    for (auto [a, z] : {std::pair<uint64_t, uint64_t>{0, t.nbytes}, {0, half}, {half, t.nbytes}, {row, 3 * row}}) {
+      items.push_back(LoadItem{i, b.get(), a, z == t.nbytes ? 0 : z});
+      ranges.push_back({a, z});
+    }
+  }
+  ASSERT_GE(items.size(), 8u);
+  LoaderOptions o;
+  o.buffer_bytes = 6000;
+  o.readers = 2;
+  LoadedWeights w = load_weights(f, items, o);
+  for (size_t k = 0; k < items.size(); ++k) {
+    const GGUFTensorInfo& t = f.tensors()[items[k].tensor];
+    const std::vector<uint8_t> want = file_bytes(f, t);
+    const auto [a, z] = ranges[k];
+    EXPECT_EQ(device_bytes(*b, w.device_data()[k], z - a), std::vector<uint8_t>(want.begin() + a, want.begin() + z))
+        << t.name << " bytes " << a << ".." << z;
+  }
+}
+
 // Graphs on a backend that adopted its weights read them there (its plan
 // copies nothing) and give the CPU's logits bit for bit; a second session
 // loads nothing again.

@@ -224,8 +224,11 @@ std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& 
   auto g = std::make_shared<GpuGroup>();
   g->devices = devices;
   g->opts = o;
+  if (o.nvlink_max_bytes == GpuCommOptions::kNvlinkAuto)
+    g->opts.nvlink_max_bytes = size_t(n <= 2 ? 512 : 192) << 10;
+  if (!o.nccl && o.nvlink_max_bytes == GpuCommOptions::kNvlinkAuto) g->opts.nvlink_max_bytes = size_t(512) << 10;
   // NVLink: peer access between every pair.
-  g->nvlink = o.nvlink_max_bytes > 0 && n > 1;
+  g->nvlink = g->opts.nvlink_max_bytes > 0 && n > 1;
   for (int i = 0; i < n && g->nvlink; ++i)
     for (int j = 0; j < n; ++j) {
       if (i == j) continue;
@@ -243,7 +246,7 @@ std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& 
       cudaGetLastError();
     }
   if (g->nvlink) {
-    g->cap = (o.nvlink_max_bytes + 2 * sizeof(float) - 1) / (2 * sizeof(float)) * 2;  // whole pairs
+    g->cap = (g->opts.nvlink_max_bytes + 2 * sizeof(float) - 1) / (2 * sizeof(float)) * 2;  // whole pairs
     const size_t bytes = comm_cuda::nvlink_buffer_bytes(g->cap, n);
     for (int r = 0; r < n; ++r) {
       cuda_ok(cudaSetDevice(devices[size_t(r)]), "cudaSetDevice");
