@@ -10,6 +10,7 @@
 // gpu_comm_built() is false and make_gpu_comms throws Error saying why.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,5 +38,12 @@ bool gpu_comm_built();
 std::string gpu_comm_info();
 // Rank r's end is element r, on GPU devices[r].
 std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& devices, const GpuCommOptions& o = {});
+// This process's end of a group of `size` processes (mpirun), rank `rank`
+// on GPU `device`: NCCL for every message (NVLink peer memory is not shared
+// between processes here), started from the unique id that rank 0 makes and
+// `broadcast` (bytes from rank 0 to every rank, e.g. MPI's) sends to all.
+std::unique_ptr<Collective> make_gpu_comm_rank(int device, int rank, int size,
+                                               const std::function<void(void*, size_t)>& broadcast,
+                                               const GpuCommOptions& o = {});
 
 }  // namespace weir

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/warn.h"
 #include "comm/gpu_comm.h"
+#include "comm/mpi_comm.h"
 #include "comm/thread_comm.h"
 #include "model/placement.h"
 #include "model/shard.h"
@@ -113,7 +114,6 @@ BackendChoice make_tensor_parallel(const Model& m, const BackendFlags& f) {
                      " ranks: -ngl 0 (CPU ranks) or -ngl " + std::to_string(h.n_layer + 1) +
                      " and more (GPU ranks); not a split between CPU and GPU, nor -ot");
   Collective* world = mpi_world();
-  if (gpu && world) throw UsageError("--tp over GPUs runs in one process (threads), not under mpirun yet");
   const GGUFTensorInfo* down = m.file().find_tensor("blk.0.ffn_down.weight");
   const GGUFTensorInfo* wo = m.file().find_tensor("blk.0.attn_output.weight");
   check_tensor_parallel(h, wo ? wo->dtype : DType::F32, down ? down->dtype : DType::F32, f.tp);
@@ -126,6 +126,31 @@ BackendChoice make_tensor_parallel(const Model& m, const BackendFlags& f) {
   lo.stop = &stop_flag();
   lo.progress = load_progress_bar();
   apply_load_env(&lo);
+  if (gpu && world) {  // this process's rank, on its GPU; NCCL started through MPI
+    const auto gpus = cuda_devices();
+    const int r = world->rank();
+    const int device = f.devices.size() == size_t(world->size()) ? f.devices[size_t(r)]
+                       : f.devices.size() > 1                    ? -1
+                                                                 : f.device + mpi_local_rank();
+    if (device < 0)
+      throw UsageError("--device: " + std::to_string(f.devices.size()) + " GPUs for " + std::to_string(world->size()) +
+                       " processes; give one a process, or none (each takes its local rank's)");
+    if (device >= int(gpus.size()))
+      throw Error("rank " + std::to_string(r) + ": GPU " + std::to_string(device) + " wanted, this host has " +
+                  std::to_string(gpus.size()));
+    c.backend = make_cuda_backend(cuda_options_from_env(device));
+    c.comms.push_back(make_gpu_comm_rank(device, r, world->size(), mpi_broadcast, gpu_comm_options_from_env()));
+    c.load.start_seconds = seconds_since(t0);
+    const std::vector<LoadItem> mine = rank_weight_items(m, {r, world->size(), c.comms[0].get()}, c.backend.get());
+    c.weights = load_weights(m.file(), mine, lo);
+    c.load = c.weights.report();
+    c.load.start_seconds = seconds_since(t0) - c.load.weights_seconds;
+    c.load.seconds = seconds_since(t0);
+    c.placement = "tensor parallel: " + std::to_string(world->size()) + " processes (MPI), this one on GPU " +
+                  std::to_string(device) + " with 1/" + std::to_string(world->size()) +
+                  " of the heads, FFN and vocab; collectives: " + c.comms[0]->kind();
+    return c;
+  }
   if (gpu) {
     const auto gpus = cuda_devices();
     std::vector<int> devices = f.devices;

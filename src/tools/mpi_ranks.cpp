@@ -43,6 +43,12 @@ void start_mpi_ranks() {
 
 Collective* mpi_world() { return g_world.get(); }
 
+int mpi_local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK"})
+    if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
+  return g_world ? g_world->rank() : 0;
+}
+
 FILE* error_stream() { return g_errors ? g_errors : stderr; }
 
 void end_mpi_ranks(int exit_code) {

@@ -16,6 +16,10 @@ bool launched_by_mpirun();
 void start_mpi_ranks();
 // The world's collectives, or null when not under mpirun.
 Collective* mpi_world();
+// This process's rank among those of its host (OMPI_COMM_WORLD_LOCAL_RANK,
+// MPI_LOCALRANKID or PMIX_LOCAL_RANK; else its world rank): the GPU it
+// takes by default.
+int mpi_local_rank();
 // Where errors go (the rank's own standard error, even when silenced).
 FILE* error_stream();
 // Ends MPI: after a command that succeeded, or the whole job after one that

@@ -32,7 +32,8 @@ void cuda_ok(cudaError_t e, const char* what) {
 
 // What the ranks share.
 struct GpuGroup {
-  std::vector<int> devices;
+  std::vector<int> devices;       // a rank each (-1: a rank in another process)
+  bool local = true;              // every rank a thread of this process
   GpuCommOptions opts;
   const NcclApi* nccl = nullptr;
   std::vector<ncclComm_t> comms;  // a rank each (null without NCCL)
@@ -48,6 +49,7 @@ struct GpuGroup {
 
   ~GpuGroup() {
     for (size_t r = 0; r < devices.size(); ++r) {
+      if (devices[r] < 0) continue;
       cudaSetDevice(devices[r]);
       cudaDeviceSynchronize();
       if (r < recv.size() && recv[r]) cudaFree(recv[r]);
@@ -148,6 +150,7 @@ class GpuComm final : public Collective {
   // decode), then sleeps between looks.
   void before_launch() override {
     check();
+    if (!g_->local) return;  // processes: no peer mappings between them, nothing to wait for
     const uint64_t n = uint64_t(size());
     const uint64_t end = (g_->arrivals.fetch_add(1) / n + 1) * n;
     const auto t0 = std::chrono::steady_clock::now();
@@ -202,9 +205,47 @@ class GpuComm final : public Collective {
   size_t scratch_floats_ = 0;
 };
 
+void nccl_check(const NcclApi& api, ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw Error(std::string(what) + ": " + api.GetErrorString(r));
+}
+
 }  // namespace
 
 bool gpu_comm_built() { return true; }
+
+std::unique_ptr<Collective> make_gpu_comm_rank(int device, int rank, int size,
+                                               const std::function<void(void*, size_t)>& broadcast,
+                                               const GpuCommOptions& o) {
+  if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size)
+    throw Error("gpu comm: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  setenv("NCCL_NVLS_ENABLE", "0", 1);  // never NVLink multicast (docs: it can take shared GPUs out of service)
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+  auto g = std::make_shared<GpuGroup>();
+  g->devices.assign(size_t(size), -1);
+  g->devices[size_t(rank)] = device;
+  g->local = false;
+  g->opts = o;
+  g->opts.nvlink_max_bytes = 0;
+  g->nvlink_note = "ranks in separate processes";
+  // Every rank takes part in the broadcast, even one whose NCCL is missing
+  // (it then sends or receives zeros and fails below with the reason).
+  const NcclApi* api = nullptr;
+  std::string why;
+  try {
+    api = &comm_cuda::nccl(o.nccl_library.empty() ? comm_cuda::default_nccl_candidates() : o.nccl_library);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  ncclUniqueId id{};
+  if (rank == 0 && api) nccl_check(*api, api->GetUniqueId(&id), "ncclGetUniqueId");
+  broadcast(&id, sizeof id);
+  if (!api) throw Error("gpu comm: rank " + std::to_string(rank) + ": " + why);
+  cuda_ok(cudaSetDevice(device), "cudaSetDevice");
+  g->nccl = api;
+  g->comms.assign(size_t(size), nullptr);
+  nccl_check(*api, api->CommInitRank(&g->comms[size_t(rank)], size, id, rank), "ncclCommInitRank");
+  return std::make_unique<GpuComm>(g, rank);
+}
 
 std::string gpu_comm_info() {
   std::string s = "NVLink one-shot kernels";

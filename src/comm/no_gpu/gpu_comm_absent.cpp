@@ -11,4 +11,9 @@ std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>&,
   throw Error("this weir was built without GPU collectives (the CUDA toolkit with NCCL's nccl.h)");
 }
 
+std::unique_ptr<Collective> make_gpu_comm_rank(int, int, int, const std::function<void(void*, size_t)>&,
+                                               const GpuCommOptions&) {
+  throw Error("this weir was built without GPU collectives (the CUDA toolkit with NCCL's nccl.h)");
+}
+
 }  // namespace weir
