@@ -1,0 +1,243 @@
+#include "text/jinja/pystr.h"
+
+#include <algorithm>
+
+#include "text/jinja/unicode.h"
+
+namespace weir::jinja::pystr {
+
+std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
+  const std::vector<char32_t> cps = utf8_decode(s);
+  const std::vector<char32_t> set = chars ? utf8_decode(*chars) : std::vector<char32_t>{};
+  auto strippable = [&](char32_t c) {
+    return chars ? std::find(set.begin(), set.end(), c) != set.end() : is_space(c);
+  };
+  size_t b = 0, e = cps.size();
+  if (left)
+    while (b < e && strippable(cps[b])) ++b;
+  if (right)
+    while (e > b && strippable(cps[e - 1])) --e;
+  return utf8_encode(std::vector<char32_t>(cps.begin() + static_cast<std::ptrdiff_t>(b),
+                                           cps.begin() + static_cast<std::ptrdiff_t>(e)));
+}
+
+namespace {
+
+// Byte offsets of whitespace runs' edges: the words of s.
+std::vector<std::pair<size_t, size_t>> words(std::string_view s) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    if (is_space(utf8_next(s, j))) {
+      i = j;
+      continue;
+    }
+    const size_t start = i;
+    size_t end = j;
+    i = j;
+    while (i < s.size()) {
+      size_t k = i;
+      if (is_space(utf8_next(s, k))) break;
+      i = end = k;
+    }
+    out.emplace_back(start, end);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit) {
+  std::vector<std::string> out;
+  if (!sep) {
+    const auto w = words(s);
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (maxsplit >= 0 && static_cast<int64_t>(i) == maxsplit) {
+        out.emplace_back(s.substr(w[i].first));  // the rest, trailing spaces kept
+        break;
+      }
+      out.emplace_back(s.substr(w[i].first, w[i].second - w[i].first));
+    }
+    return out;
+  }
+  size_t start = 0;
+  int64_t n = 0;
+  for (size_t at = s.find(*sep); at != std::string_view::npos && (maxsplit < 0 || n < maxsplit);
+       at = s.find(*sep, start), ++n) {
+    out.emplace_back(s.substr(start, at - start));
+    start = at + sep->size();
+  }
+  out.emplace_back(s.substr(start));
+  return out;
+}
+
+std::vector<std::string> rsplit(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit) {
+  if (maxsplit < 0) return split(s, sep, maxsplit);
+  std::vector<std::string> out;
+  if (!sep) {
+    const auto w = words(s);
+    int64_t n = 0;
+    size_t i = w.size();
+    while (i > 0) {
+      --i;
+      if (n == maxsplit) {
+        out.emplace_back(s.substr(0, w[i].second));  // the rest, leading spaces kept
+        break;
+      }
+      out.emplace_back(s.substr(w[i].first, w[i].second - w[i].first));
+      ++n;
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+  size_t end = s.size();
+  int64_t n = 0;
+  while (n < maxsplit) {
+    if (end < sep->size()) break;
+    const size_t at = s.rfind(*sep, end - sep->size());
+    if (at == std::string_view::npos) break;
+    out.emplace_back(s.substr(at + sep->size(), end - at - sep->size()));
+    end = at;
+    ++n;
+  }
+  out.emplace_back(s.substr(0, end));
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> splitlines(std::string_view s, bool keepends) {
+  std::vector<std::string> out;
+  size_t start = 0, i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    const char32_t c = utf8_next(s, j);
+    if (!is_line_break(c)) {
+      i = j;
+      continue;
+    }
+    if (c == '\r' && j < s.size() && s[j] == '\n') ++j;
+    out.emplace_back(s.substr(start, (keepends ? j : i) - start));
+    start = i = j;
+  }
+  if (start < s.size()) out.emplace_back(s.substr(start));
+  return out;
+}
+
+std::string replace(std::string_view s, std::string_view old, std::string_view with, int64_t count) {
+  std::string out;
+  if (old.empty()) {
+    // Python puts `with` before every character and at the end.
+    int64_t n = 0;
+    size_t i = 0;
+    while (i < s.size()) {
+      if (count < 0 || n < count) out += with, ++n;
+      const size_t start = i;
+      utf8_next(s, i);
+      out += s.substr(start, i - start);
+    }
+    if (count < 0 || n < count) out += with;
+    return out;
+  }
+  size_t start = 0;
+  int64_t n = 0;
+  for (size_t at = s.find(old); at != std::string_view::npos && (count < 0 || n < count); at = s.find(old, start)) {
+    out += s.substr(start, at - start);
+    out += with;
+    start = at + old.size();
+    ++n;
+  }
+  out += s.substr(start);
+  return out;
+}
+
+int64_t find(std::string_view s, std::string_view sub, std::optional<int64_t> start, std::optional<int64_t> end,
+             bool from_right) {
+  const std::vector<char32_t> cps = utf8_decode(s);
+  const auto len = static_cast<int64_t>(cps.size());
+  // CPython's ADJUST_INDICES: negative ones count from the end; a start past
+  // the end stays there (and finds nothing, not even "").
+  auto adjust = [len](int64_t i) {
+    if (i < 0) i = std::max<int64_t>(0, i + len);
+    return std::min(i, len + 1);
+  };
+  const int64_t b = start ? adjust(*start) : 0;
+  const int64_t e = end ? std::min(adjust(*end), len) : len;
+  const std::vector<char32_t> needle = utf8_decode(sub);
+  const auto n = static_cast<int64_t>(needle.size());
+  if (e - b < n) return -1;
+  auto matches = [&](int64_t at) { return std::equal(needle.begin(), needle.end(), cps.begin() + at); };
+  if (from_right) {
+    for (int64_t at = e - n; at >= b; --at)
+      if (matches(at)) return at;
+  } else {
+    for (int64_t at = b; at + n <= e; ++at)
+      if (matches(at)) return at;
+  }
+  return -1;
+}
+
+int64_t count(std::string_view s, std::string_view sub) {
+  if (sub.empty()) return static_cast<int64_t>(utf8_length(s)) + 1;
+  int64_t n = 0;
+  for (size_t at = s.find(sub); at != std::string_view::npos; at = s.find(sub, at + sub.size())) ++n;
+  return n;
+}
+
+namespace {
+
+std::string repeat(std::string_view fill, int64_t n) {
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) out += fill;
+  return out;
+}
+
+}  // namespace
+
+std::string center(std::string_view s, int64_t width, std::string_view fill) {
+  const auto len = static_cast<int64_t>(utf8_length(s));
+  if (width <= len) return std::string(s);
+  const int64_t marg = width - len;
+  const int64_t left = marg / 2 + (marg & width & 1);
+  return repeat(fill, left) + std::string(s) + repeat(fill, marg - left);
+}
+
+std::string ljust(std::string_view s, int64_t width, std::string_view fill) {
+  const auto len = static_cast<int64_t>(utf8_length(s));
+  return width <= len ? std::string(s) : std::string(s) + repeat(fill, width - len);
+}
+
+std::string rjust(std::string_view s, int64_t width, std::string_view fill) {
+  const auto len = static_cast<int64_t>(utf8_length(s));
+  return width <= len ? std::string(s) : repeat(fill, width - len) + std::string(s);
+}
+
+std::string zfill(std::string_view s, int64_t width) {
+  const auto len = static_cast<int64_t>(utf8_length(s));
+  if (width <= len) return std::string(s);
+  std::string out = repeat("0", width - len);
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) return std::string(1, s[0]) + out + std::string(s.substr(1));
+  return out + std::string(s);
+}
+
+bool is_lower(std::string_view s) {
+  bool cased = false;
+  for (size_t i = 0; i < s.size();) {
+    const char32_t c = utf8_next(s, i);
+    if (is_uppercase(c) || (is_cased(c) && !is_lowercase(c))) return false;
+    if (is_lowercase(c)) cased = true;
+  }
+  return cased;
+}
+
+bool is_upper(std::string_view s) {
+  bool cased = false;
+  for (size_t i = 0; i < s.size();) {
+    const char32_t c = utf8_next(s, i);
+    if (is_lowercase(c) || (is_cased(c) && !is_uppercase(c))) return false;
+    if (is_uppercase(c)) cased = true;
+  }
+  return cased;
+}
+
+}  // namespace weir::jinja::pystr

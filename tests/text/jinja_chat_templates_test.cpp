@@ -1,0 +1,217 @@
+// Real chat templates, rendered over many conversations and compared byte
+// for byte with Python's jinja2: the DeepSeek-R1 (Qwen2) template stored in
+// the reference GGUF, Gemma 3's, and ChatML (Qwen style, with tools), Llama 3,
+// Mistral and Hermes (tool use) style templates from tests/data. A conversation a template
+// refuses (roles that do not alternate) must fail in both.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "core/gguf.h"
+#include "jinja_reference.h"
+
+namespace weir {
+namespace {
+
+using test::JinjaCase;
+
+struct Conversation {
+  const char* name;
+  const char* messages;  // JSON array
+};
+
+// What the templates are fed: plain turns, the edges of content, reasoning,
+// tool calls and results, multimodal chunks, and broken role orders.
+const Conversation kConversations[] = {
+    {"user_only", R"([{"role": "user", "content": "Hello"}])"},
+    {"system_user", R"([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"}])"},
+    {"two_turns", R"([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"},
+                      {"role": "user", "content": "And 3+3?"}])"},
+    {"system_three_turns", R"([{"role": "system", "content": "Be kind.\nAlways."},
+                               {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                               {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"},
+                               {"role": "user", "content": "e"}])"},
+    {"six_turns", R"([{"role": "user", "content": "1"}, {"role": "assistant", "content": "2"},
+                      {"role": "user", "content": "3"}, {"role": "assistant", "content": "4"},
+                      {"role": "user", "content": "5"}, {"role": "assistant", "content": "6"}])"},
+    {"empty_content", R"([{"role": "user", "content": ""}, {"role": "assistant", "content": ""},
+                          {"role": "user", "content": " "}])"},
+    {"unicode", R"([{"role": "system", "content": "Réponds en français 🇫🇷"},
+                    {"role": "user", "content": "你好，世界！😀 ｜full-width｜ ▁ مرحبا e\u0301"},
+                    {"role": "assistant", "content": "こんにちは\u3000🌍"}, {"role": "user", "content": "Ω≈ç√∫"}])"},
+    {"whitespace", R"([{"role": "user", "content": "  leading and trailing  \n"},
+                       {"role": "assistant", "content": "\n\nline1\n\nline2\t\n"},
+                       {"role": "user", "content": "\tx\r\ny "}])"},
+    {"special_chars", R"([{"role": "user", "content": "quotes ' \" <tag> & \\ backslash {{ not a tag }} {% neither %}"},
+                          {"role": "assistant", "content": "<b>bold</b> & 'it'"}])"},
+    {"think", R"([{"role": "user", "content": "Why?"},
+                  {"role": "assistant", "content": "<think>\nLet me reason.\n</think>\n\nBecause."},
+                  {"role": "user", "content": "More?"}])"},
+    {"think_last", R"([{"role": "user", "content": "Why?"},
+                       {"role": "assistant", "content": "<think>\nreasoning\n</think>\n\nAnswer </think> twice"}])"},
+    {"tool_calls_string_args", R"([{"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "id": "call_123456789abc",
+          "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_123456789abc", "content": "{\"temp\": 21}"},
+        {"role": "assistant", "content": "It is 21 degrees."}])"},
+    {"two_tool_calls", R"([{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Paris and Rome?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+          {"type": "function", "id": "aaaaaaaaa1", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+          {"type": "function", "id": "bbbbbbbbb2", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+        {"role": "tool", "tool_call_id": "aaaaaaaaa1", "content": "21"},
+        {"role": "tool", "tool_call_id": "bbbbbbbbb2", "content": "25"},
+        {"role": "assistant", "content": "Paris 21, Rome 25."}, {"role": "user", "content": "Thanks"}])"},
+    {"tool_calls_object_args", R"([{"role": "user", "content": "Find 'x'"},
+        {"role": "assistant", "content": "Searching.", "tool_calls": [{"type": "function", "id": "c0000000001",
+          "function": {"name": "search", "arguments": {"query": "x", "limit": 3, "exact": true, "tags": ["a", "é"]}}}]},
+        {"role": "tool", "tool_call_id": "c0000000001", "content": "no results"}])"},
+    {"reasoning_field", R"([{"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "reasoning_content": "\nthought\n"}, {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "a2", "reasoning_content": "t2"}])"},
+    {"chunks", R"([{"role": "system", "content": [{"type": "text", "text": "System in chunks"}]},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " Describe this. "}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]}])"},
+    {"system_only", R"([{"role": "system", "content": "Only a system prompt"}])"},
+    {"broken_two_users", R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])"},
+    {"broken_assistant_first", R"([{"role": "assistant", "content": "I start"}, {"role": "user", "content": "no"}])"},
+    {"unknown_role", R"([{"role": "user", "content": "a"}, {"role": "critic", "content": "b"}])"},
+};
+
+const char* kTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city — now.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city, e.g. 'Zürich' <b>"},
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "search", "description": "Search & find",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "default": 10},
+      "tags": {"type": "array", "items": {"type": "string"}}}}, "return": {"type": "string"}}}
+])";
+
+struct ChatTemplate {
+  std::string name;
+  std::string source;
+  std::string bos, eos;
+  bool with_tools;  // also render every conversation with kTools
+};
+
+std::string read_data(const std::string& file) { return test::json::read_file(test::data_dir() + "/" + file); }
+
+const std::vector<ChatTemplate>& templates() {
+  static const std::vector<ChatTemplate> all = [] {
+    const GGUFFile f = GGUFFile::open(test::ref_dir() + "/qwen2-vocab-deepseek-r1.gguf");
+    return std::vector<ChatTemplate>{
+        {"deepseek_r1", std::string(f.get_str("tokenizer.chat_template")), "<｜begin▁of▁sentence｜>",
+         "<｜end▁of▁sentence｜>", false},
+        {"gemma3", read_data("gemma3-chat-template.jinja"), "<bos>", "<eos>", false},
+        {"chatml", read_data("chatml-tools-chat-template.jinja"), "", "<|im_end|>", true},
+        {"llama3", read_data("llama3-chat-template.jinja"), "<|begin_of_text|>", "<|eot_id|>", true},
+        {"mistral", read_data("mistral-chat-template.jinja"), "<s>", "</s>", true},
+        {"hermes", read_data("hermes-tools-chat-template.jinja"), "<s>", "<|im_end|>", true},
+    };
+  }();
+  return all;
+}
+
+const std::string& source_of(const std::string& name) {
+  for (const ChatTemplate& t : templates())
+    if (t.name == name) return t.source;
+  throw std::runtime_error("no chat template " + name);
+}
+
+std::vector<JinjaCase> cases_of(const ChatTemplate& t) {
+  std::vector<JinjaCase> out;
+  for (const Conversation& c : kConversations) {
+    for (int tools = 0; tools <= (t.with_tools ? 1 : 0); ++tools) {
+      for (int gen = 0; gen <= 1; ++gen) {
+        JinjaCase k;
+        k.name = t.name + "/" + c.name + (tools ? "/tools" : "") + (gen ? "/generation_prompt" : "");
+        k.source = t.source;
+        k.context = std::string("{\"messages\": ") + c.messages + ", \"add_generation_prompt\": " +
+                    (gen ? "true" : "false") + ", \"bos_token\": " + test::json_quote(t.bos) +
+                    ", \"eos_token\": " + test::json_quote(t.eos) + (tools ? std::string(", \"tools\": ") + kTools : "") +
+                    "}";
+        out.push_back(std::move(k));
+      }
+    }
+  }
+  return out;
+}
+
+class JinjaChatTemplates : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::vector<JinjaCase> all;
+    for (const ChatTemplate& t : templates())
+      for (JinjaCase& c : cases_of(t)) all.push_back(std::move(c));
+    // Llama 3's template with the tools in the system turn, and Qwen3's
+    // switch that closes an empty <think>.
+    all.push_back({"llama3/tools_in_system", source_of("llama3"),
+                   std::string(R"({"messages": [{"role": "user", "content": "hi"}], "tools_in_user_message": false,
+                                   "date_string": "01 Jan 2025", "add_generation_prompt": true, "tools": )") + kTools + "}"});
+    all.push_back({"chatml/no_thinking", source_of("chatml"),
+                   R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true, "enable_thinking": false})"});
+    results_ = new std::map<std::string, test::JinjaResult>(test::render_with_jinja2(all));
+    extra_ = all;
+  }
+  static void TearDownTestSuite() {
+    delete results_;
+    results_ = nullptr;
+  }
+
+  static void check(const std::string& name) {
+    ASSERT_FALSE(results_->empty()) << "no results from jinja2";
+    size_t agree = 0, n = 0, rendered = 0;
+    for (const JinjaCase& c : extra_) {
+      if (c.name.rfind(name + "/", 0) != 0) continue;
+      const test::JinjaResult& want = results_->at(c.name);
+      ++n;
+      rendered += want.ok;
+      if (test::expect_same_as_jinja2(c, want)) ++agree;
+    }
+    std::cout << "[ jinja2   ] " << name << ": " << agree << "/" << n << " conversations agree (" << rendered
+              << " rendered, " << n - rendered << " refused by both)\n";
+    EXPECT_GT(rendered, n / 2) << "most conversations should render";
+  }
+
+  static std::map<std::string, test::JinjaResult>* results_;
+  static std::vector<JinjaCase> extra_;
+};
+
+std::map<std::string, test::JinjaResult>* JinjaChatTemplates::results_ = nullptr;
+std::vector<JinjaCase> JinjaChatTemplates::extra_;
+
+TEST_F(JinjaChatTemplates, DeepSeekR1FromGGUF) { check("deepseek_r1"); }
+TEST_F(JinjaChatTemplates, Gemma3) { check("gemma3"); }
+TEST_F(JinjaChatTemplates, ChatMLWithTools) { check("chatml"); }
+TEST_F(JinjaChatTemplates, Llama3) { check("llama3"); }
+TEST_F(JinjaChatTemplates, Mistral) { check("mistral"); }
+TEST_F(JinjaChatTemplates, HermesTools) { check("hermes"); }
+
+// The Gemma 3 template as Google describes it: bos, the system prompt
+// folded into the first user turn, 'assistant' as 'model'.
+TEST(JinjaChatTemplateChecks, Gemma3Layout) {
+  const jinja::Template t(source_of("gemma3"));
+  const std::string got = t.render(jinja::value_from_json(
+      R"({"bos_token": "<bos>", "add_generation_prompt": true, "messages": [{"role": "system", "content": "S"},
+          {"role": "user", "content": " Hi "}, {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "Q"}]})"));
+  EXPECT_EQ(got,
+            "<bos><start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
+            "<start_of_turn>user\nQ<end_of_turn>\n<start_of_turn>model\n");
+}
+
+// raise_exception's message reaches the caller with the line it came from.
+TEST(JinjaChatTemplateChecks, RefusalNamesMessageAndLine) {
+  jinja::Options o;
+  o.name = "gemma3 chat template";
+  const jinja::Template t(source_of("gemma3"), o);
+  try {
+    t.render(jinja::value_from_json(R"({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]})"));
+    FAIL() << "rendered a conversation whose roles do not alternate";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Conversation roles must alternate"), std::string::npos) << m;
+    EXPECT_NE(m.find("gemma3 chat template: line 15:"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace weir
