@@ -8,7 +8,7 @@ have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 for p in cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev ccache python3-pip pkg-config libpcre2-dev \
-  openmpi-bin libopenmpi-dev; do
+  openmpi-bin libopenmpi-dev nlohmann-json3-dev libcpp-httplib-dev; do
   have_pkg "$p" || need_apt+=("$p")
 done
 # python3-pip is only needed when pip is missing.

@@ -1,0 +1,176 @@
+#include "server/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace weir::server {
+
+using nlohmann::json;
+
+ApiError bad_request(const std::string& param, const std::string& message) {
+  return ApiError(400, "invalid_request_error", param, message);
+}
+
+json error_json(const ApiError& e) {
+  json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  return json{{"error", err}};
+}
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a number";
+    default: return "an integer";
+  }
+}
+
+[[noreturn]] void wrong_type(const std::string& name, const json& v, const char* want) {
+  throw bad_request(name, "'" + name + "' must be " + want + ", got " + type_name(v));
+}
+
+// The field, or nullptr when absent or null (null means "the default").
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+void read_number(const json& body, const char* name, float lo, float hi, float* out) {
+  const json* v = field(body, name);
+  if (!v) return;
+  if (!v->is_number()) wrong_type(name, *v, "a number");
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi)
+    throw bad_request(name, "'" + std::string(name) + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
+                                ", got " + v->dump());
+  *out = float(d);
+}
+
+void read_int(const json& body, const char* name, int64_t lo, int64_t hi, int* out) {
+  const json* v = field(body, name);
+  if (!v) return;
+  if (!v->is_number_integer()) wrong_type(name, *v, "an integer");
+  const int64_t n = v->get<int64_t>();
+  if (n < lo || n > hi)
+    throw bad_request(name, "'" + std::string(name) + "' must be between " + std::to_string(lo) + " and " +
+                                std::to_string(hi) + ", got " + std::to_string(n));
+  *out = int(n);
+}
+
+void read_bool(const json& body, const char* name, bool* out) {
+  const json* v = field(body, name);
+  if (!v) return;
+  if (!v->is_boolean()) wrong_type(name, *v, "a boolean");
+  *out = v->get<bool>();
+}
+
+// The fields both endpoints share.
+GenerationRequest read_common(const json& body) {
+  if (!body.is_object()) throw bad_request("", "the request body must be a JSON object, got " + std::string(type_name(body)));
+  GenerationRequest r;
+  if (const json* v = field(body, "model")) {
+    if (!v->is_string()) wrong_type("model", *v, "a string");
+    r.model = v->get<std::string>();
+  }
+  read_number(body, "temperature", 0.0f, 2.0f, &r.temperature);
+  read_number(body, "top_p", 0.0f, 1.0f, &r.top_p);
+  read_number(body, "min_p", 0.0f, 1.0f, &r.min_p);
+  read_int(body, "top_k", 0, 1 << 30, &r.top_k);
+  read_number(body, "presence_penalty", -2.0f, 2.0f, &r.presence_penalty);
+  read_number(body, "frequency_penalty", -2.0f, 2.0f, &r.frequency_penalty);
+  if (const json* v = field(body, "seed")) {
+    if (!v->is_number_integer()) wrong_type("seed", *v, "an integer");
+    r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
+  }
+  int n = 1;
+  read_int(body, "n", 1, 128, &n);
+  if (n != 1) throw bad_request("n", "'n' must be 1: one choice a request (ask again for more)");
+  read_bool(body, "stream", &r.stream);
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) wrong_type("stream_options", *v, "an object");
+    if (!r.stream) throw bad_request("stream_options", "'stream_options' is only allowed with 'stream': true");
+    read_bool(*v, "include_usage", &r.include_usage);
+  }
+  if (const json* v = field(body, "stop")) {
+    if (v->is_string()) {
+      r.stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      if (v->size() > 4) throw bad_request("stop", "'stop' takes up to 4 strings, got " + std::to_string(v->size()));
+      for (const json& s : *v) {
+        if (!s.is_string()) wrong_type("stop", s, "a string or an array of strings");
+        r.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      wrong_type("stop", *v, "a string or an array of strings");
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+GenerationRequest parse_chat_request(const json& body) {
+  GenerationRequest r = read_common(body);
+  r.chat = true;
+  const json* m = field(body, "messages");
+  if (!m) throw bad_request("messages", "'messages' is required");
+  if (!m->is_array()) wrong_type("messages", *m, "an array");
+  if (m->empty()) throw bad_request("messages", "'messages' must hold at least one message");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) wrong_type(at, msg, "an object");
+    const json* role = field(msg, "role");
+    if (!role || !role->is_string()) throw bad_request(at + ".role", "'" + at + ".role' must be a string");
+    const std::string rl = role->get<std::string>();
+    if (rl != "system" && rl != "developer" && rl != "user" && rl != "assistant" && rl != "tool")
+      throw bad_request(at + ".role", "'" + at + ".role' must be system, developer, user, assistant or tool, got '" + rl + "'");
+    if (const json* c = field(msg, "content"); c && !c->is_string() && !c->is_array())
+      wrong_type(at + ".content", *c, "a string or an array of content parts");
+  }
+  r.messages = *m;
+  int max_tokens = -1;
+  read_int(body, "max_tokens", 1, 1 << 30, &max_tokens);
+  read_int(body, "max_completion_tokens", 1, 1 << 30, &max_tokens);
+  r.max_tokens = max_tokens;
+  read_bool(body, "logprobs", &r.logprobs);
+  read_int(body, "top_logprobs", 0, 20, &r.top_logprobs);
+  if (r.top_logprobs > 0 && !r.logprobs)
+    throw bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  return r;
+}
+
+GenerationRequest parse_completion_request(const json& body) {
+  GenerationRequest r = read_common(body);
+  const json* p = field(body, "prompt");
+  if (!p) throw bad_request("prompt", "'prompt' is required");
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    r.prompt = (*p)[0].get<std::string>();
+  } else if (p->is_array() && !p->empty() && std::all_of(p->begin(), p->end(), [](const json& t) { return t.is_number_integer(); })) {
+    for (const json& t : *p) r.prompt_tokens.push_back(int32_t(t.get<int64_t>()));
+  } else if (p->is_array() && p->size() > 1 && (*p)[0].is_string()) {
+    throw bad_request("prompt", "'prompt' as several strings is not supported: send one prompt a request");
+  } else {
+    wrong_type("prompt", *p, "a string, an array of one string or an array of token ids");
+  }
+  read_int(body, "max_tokens", 1, 1 << 30, &r.max_tokens);
+  if (r.max_tokens < 0) r.max_tokens = 16;  // OpenAI's default for completions
+  int lp = 0;
+  read_int(body, "logprobs", 0, 20, &lp);
+  r.logprobs = field(body, "logprobs") != nullptr;
+  r.top_logprobs = lp;
+  bool echo = false;
+  read_bool(body, "echo", &echo);
+  if (echo) throw bad_request("echo", "'echo' is not supported");
+  return r;
+}
+
+}  // namespace weir::server

@@ -1,0 +1,51 @@
+// OpenAI's request bodies for /v1/chat/completions and /v1/completions,
+// checked and turned into one GenerationRequest. Unknown fields are
+// ignored, as OpenAI's API does; a field of the wrong type or out of range
+// is an ApiError (HTTP 400) naming it, shaped as OpenAI's errors are.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace weir::server {
+
+struct ApiError : Error {
+  ApiError(int status, std::string type, std::string param, const std::string& message)
+      : Error(message), status(status), type(std::move(type)), param(std::move(param)) {}
+  int status;
+  std::string type;   // "invalid_request_error", "authentication_error", ...
+  std::string param;  // the field at fault, or ""
+};
+// {"error": {"message", "type", "param", "code"}}
+nlohmann::json error_json(const ApiError& e);
+ApiError bad_request(const std::string& param, const std::string& message);
+
+struct GenerationRequest {
+  bool chat = false;
+  nlohmann::json messages;        // chat: as given, for the chat template
+  std::string prompt;             // completions: text ...
+  std::vector<int32_t> prompt_tokens;  // ... or token ids
+  std::string model;
+  int max_tokens = -1;            // -1: until the context is full
+  float temperature = 1.0f;       // OpenAI's default
+  float top_p = 1.0f;
+  int top_k = 0;                  // 0: off (an extension, as llama-server's)
+  float min_p = 0.0f;             // extension
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  bool logprobs = false;
+  int top_logprobs = 0;           // chat: 0..20 with logprobs; completions: logprobs = N
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+};
+
+GenerationRequest parse_chat_request(const nlohmann::json& body);
+GenerationRequest parse_completion_request(const nlohmann::json& body);
+
+}  // namespace weir::server

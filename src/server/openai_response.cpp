@@ -1,0 +1,139 @@
+#include "server/openai_response.h"
+
+namespace weir::server {
+
+using nlohmann::json;
+
+namespace {
+
+json head(const ResponseHead& h, const char* object) {
+  return json{{"id", h.id}, {"object", object}, {"created", h.created}, {"model", h.model}};
+}
+
+json finish(const std::string& reason) { return reason.empty() ? json(nullptr) : json(reason); }
+
+// The bytes of a token's text as integers (OpenAI's "bytes": tokens may be
+// parts of characters).
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+// Text that JSON can carry: a token that is part of a UTF-8 character is
+// sent with U+FFFD in its place (its "bytes" keep the truth).
+std::string printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+json chat_logprobs(const std::vector<TokenLogprob>& lp) {
+  json content = json::array();
+  for (const TokenLogprob& t : lp) {
+    json top = json::array();
+    for (const auto& [tok, p] : t.top) top.push_back({{"token", printable(tok)}, {"logprob", p}, {"bytes", bytes_of(tok)}});
+    content.push_back({{"token", printable(t.token)}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}, {"top_logprobs", top}});
+  }
+  return json{{"content", content}, {"refusal", nullptr}};
+}
+
+// The legacy completions shape: parallel arrays.
+json text_logprobs(const std::vector<TokenLogprob>& lp, size_t offset0) {
+  json tokens = json::array(), logprobs = json::array(), top = json::array(), offsets = json::array();
+  size_t at = offset0;
+  for (const TokenLogprob& t : lp) {
+    tokens.push_back(printable(t.token));
+    logprobs.push_back(t.logprob);
+    json m = json::object();
+    for (const auto& [tok, p] : t.top) m[printable(tok)] = p;
+    top.push_back(m);
+    offsets.push_back(at);
+    at += t.token.size();
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+}  // namespace
+
+json usage_json(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json chat_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason, const Usage& u,
+                     const std::vector<TokenLogprob>* logprobs) {
+  json j = head(h, "chat.completion");
+  json choice = {{"index", 0},
+                 {"message", {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}}},
+                 {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
+                 {"finish_reason", finish(finish_reason)}};
+  j["choices"] = json::array({choice});
+  j["usage"] = usage_json(u);
+  return j;
+}
+
+json text_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason, const Usage& u,
+                     const std::vector<TokenLogprob>* logprobs) {
+  json j = head(h, "text_completion");
+  json choice = {{"index", 0},
+                 {"text", text},
+                 {"logprobs", logprobs ? text_logprobs(*logprobs, 0) : json(nullptr)},
+                 {"finish_reason", finish(finish_reason)}};
+  j["choices"] = json::array({choice});
+  j["usage"] = usage_json(u);
+  return j;
+}
+
+json chat_chunk(const ResponseHead& h, const std::string* role, const std::string& text, const std::string& finish_reason,
+                const std::vector<TokenLogprob>* logprobs) {
+  json j = head(h, "chat.completion.chunk");
+  json delta = json::object();
+  if (role) delta["role"] = *role;
+  if (!text.empty() || (role && finish_reason.empty())) delta["content"] = text;
+  json choice = {{"index", 0},
+                 {"delta", delta},
+                 {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
+                 {"finish_reason", finish(finish_reason)}};
+  j["choices"] = json::array({choice});
+  return j;
+}
+
+json text_chunk(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
+                const std::vector<TokenLogprob>* logprobs) {
+  json j = head(h, "text_completion");
+  json choice = {{"index", 0},
+                 {"text", text},
+                 {"logprobs", logprobs ? text_logprobs(*logprobs, 0) : json(nullptr)},
+                 {"finish_reason", finish(finish_reason)}};
+  j["choices"] = json::array({choice});
+  return j;
+}
+
+json usage_chunk(const ResponseHead& h, bool chat, const Usage& u) {
+  json j = head(h, chat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = json::array();
+  j["usage"] = usage_json(u);
+  return j;
+}
+
+std::string sse_event(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+}  // namespace weir::server

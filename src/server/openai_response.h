@@ -1,0 +1,47 @@
+// OpenAI's response objects: chat.completion and its stream chunks,
+// text_completion, usage, logprobs, and server-sent events framing.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weir::server {
+
+struct TokenLogprob {
+  std::string token;  // the text of the token (may be part of a character)
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;  // most likely first
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+};
+
+struct ResponseHead {
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // seconds since the epoch
+  std::string model;
+};
+
+nlohmann::json usage_json(const Usage& u);
+// A whole answer. finish_reason: "stop" or "length".
+nlohmann::json chat_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
+                               const Usage& u, const std::vector<TokenLogprob>* logprobs);
+nlohmann::json text_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
+                               const Usage& u, const std::vector<TokenLogprob>* logprobs);
+// Stream chunks: the first carries the role; the last an empty delta and
+// the finish reason (finish_reason "" for the others); a usage chunk, when
+// asked for, has no choices.
+nlohmann::json chat_chunk(const ResponseHead& h, const std::string* role, const std::string& text,
+                          const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs);
+nlohmann::json text_chunk(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
+                          const std::vector<TokenLogprob>* logprobs);
+nlohmann::json usage_chunk(const ResponseHead& h, bool chat, const Usage& u);
+
+// "data: {json}\n\n", and the stream's end "data: [DONE]\n\n".
+std::string sse_event(const nlohmann::json& j);
+std::string sse_done();
+
+}  // namespace weir::server

@@ -1,0 +1,115 @@
+// Request bodies as the openai package and curl users send them: the fields
+// land where they should, unknown fields are ignored, and every wrong type
+// or range is a 400 naming the field.
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace weir::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(OpenAiRequest, ChatFields) {
+  const json body = json::parse(R"({
+    "model": "gemma", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+    "max_completion_tokens": 12, "temperature": 0, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7,
+    "stop": ["\n\n", "END"], "presence_penalty": 0.5, "frequency_penalty": -0.5, "logprobs": true,
+    "top_logprobs": 3, "stream": true, "stream_options": {"include_usage": true}, "user": "x", "metadata": {"a": 1}})");
+  const GenerationRequest r = parse_chat_request(body);
+  EXPECT_TRUE(r.chat);
+  EXPECT_EQ(r.model, "gemma");
+  EXPECT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.max_tokens, 12);
+  EXPECT_EQ(r.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_FLOAT_EQ(r.min_p, 0.05f);
+  ASSERT_TRUE(r.seed.has_value());
+  EXPECT_EQ(*r.seed, 7u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_FLOAT_EQ(r.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.frequency_penalty, -0.5f);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(OpenAiRequest, Defaults) {
+  const GenerationRequest c = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "Hi"}]})"));
+  EXPECT_EQ(c.max_tokens, -1);
+  EXPECT_EQ(c.temperature, 1.0f);
+  EXPECT_FALSE(c.stream);
+  EXPECT_FALSE(c.seed.has_value());
+  const GenerationRequest t = parse_completion_request(json::parse(R"({"prompt": "Once", "stop": "\n", "temperature": null})"));
+  EXPECT_FALSE(t.chat);
+  EXPECT_EQ(t.prompt, "Once");
+  EXPECT_EQ(t.max_tokens, 16);
+  EXPECT_EQ(t.temperature, 1.0f);
+  EXPECT_EQ(t.stop, std::vector<std::string>{"\n"});
+  const GenerationRequest ids = parse_completion_request(json::parse(R"({"prompt": [1, 2, 3], "logprobs": 2})"));
+  EXPECT_EQ(ids.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_TRUE(ids.logprobs);
+  EXPECT_EQ(ids.top_logprobs, 2);
+}
+
+struct Bad {
+  bool chat;
+  const char* body;
+  const char* param;  // the field the error must name
+};
+
+TEST(OpenAiRequest, ErrorsNameTheField) {
+  const Bad cases[] = {
+      {true, R"([])", ""},
+      {true, R"({})", "messages"},
+      {true, R"({"messages": "hi"})", "messages"},
+      {true, R"({"messages": []})", "messages"},
+      {true, R"({"messages": [1]})", "messages[0]"},
+      {true, R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+      {true, R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
+      {true, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", "temperature"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})", "temperature"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "top_p": -0.1})", "top_p"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5})", "max_tokens"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "n"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "stop": 3})", "stop"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "stop": ["a","b","c","d","e"]})", "stop"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true}})", "stream_options"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 21, "logprobs": true})", "top_logprobs"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "seed": "s"})", "seed"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": 2.5})", "presence_penalty"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "model": 4})", "model"},
+      {false, R"({})", "prompt"},
+      {false, R"({"prompt": 4})", "prompt"},
+      {false, R"({"prompt": ["a", "b"]})", "prompt"},
+      {false, R"({"prompt": "x", "logprobs": 30})", "logprobs"},
+      {false, R"({"prompt": "x", "echo": true})", "echo"},
+  };
+  for (const Bad& b : cases) {
+    const json body = json::parse(b.body);
+    try {
+      if (b.chat) parse_chat_request(body);
+      else parse_completion_request(body);
+      ADD_FAILURE() << b.body << ": accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << b.body;
+      EXPECT_EQ(e.param, b.param) << b.body << ": " << e.what();
+      const json j = error_json(e);
+      EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+      EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
+      if (*b.param) EXPECT_EQ(j["error"]["param"], b.param);
+      else EXPECT_TRUE(j["error"]["param"].is_null());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weir::server

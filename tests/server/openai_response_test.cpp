@@ -1,0 +1,55 @@
+// Response objects in OpenAI's shapes (the fields the openai package reads),
+// tokens that are parts of characters sent as valid JSON with their bytes,
+// and the server-sent events framing.
+#include "server/openai_response.h"
+
+#include <gtest/gtest.h>
+
+namespace weir::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(OpenAiResponse, ChatCompletionShape) {
+  const ResponseHead h{"chatcmpl-1", 1764000000, "gemma"};
+  std::vector<TokenLogprob> lp = {{"Hi", -0.25f, {{"Hi", -0.25f}, {"Hello", -1.5f}}}, {"\xE2\x82", -0.5f, {}}};
+  const json j = chat_completion(h, "Hi\xE2\x82\xAC", "stop", Usage{5, 2, 3}, &lp);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["id"], "chatcmpl-1");
+  EXPECT_EQ(j["created"], 1764000000);
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hi\xE2\x82\xAC");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["total_tokens"], 7);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
+  const json& c = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0]["top_logprobs"][1]["token"], "Hello");
+  EXPECT_EQ(c[1]["token"], "\xEF\xBF\xBD\xEF\xBF\xBD");  // two stray bytes, each replaced
+  EXPECT_EQ(c[1]["bytes"], json::array({0xE2, 0x82}));
+  EXPECT_NO_THROW(json::parse(j.dump()));
+}
+
+TEST(OpenAiResponse, StreamChunks) {
+  const ResponseHead h{"chatcmpl-2", 1, "m"};
+  const std::string role = "assistant";
+  const json first = chat_chunk(h, &role, "", "", nullptr);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first["choices"][0]["delta"]["content"], "");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const json last = chat_chunk(h, nullptr, "", "length", nullptr);
+  EXPECT_TRUE(last["choices"][0]["delta"].empty());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  const json u = usage_chunk(h, true, Usage{3, 4, 0});
+  EXPECT_TRUE(u["choices"].empty());
+  EXPECT_EQ(u["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+  const json t = text_chunk(ResponseHead{"cmpl-3", 1, "m"}, "abc", "", nullptr);
+  EXPECT_EQ(t["object"], "text_completion");
+  EXPECT_EQ(t["choices"][0]["text"], "abc");
+}
+
+}  // namespace
+}  // namespace weir::server
