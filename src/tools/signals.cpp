@@ -37,6 +37,13 @@ void install_signal_handlers() {
 }
 
 const std::atomic<bool>& stop_flag() { return g_stop; }
+
+bool take_back_interrupt() {
+  int expected = SIGINT;
+  if (!g_signal.compare_exchange_strong(expected, 0)) return false;
+  g_stop.store(false);
+  return true;
+}
 bool stop_requested() { return g_stop.load(std::memory_order_relaxed); }
 int stop_signal() { return g_signal.load(); }
 int stop_exit_code() { return 128 + (stop_signal() ? stop_signal() : SIGINT); }

@@ -16,6 +16,11 @@ void install_signal_handlers();
 // Set by the first stop signal.
 const std::atomic<bool>& stop_flag();
 bool stop_requested();
+// An interactive command (weir chat) takes a SIGINT back once it has
+// stopped what the user interrupted (an answer): the flag falls and the next
+// SIGINT stops the next answer instead of ending the process. Returns
+// whether there was one; SIGTERM and SIGHUP are never taken back.
+bool take_back_interrupt();
 // The signal that set the flag (0: none), its exit code and its name.
 int stop_signal();
 int stop_exit_code();
