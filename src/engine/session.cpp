@@ -320,6 +320,53 @@ void Session::cancel_queued() {
   last_sampled_ = nullptr;
 }
 
+std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                          std::span<const int32_t> out_rows, std::span<const float> params) {
+  if (!peers_.empty() && !leading_) {
+    std::vector<std::vector<int32_t>> ids(peers_.size() + 1);
+    Session* self = this;
+    on_all_ranks([&](Session& r) {
+      ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.step_sample(tokens, seqs, out_rows, params);
+    });
+    for (const auto& v : ids)
+      if (v != ids[0]) throw Error("tensor parallel: the ranks sampled different tokens (they diverged)");
+    return ids[0];
+  }
+  check_not_queued();
+  const size_t T = tokens.size();
+  if (T == 0 || seqs.size() != T) throw Error("session: step_sample needs a sequence for each token");
+  if (int64_t(T) > p_.n_batch)
+    throw Error("session: a step of " + std::to_string(T) + " tokens, more than the batch size (" +
+                std::to_string(p_.n_batch) + ")");
+  if (out_rows.empty() || params.size() != 5 * out_rows.size())
+    throw Error("session: step_sample needs at least one out row and 5 sampling values for each");
+  for (size_t k = 0; k < out_rows.size(); ++k)
+    if (out_rows[k] < 0 || size_t(out_rows[k]) >= T || (k > 0 && out_rows[k] <= out_rows[k - 1]))
+      throw Error("session: step_sample's out rows must be ascending indices into the step's tokens");
+  for (int32_t sq : seqs)
+    if (sq < 0) throw Error("session: a negative sequence id");
+  check_tokens(tokens);
+  n_logits_ = 0;
+  const size_t n_out = out_rows.size();
+  if (sampled_->size() < n_out * sizeof(int32_t)) sampled_ = backend_.alloc_host(n_out * sizeof(int32_t));
+  Step& st = run_batch(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
+                       std::vector<int32_t>(out_rows.begin(), out_rows.end()), true, params.data());
+  Queue& q = backend_.queue();
+  q.copy_to_host(sampled_->data(), st.sampled->data, n_out * sizeof(int32_t));
+  q.synchronize();
+  std::vector<int32_t> ids(n_out);
+  std::memcpy(ids.data(), sampled_->data(), n_out * sizeof(int32_t));
+  return ids;
+}
+
+void Session::remove_seq(int32_t seq) {
+  if (on_all_ranks([&](Session& r) { r.remove_seq(seq); })) return;
+  check_not_queued();
+  kv_.remove_seq(seq);
+  if (seq >= 0 && size_t(seq) < seq_len_.size()) seq_len_[size_t(seq)] = 0;
+  if (seq == 0) last_sampled_ = nullptr;
+}
+
 void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
   if (on_all_ranks([&](Session& r) { r.fill(seq, tokens); })) return;
   check_not_queued();

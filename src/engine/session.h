@@ -86,6 +86,19 @@ class Session {
   // the sampled ids in the same order, after one host wait.
   std::vector<int32_t> decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                      const BackendSampling& s);
+  // One forward step over tokens of several sequences at once (continuous
+  // batching: prompt chunks and decode tokens side by side): tokens[i] is
+  // appended to sequence seqs[i] (in order within a sequence; at most the
+  // batch size in all). For each out row r (an index into tokens, at most
+  // one a sequence, ascending), the token after tokens[r] is sampled on the
+  // backend with params[5k .. 5k + 4] = {temperature, top_k, top_p, min_p,
+  // u} for the k-th out row, u a uniform draw in [0, 1) that the caller
+  // makes (each request its own random stream). Returns the sampled ids in
+  // out-row order, after one host wait.
+  std::vector<int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                   std::span<const int32_t> out_rows, std::span<const float> params);
+  // Frees sequence seq's cells at once (a finished or cancelled request).
+  void remove_seq(int32_t seq);
   // Pipelined generation of sequence 0, after eval_sample(): queue_sample_next()
   // queues a step whose input token is the one the step before it sampled
   // (copied on the device: the host need not have seen it) and returns
