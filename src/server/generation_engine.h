@@ -1,0 +1,123 @@
+// The serving loop: requests from any thread, one forward step at a time
+// for all of them (continuous batching). Each step takes the decode token
+// of every running request and then chunks of waiting prompts, up to a
+// token budget, in one Session::step_sample; a new request starts at the
+// next step without pausing the others, and a finished or cancelled one
+// gives its cache cells back at once. The cache is one pool: a sequence
+// takes cells as it grows, so one long conversation and many short ones
+// fit side by side.
+//
+// The policy of what runs next is plan_step() (no model needed, tested on
+// its own); the engine runs the plans.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/rng.h"
+#include "engine/session.h"
+#include "server/stop_strings.h"
+#include "text/tokenizer.h"
+#include "text/utf8_streamer.h"
+
+namespace weir::server {
+
+struct Job {
+  std::vector<int32_t> prompt;  // token ids (the chat template already applied)
+  int max_tokens = -1;          // -1: until the context is full
+  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
+  int top_k = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  // Called on the engine's thread: text as it becomes final (stop strings
+  // held back, whole UTF-8 characters), then once at the end.
+  std::function<void(const std::string& text)> on_text;
+  std::function<void(const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens)> on_done;
+  std::function<void(const std::string& error)> on_error;
+};
+
+// Thrown by submit when the queue is full (HTTP 503).
+struct QueueFull : Error {
+  using Error::Error;
+};
+
+// One step's tokens: which request each token and out row belongs to.
+struct StepPlan {
+  std::vector<int32_t> tokens, seqs, out_rows;
+  std::vector<size_t> out_owner;  // the request (index into the active list) of each out row
+  std::vector<size_t> prompt_taken;  // prompt tokens each active request put in (by index)
+};
+struct ActiveView {
+  size_t prompt_len = 0, prompt_done = 0;
+  bool decoding = false;  // has a sampled token to put in
+  int32_t last = -1;      // that token
+  int seq = -1;
+};
+// Decode tokens first (every decoding request, in order), then prompt
+// chunks in arrival order, until `budget` tokens.
+StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget);
+
+struct EngineOptions {
+  int max_sequences = 8;        // requests decoded side by side
+  size_t step_tokens = 512;     // tokens a forward step takes
+  size_t queue_limit = 64;      // waiting requests beyond the running ones
+};
+
+class GenerationEngine {
+ public:
+  // The session must have been made with n_batch >= step_tokens; the engine
+  // owns the loop thread from start() to stop().
+  GenerationEngine(Session& s, const Tokenizer& tok, EngineOptions o);
+  ~GenerationEngine();
+  void start();
+  // Finishes the running requests and ends the loop (queued ones get an
+  // error).
+  void stop();
+
+  // Queues a job; returns its id. Throws QueueFull, or Error when the
+  // prompt does not fit the context (naming both lengths).
+  uint64_t submit(Job job);
+  // Stops a job (a client that went away): on_done("cancelled") comes
+  // (here if it was still waiting, else from the engine's thread before its
+  // next step) and its cells are freed. Unknown ids are ignored.
+  void cancel(uint64_t id);
+
+  struct Stats {
+    uint64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, steps = 0;
+    size_t queued = 0, running = 0;
+    int64_t kv_cells_used = 0;
+    double step_seconds = 0;  // total
+  };
+  Stats stats() const;
+
+ private:
+  struct Active;
+  void loop();
+  bool step();  // false when there was nothing to do
+  void finish(Active& a, const std::string& reason);
+  int64_t cells_in_use() const;  // engine thread
+
+  Session& s_;
+  const Tokenizer& tok_;
+  EngineOptions o_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Active>> queue_;
+  std::vector<std::unique_ptr<Active>> active_;  // engine thread only
+  std::vector<uint64_t> cancelled_;
+  std::vector<int> free_seqs_;
+  uint64_t next_id_ = 1;
+  bool stopping_ = false;
+  std::thread thread_;
+  Stats stats_;
+};
+
+}  // namespace weir::server
