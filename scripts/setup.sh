@@ -29,6 +29,7 @@ missing_py=()
 "$py" -c "import numpy" 2>/dev/null || missing_py+=(numpy)
 "$py" -c "import gguf" 2>/dev/null || missing_py+=(gguf)
 "$py" -c "import jinja2" 2>/dev/null || missing_py+=(jinja2)  # the chat template tests' reference
+"$py" -c "import openai" 2>/dev/null || missing_py+=(openai)  # weir serve's reference client
 if [ ${#missing_py[@]} -gt 0 ]; then
   echo "setup: pip install ${missing_py[*]}" >&2
   "$py" -m pip install --quiet --disable-pip-version-check "${missing_py[@]}" \

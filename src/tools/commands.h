@@ -6,6 +6,7 @@ namespace weir::tools {
 
 int cmd_run(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_synth(int argc, char** argv);

@@ -34,6 +34,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"run", weir::tools::cmd_run, "generate text from a prompt"},
+    {"serve", weir::tools::cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
     {"chat", weir::tools::cmd_chat, "talk with a model in the terminal (its chat template, streaming)"},
     {"bench", weir::tools::cmd_bench, "measure prompt and generation speed (llama-bench compatible)"},
     {"tokenize", weir::tools::cmd_tokenize, "print the tokens of a text"},

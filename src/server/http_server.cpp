@@ -1,0 +1,276 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+
+#include "core/error.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "text/jinja/template.h"
+
+namespace weir::server {
+
+using nlohmann::json;
+
+namespace {
+
+// What a job has produced so far, shared by the engine's thread (writer)
+// and the HTTP thread (reader).
+struct Progress {
+  std::mutex m;
+  std::condition_variable cv;
+  std::string text;      // not yet sent (streaming) or all (whole answers)
+  bool done = false;
+  std::string finish_reason, error;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std::shared_ptr<Progress>& pr) {
+  Job j;
+  j.prompt = std::move(prompt);
+  j.max_tokens = r.max_tokens;
+  j.temperature = r.temperature;
+  j.top_p = r.top_p;
+  j.top_k = r.top_k;
+  j.min_p = r.min_p;
+  j.seed = r.seed ? *r.seed : std::random_device{}();
+  j.stop = r.stop;
+  j.on_text = [pr](const std::string& t) {
+    std::lock_guard<std::mutex> lk(pr->m);
+    pr->text += t;
+    pr->cv.notify_all();
+  };
+  j.on_done = [pr](const std::string& why, int64_t prompt_tokens, int64_t completion_tokens) {
+    std::lock_guard<std::mutex> lk(pr->m);
+    pr->done = true;
+    pr->finish_reason = why;
+    pr->prompt_tokens = prompt_tokens;
+    pr->completion_tokens = completion_tokens;
+    pr->cv.notify_all();
+  };
+  j.on_error = [pr](const std::string& e) {
+    std::lock_guard<std::mutex> lk(pr->m);
+    pr->done = true;
+    pr->error = e;
+    pr->cv.notify_all();
+  };
+  return j;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_json(e).dump(), "application/json");
+}
+
+std::string new_id(const char* prefix) {
+  static std::atomic<uint64_t> n{0};
+  static const uint64_t start = std::random_device{}();
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s-%016llx", prefix, static_cast<unsigned long long>(start + n++));
+  return buf;
+}
+
+int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  GenerationEngine& engine;
+  const Tokenizer& tok;
+  const ChatTemplate* chat;
+  HttpOptions o;
+  httplib::Server svr;
+  int port = -1;
+
+  Impl(GenerationEngine& e, const Tokenizer& t, const ChatTemplate* c, HttpOptions opts)
+      : engine(e), tok(t), chat(c), o(std::move(opts)) {
+    svr.set_payload_max_length(size_t(16) << 20);
+    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (o.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + o.api_key) return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, ApiError(401, "authentication_error", "", "a valid API key is needed: Authorization: Bearer KEY"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      json m = {{"id", o.model_name}, {"object", "model"}, {"created", now_seconds()}, {"owned_by", "weir"}};
+      res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+    });
+    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics(), "text/plain; version=0.0.4"); });
+    svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(res, [&] {
+        const json b = parse(req.body);
+        if (!b.contains("content") || !b["content"].is_string()) throw bad_request("content", "'content' must be a string");
+        res.set_content(json{{"tokens", tok.encode(b["content"].get<std::string>(), false, true)}}.dump(), "application/json");
+      });
+    });
+    svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(res, [&] {
+        const json b = parse(req.body);
+        if (!b.contains("tokens") || !b["tokens"].is_array()) throw bad_request("tokens", "'tokens' must be an array of ids");
+        std::string text;
+        for (const json& t : b["tokens"]) {
+          if (!t.is_number_integer() || !tok.vocab().valid(t.get<int32_t>())) throw bad_request("tokens", "'tokens' holds an id outside the vocabulary");
+          text += tok.token_to_piece(t.get<int32_t>(), false);
+        }
+        res.set_content(json{{"content", text}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      });
+    });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(res, [&] { generate(parse_chat_request(parse(req.body)), res); });
+    });
+    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(res, [&] { generate(parse_completion_request(parse(req.body)), res); });
+    });
+  }
+
+  static json parse(const std::string& body) {
+    try {
+      return json::parse(body);
+    } catch (const json::exception& e) {
+      throw bad_request("", std::string("the body is not valid JSON: ") + e.what());
+    }
+  }
+
+  template <typename F>
+  void handle(httplib::Response& res, F&& f) {
+    try {
+      f();
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const QueueFull& e) {
+      res.set_header("Retry-After", "1");
+      send_error(res, ApiError(503, "server_overloaded", "", e.what()));
+    } catch (const Error& e) {
+      send_error(res, ApiError(400, "invalid_request_error", "", e.what()));
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(500, "server_error", "", e.what()));
+    }
+  }
+
+  std::vector<int32_t> prompt_of(const GenerationRequest& r) {
+    if (!r.chat) {
+      if (!r.prompt_tokens.empty()) {
+        for (int32_t t : r.prompt_tokens)
+          if (!tok.vocab().valid(t)) throw bad_request("prompt", "'prompt' holds the id " + std::to_string(t) + ", outside the vocabulary");
+        return r.prompt_tokens;
+      }
+      return tok.encode(r.prompt, tok.vocab().add_bos, true);
+    }
+    if (!chat) throw ApiError(400, "invalid_request_error", "messages", "this model has no chat template; use /v1/completions");
+    std::string text;
+    try {
+      text = chat->render(jinja::value_from_json(r.messages.dump()), true);
+    } catch (const Error& e) {
+      throw bad_request("messages", std::string("the chat template refused the messages: ") + e.what());
+    }
+    return tok.encode(text, false, true);
+  }
+
+  void generate(const GenerationRequest& r, httplib::Response& res) {
+    std::vector<int32_t> prompt = prompt_of(r);
+    if (int64_t(prompt.size()) + 1 > o.n_ctx)
+      throw bad_request(r.chat ? "messages" : "prompt", "the prompt has " + std::to_string(prompt.size()) +
+                                                             " tokens; the context holds " + std::to_string(o.n_ctx));
+    auto pr = std::make_shared<Progress>();
+    const uint64_t id = engine.submit(job_from(r, std::move(prompt), pr));
+    const ResponseHead head{new_id(r.chat ? "chatcmpl" : "cmpl"), now_seconds(), r.model.empty() ? o.model_name : r.model};
+    if (!r.stream) {
+      std::unique_lock<std::mutex> lk(pr->m);
+      pr->cv.wait(lk, [&] { return pr->done; });
+      if (!pr->error.empty()) throw ApiError(500, "server_error", "", pr->error);
+      const Usage u{pr->prompt_tokens, pr->completion_tokens, 0};
+      const json j = r.chat ? chat_completion(head, pr->text, pr->finish_reason, u, nullptr)
+                            : text_completion(head, pr->text, pr->finish_reason, u, nullptr);
+      res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      return;
+    }
+    GenerationEngine* eng = &engine;
+    const bool chat_mode = r.chat, usage = r.include_usage;
+    auto first = std::make_shared<bool>(true);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [pr, head, id, eng, chat_mode, usage, first](size_t, httplib::DataSink& sink) {
+          std::unique_lock<std::mutex> lk(pr->m);
+          pr->cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return pr->done || !pr->text.empty(); });
+          std::string out;
+          if (chat_mode && *first) {
+            const std::string role = "assistant";
+            out += sse_event(chat_chunk(head, &role, "", "", nullptr));
+            *first = false;
+          }
+          if (!pr->text.empty()) {
+            out += sse_event(chat_mode ? chat_chunk(head, nullptr, pr->text, "", nullptr) : text_chunk(head, pr->text, "", nullptr));
+            pr->text.clear();
+          }
+          const bool done = pr->done;
+          const std::string error = pr->error, reason = pr->finish_reason;
+          const Usage u{pr->prompt_tokens, pr->completion_tokens, 0};
+          lk.unlock();
+          if (done) {
+            if (!error.empty()) out += sse_event(error_json(ApiError(500, "server_error", "", error)));
+            else out += sse_event(chat_mode ? chat_chunk(head, nullptr, "", reason, nullptr) : text_chunk(head, "", reason, nullptr));
+            if (usage && error.empty()) out += sse_event(usage_chunk(head, chat_mode, u));
+            out += sse_done();
+          }
+          if (!out.empty() && !sink.write(out.data(), out.size())) {
+            eng->cancel(id);  // the client went away
+            return false;
+          }
+          if (!sink.is_writable()) {
+            eng->cancel(id);
+            return false;
+          }
+          if (done) sink.done();
+          return true;
+        },
+        [pr, id, eng](bool success) {
+          std::lock_guard<std::mutex> lk(pr->m);
+          if (!success && !pr->done) eng->cancel(id);
+        });
+  }
+
+  std::string metrics() const {
+    const GenerationEngine::Stats s = engine.stats();
+    std::string m;
+    auto line = [&](const char* name, const char* type, const char* help, double v) {
+      m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+    };
+    line("weir_requests_total", "counter", "requests taken", double(s.requests));
+    line("weir_prompt_tokens_total", "counter", "prompt tokens computed", double(s.prompt_tokens));
+    line("weir_generated_tokens_total", "counter", "tokens generated", double(s.generated_tokens));
+    line("weir_steps_total", "counter", "forward steps", double(s.steps));
+    line("weir_step_seconds_total", "counter", "time in forward steps", s.step_seconds);
+    line("weir_queue_depth", "gauge", "requests waiting", double(s.queued));
+    line("weir_running", "gauge", "requests being generated", double(s.running));
+    line("weir_kv_cells_used", "gauge", "KV cache cells in use", double(s.kv_cells_used));
+    return m;
+  }
+};
+
+HttpServer::HttpServer(GenerationEngine& engine, const Tokenizer& tok, const ChatTemplate* chat, HttpOptions o)
+    : impl_(std::make_unique<Impl>(engine, tok, chat, std::move(o))) {}
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind() {
+  Impl& i = *impl_;
+  i.port = i.o.port == 0 ? i.svr.bind_to_any_port(i.o.host.c_str()) : (i.svr.bind_to_port(i.o.host.c_str(), i.o.port) ? i.o.port : -1);
+  if (i.port < 0) throw Error("serve: cannot listen on " + i.o.host + ":" + std::to_string(i.o.port) + " (in use, or not this host's address)");
+  return i.port;
+}
+
+void HttpServer::run() { impl_->svr.listen_after_bind(); }
+void HttpServer::stop() {
+  if (impl_) impl_->svr.stop();
+}
+
+}  // namespace weir::server

@@ -1,0 +1,102 @@
+// weir serve: the OpenAI-compatible HTTP server (src/server). One session,
+// one pool of cache cells, every request a job of the continuous-batching
+// loop. SIGINT/SIGTERM: stop taking requests, finish the running ones,
+// exit 0.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/session.h"
+#include "server/generation_engine.h"
+#include "server/http_server.h"
+#include "text/chat_template.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/common.h"
+#include "tools/signals.h"
+
+namespace weir::tools {
+
+int cmd_serve(int argc, char** argv) {
+  std::string model_path, host = "127.0.0.1", api_key, template_file, alias;
+  int port = 8080, parallel = 4, threads = default_threads(), ngl = 0, queue = 64;
+  int64_t n_ctx = 8192, n_batch = 512;
+  GpuFlags gpu_flags;
+  Args a("serve", "An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health, "
+                  "/metrics, /tokenize, /detokenize.");
+  a.opt("-m,--model", &model_path, "FILE", "GGUF model to serve (required)")
+      .opt("--host", &host, "ADDR", "address to listen on (default 127.0.0.1)")
+      .opt("--port", &port, "N", "port (default 8080; 0: any free one, printed)")
+      .opt("-np,--parallel", &parallel, "N", "requests generated side by side (default 4)")
+      .opt("-c,--ctx-size", &n_ctx, "N", "KV cache cells shared by all requests (default 8192, at most the model's x parallel)")
+      .opt("-b,--batch-size", &n_batch, "N", "tokens a forward step takes: decode tokens and prompt chunks (default 512)")
+      .opt("--queue", &queue, "N", "requests that may wait beyond the running ones; more get 503 (default 64)")
+      .opt("--api-key", &api_key, "KEY", "ask /v1 clients for Authorization: Bearer KEY")
+      .opt("--alias", &alias, "NAME", "the model's name in responses (default: the file's name)")
+      .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
+      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
+      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)");
+  gpu_flags.add_to(a);
+  if (!a.parse(argc, argv)) return 0;
+  check_threads(threads);
+  check_device_flag(a.given("--device"), ngl);
+  if (port < 0 || port > 65535) throw UsageError("--port: expected 0 to 65535, got " + std::to_string(port));
+  if (parallel < 1 || parallel > 256) throw UsageError("--parallel: expected 1 to 256, got " + std::to_string(parallel));
+  if (n_ctx < 16) throw UsageError("--ctx-size: expected at least 16 cells, got " + std::to_string(n_ctx));
+  if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
+  if (queue < 0) throw UsageError("--queue: expected 0 or more, got " + std::to_string(queue));
+
+  auto model = load_model(model_path);
+  const Tokenizer& tok = model->tokenizer();
+  std::unique_ptr<ChatTemplate> chat;
+  try {
+    chat = std::make_unique<ChatTemplate>(
+        template_file.empty() ? ChatTemplate::for_model(model->file(), tok.vocab())
+                              : ChatTemplate(read_text_file(template_file, "--chat-template-file"), template_file, tok.vocab()));
+  } catch (const Error& e) {
+    if (!template_file.empty()) throw;
+    std::fprintf(stderr, "weir serve: %s\nweir serve: /v1/chat/completions is off; /v1/completions works\n", e.what());
+  }
+  BackendFlags bf;
+  bf.n_gpu_layers = ngl;
+  gpu_flags.apply(bf);
+  bf.threads = threads;
+  bf.n_ctx = n_ctx;
+  BackendChoice choice = make_backend(*model, bf);
+  SessionParams p;
+  p.n_ctx = n_ctx;
+  p.n_batch = std::min(n_batch, n_ctx);
+  choice.join_group(p);
+  std::unique_ptr<Session> session = make_session(*model, *choice.backend, p);
+  server::EngineOptions eo;
+  eo.max_sequences = parallel;
+  eo.step_tokens = size_t(p.n_batch);
+  eo.queue_limit = size_t(queue);
+  server::GenerationEngine engine(*session, tok, eo);
+  server::HttpOptions ho;
+  ho.host = host;
+  ho.port = port;
+  ho.api_key = api_key;
+  ho.n_ctx = n_ctx;
+  ho.model_name = !alias.empty() ? alias : model_path.substr(model_path.find_last_of('/') + 1);
+  server::HttpServer http(engine, tok, chat.get(), ho);
+  const int bound = http.bind();
+  engine.start();
+  std::fprintf(stderr, "weir serve: %s on %s, %d at once, %lld cells; listening on http://%s:%d\n", ho.model_name.c_str(),
+               choice.placement.empty() ? "the CPU" : choice.placement.c_str(), parallel, static_cast<long long>(n_ctx),
+               host.c_str(), bound);
+  std::fflush(stderr);
+  std::thread watcher([&] {
+    while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    http.stop();
+  });
+  http.run();  // until a stop signal
+  if (!stop_requested()) http.stop();
+  engine.stop();  // the running requests finish
+  watcher.join();
+  std::fprintf(stderr, "weir serve: stopped (%s)\n", stop_requested() ? stop_signal_name() : "server ended");
+  return 0;
+}
+
+}  // namespace weir::tools

@@ -1,0 +1,188 @@
+// The HTTP side on a tiny model (CPU), through cpp-httplib's client as any
+// OpenAI client talks to it: whole and streamed answers agree (greedy),
+// the shapes hold the fields clients read, errors are OpenAI-shaped 400s
+// naming the field, the API key is asked for, and /health, /v1/models,
+// /metrics, /tokenize, /detokenize answer.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "test_env.h"
+
+namespace weir::server {
+namespace {
+
+using nlohmann::json;
+
+struct Running {
+  std::unique_ptr<Model> model;
+  CpuBackend cpu{2};
+  std::unique_ptr<Session> session;
+  std::unique_ptr<ChatTemplate> chat;
+  std::unique_ptr<GenerationEngine> engine;
+  std::unique_ptr<HttpServer> server;
+  std::thread thread;
+  int port = 0;
+
+  explicit Running(const std::string& api_key = "") {
+    const std::string path = test::own_dir() + "/http-llama.gguf";
+    SynthOptions so;
+    so.threads = 2;
+    so.sync = false;
+    write_synth_model(find_synth_preset("llama", "tiny"), so, path);
+    model = Model::load(path);
+    SessionParams sp;
+    sp.n_ctx = 512;
+    sp.n_batch = 64;
+    session = std::make_unique<Session>(*model, cpu, sp);
+    chat = std::make_unique<ChatTemplate>("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:",
+                                          "test template", model->tokenizer().vocab());
+    EngineOptions eo;
+    eo.max_sequences = 4;
+    eo.step_tokens = 64;
+    engine = std::make_unique<GenerationEngine>(*session, model->tokenizer(), eo);
+    engine->start();
+    HttpOptions ho;
+    ho.port = 0;
+    ho.api_key = api_key;
+    ho.model_name = "tiny";
+    ho.n_ctx = sp.n_ctx;
+    server = std::make_unique<HttpServer>(*engine, model->tokenizer(), chat.get(), ho);
+    port = server->bind();
+    thread = std::thread([this] { server->run(); });
+  }
+  ~Running() {
+    server->stop();
+    thread.join();
+    engine->stop();
+  }
+};
+
+const char* kChat = R"({"model": "tiny", "messages": [{"role": "user", "content": "hello there"}],
+                        "max_tokens": 12, "temperature": 0, "seed": 1})";
+
+TEST(HttpServer, WholeAndStreamedAnswersAgree) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  auto res = cli.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json whole = json::parse(res->body);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["model"], "tiny");
+  EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 12);
+  EXPECT_GT(whole["usage"]["prompt_tokens"].get<int>(), 2);
+  const std::string text = whole["choices"][0]["message"]["content"];
+
+  json body = json::parse(kChat);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  std::string sse;
+  auto sres = cli.Post("/v1/chat/completions", httplib::Headers{}, body.dump(), "application/json");
+  ASSERT_TRUE(sres);
+  ASSERT_EQ(sres->status, 200);
+  sse = sres->body;
+  std::string streamed, finish;
+  bool saw_done = false, saw_usage = false, saw_role = false;
+  for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+    const size_t end = sse.find("\n\n", at);
+    const std::string data = sse.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") {
+      saw_done = true;
+      continue;
+    }
+    const json c = json::parse(data);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    if (c["choices"].empty()) {
+      saw_usage = true;
+      EXPECT_EQ(c["usage"]["completion_tokens"], 12);
+      continue;
+    }
+    const json& d = c["choices"][0]["delta"];
+    if (d.contains("role")) saw_role = true;
+    if (d.contains("content")) streamed += d["content"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_TRUE(saw_role && saw_done && saw_usage) << sse;
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(streamed, text);
+
+  // The same prompt tokens through /v1/completions give the same text (the
+  // chat template adds no BOS here; completions of text would).
+  auto tk = cli.Post("/tokenize", R"({"content": "user: hello there\nassistant:"})", "application/json");
+  ASSERT_TRUE(tk);
+  json comp = {{"prompt", json::parse(tk->body)["tokens"]}, {"max_tokens", 12}, {"temperature", 0}};
+  auto cres = cli.Post("/v1/completions", comp.dump(), "application/json");
+  ASSERT_TRUE(cres);
+  ASSERT_EQ(cres->status, 200) << cres->body;
+  EXPECT_EQ(json::parse(cres->body)["choices"][0]["text"], text);
+}
+
+TEST(HttpServer, StopStringsEndTheAnswer) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  auto res = cli.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(res);
+  const std::string text = json::parse(res->body)["choices"][0]["message"]["content"];
+  ASSERT_GE(text.size(), 6u);
+  json body = json::parse(kChat);
+  body["stop"] = text.substr(3, 3);
+  auto s = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(s);
+  const json j = json::parse(s->body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], text.substr(0, text.find(text.substr(3, 3))));
+}
+
+TEST(HttpServer, ErrorsAndEndpoints) {
+  Running r("sekret");
+  httplib::Client cli("127.0.0.1", r.port);
+  auto no_key = cli.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 401);
+  EXPECT_EQ(json::parse(no_key->body)["error"]["type"], "authentication_error");
+  const httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
+  auto bad_json = cli.Post("/v1/chat/completions", auth, "{not json", "application/json");
+  ASSERT_TRUE(bad_json);
+  EXPECT_EQ(bad_json->status, 400);
+  auto bad_type = cli.Post("/v1/chat/completions", auth, R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})",
+                           "application/json");
+  ASSERT_TRUE(bad_type);
+  EXPECT_EQ(bad_type->status, 400);
+  EXPECT_EQ(json::parse(bad_type->body)["error"]["param"], "temperature");
+  auto too_long = cli.Post("/v1/completions", auth, json{{"prompt", std::vector<int>(600, 1)}}.dump(), "application/json");
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ(too_long->status, 400);
+  EXPECT_NE(too_long->body.find("600"), std::string::npos) << too_long->body;
+  EXPECT_NE(too_long->body.find("512"), std::string::npos) << too_long->body;
+  auto models = cli.Get("/v1/models", auth);
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "tiny");
+  auto health = cli.Get("/health");  // no key needed outside /v1
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto tk = cli.Post("/tokenize", R"({"content": "hello"})", "application/json");
+  ASSERT_TRUE(tk);
+  const json ids = json::parse(tk->body)["tokens"];
+  auto dt = cli.Post("/detokenize", json{{"tokens", ids}}.dump(), "application/json");
+  ASSERT_TRUE(dt);
+  EXPECT_NE(json::parse(dt->body)["content"].get<std::string>().find("hello"), std::string::npos);
+  auto metrics = cli.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("weir_requests_total"), std::string::npos);
+  EXPECT_NE(metrics->body.find("weir_kv_cells_used"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weir::server
