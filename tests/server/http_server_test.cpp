@@ -145,6 +145,37 @@ TEST(HttpServer, StopStringsEndTheAnswer) {
   EXPECT_EQ(j["choices"][0]["message"]["content"], text.substr(0, text.find(text.substr(3, 3))));
 }
 
+// A streaming client that hangs up mid-answer: its job is cancelled and
+// its cells come back, while the server goes on serving.
+TEST(HttpServer, ClientThatLeavesIsCancelled) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  json body = json::parse(kChat);
+  body["max_tokens"] = 400;
+  body["stream"] = true;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  size_t chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };  // then hang up
+  cli.send(req);
+  EXPECT_GE(chunks, 3u);
+  // The job ends as cancelled (not after its 400 tokens) and frees its cells.
+  bool freed = false;
+  for (int i = 0; i < 200 && !freed; ++i) {
+    const auto st = r.engine->stats();
+    freed = st.running == 0 && st.kv_cells_used == 0;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(freed);
+  EXPECT_LT(r.engine->stats().generated_tokens, 400u);
+  auto again = cli.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+}
+
 TEST(HttpServer, ErrorsAndEndpoints) {
   Running r("sekret");
   httplib::Client cli("127.0.0.1", r.port);
