@@ -13,8 +13,9 @@ namespace {
 
 // The token every rank of a tensor-parallel group sampled: the same one,
 // or they diverged.
-int32_t same_on_every_rank(const std::vector<int32_t>& ids) {
-  for (int32_t id : ids)
+template <typename T>
+T same_on_every_rank(const std::vector<T>& ids) {
+  for (const T& id : ids)
     if (id != ids[0]) throw Error("tensor parallel: the ranks sampled different tokens (they diverged)");
   return ids[0];
 }
@@ -328,9 +329,7 @@ std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::
     on_all_ranks([&](Session& r) {
       ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.step_sample(tokens, seqs, out_rows, params);
     });
-    for (const auto& v : ids)
-      if (v != ids[0]) throw Error("tensor parallel: the ranks sampled different tokens (they diverged)");
-    return ids[0];
+    return same_on_every_rank(ids);
   }
   check_not_queued();
   const size_t T = tokens.size();
@@ -346,11 +345,17 @@ std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::
   for (int32_t sq : seqs)
     if (sq < 0) throw Error("session: a negative sequence id");
   check_tokens(tokens);
+  return sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
+                     std::vector<int32_t>(out_rows.begin(), out_rows.end()), params.data());
+}
+
+std::vector<int32_t> Session::sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,
+                                          const std::vector<int32_t>& out_rows, const float* params) {
   n_logits_ = 0;
   const size_t n_out = out_rows.size();
+  // Every earlier copy into sampled_ was waited for, so it can be replaced.
   if (sampled_->size() < n_out * sizeof(int32_t)) sampled_ = backend_.alloc_host(n_out * sizeof(int32_t));
-  Step& st = run_batch(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
-                       std::vector<int32_t>(out_rows.begin(), out_rows.end()), true, params.data());
+  Step& st = run_batch(tokens, seqs, out_rows, true, params);
   Queue& q = backend_.queue();
   q.copy_to_host(sampled_->data(), st.sampled->data, n_out * sizeof(int32_t));
   q.synchronize();
@@ -385,9 +390,7 @@ std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std
     std::vector<std::vector<int32_t>> ids(peers_.size() + 1);
     Session* self = this;
     on_all_ranks([&](Session& r) { ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.decode_sample(tokens, seqs, s); });
-    for (const auto& v : ids)
-      if (v != ids[0]) throw Error("tensor parallel: the ranks sampled different tokens (they diverged)");
-    return ids[0];
+    return same_on_every_rank(ids);
   }
   check_not_queued();
   if (tokens.empty() || tokens.size() != seqs.size())
@@ -407,16 +410,7 @@ std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std
     std::copy(row, row + 5, params.begin() + std::ptrdiff_t(5 * t));
     out_rows[t] = int32_t(t);
   }
-  n_logits_ = 0;
-  // Every earlier copy into sampled_ was waited for, so it can be replaced.
-  if (sampled_->size() < T * sizeof(int32_t)) sampled_ = backend_.alloc_host(T * sizeof(int32_t));
-  Step& st = run_batch(tokens, seq, out_rows, true, params.data());
-  Queue& q = backend_.queue();
-  q.copy_to_host(sampled_->data(), st.sampled->data, T * sizeof(int32_t));
-  q.synchronize();
-  std::vector<int32_t> ids(T);
-  std::memcpy(ids.data(), sampled_->data(), T * sizeof(int32_t));
-  return ids;
+  return sample_rows(tokens, seq, out_rows, params.data());
 }
 
 void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> want) {

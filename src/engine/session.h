@@ -148,6 +148,10 @@ class Session {
   Step& run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
                   const void* token_from = nullptr);
+  // run_batch of a step that samples out_rows (5 values each in params),
+  // then the ids back after one host wait.
+  std::vector<int32_t> sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,
+                                   const std::vector<int32_t>& out_rows, const float* params);
   void check_not_queued() const;
   // With peers: runs f on every rank's session at once and returns true
   // (the caller's call is done); false on a peer, or inside such a run.

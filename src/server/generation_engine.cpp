@@ -22,8 +22,10 @@ StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget) {
     const ActiveView& a = active[i];
     if (a.decoding || a.prompt_done >= a.prompt_len) continue;
     const size_t n = std::min(budget - p.tokens.size(), a.prompt_len - a.prompt_done);
-    for (size_t k = 0; k < n; ++k) p.seqs.push_back(a.seq);
-    p.tokens.resize(p.tokens.size() + n, -1);  // the caller fills the prompt's ids
+    for (size_t k = 0; k < n; ++k) {
+      p.seqs.push_back(a.seq);
+      p.tokens.push_back(a.prompt ? a.prompt[a.prompt_done + k] : -1);
+    }
     p.prompt_taken[i] = n;
     if (a.prompt_done + n == a.prompt_len) {
       p.out_rows.push_back(int32_t(p.tokens.size() - 1));
@@ -124,6 +126,10 @@ void GenerationEngine::finish(Active& a, const std::string& reason) {
   tail += a.stops->flush();
   if (!tail.empty() && a.job.on_text) a.job.on_text(tail);
   if (a.job.on_done) a.job.on_done(reason, int64_t(a.job.prompt.size()), a.generated);
+  release(a);
+}
+
+void GenerationEngine::release(Active& a) {
   s_.remove_seq(a.seq);
   free_seqs_.push_back(a.seq);
   a.seq = -1;
@@ -138,8 +144,7 @@ void GenerationEngine::loop() {
         for (auto& a : active_)
           if (a && a->id == id) {
             if (a->job.on_done) a->job.on_done("cancelled", int64_t(a->job.prompt.size()), a->generated);
-            s_.remove_seq(a->seq);
-            free_seqs_.push_back(a->seq);
+            release(*a);
             a.reset();
           }
       cancelled_.clear();
@@ -168,15 +173,8 @@ bool GenerationEngine::step() {
   if (active_.empty()) return false;
   std::vector<ActiveView> views;
   for (const auto& a : active_)
-    views.push_back({a->job.prompt.size(), a->prompt_done, a->decoding, a->last, a->seq});
-  StepPlan p = plan_step(views, o_.step_tokens);
-  // The prompt ids of the chunks (plan_step left their places).
-  size_t at = 0;
-  for (size_t i = 0; i < active_.size(); ++i) {
-    if (views[i].decoding) ++at;
-  }
-  for (size_t i = 0; i < active_.size(); ++i)
-    for (size_t k = 0; k < p.prompt_taken[i]; ++k) p.tokens[at++] = active_[i]->job.prompt[active_[i]->prompt_done + k];
+    views.push_back({a->job.prompt.size(), a->prompt_done, a->decoding, a->last, a->seq, a->job.prompt.data()});
+  const StepPlan p = plan_step(views, o_.step_tokens);
   std::vector<float> params;
   for (size_t k = 0; k < p.out_rows.size(); ++k) {
     const size_t o = p.out_owner[k];
@@ -196,8 +194,7 @@ bool GenerationEngine::step() {
     // Nothing of the step went in: every running request fails with why.
     for (auto& a : active_) {
       if (a->job.on_error) a->job.on_error(e.what());
-      s_.remove_seq(a->seq);
-      free_seqs_.push_back(a->seq);
+      release(*a);
     }
     std::lock_guard<std::mutex> lk(m_);
     active_.clear();

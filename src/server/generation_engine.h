@@ -60,6 +60,7 @@ struct ActiveView {
   bool decoding = false;  // has a sampled token to put in
   int32_t last = -1;      // that token
   int seq = -1;
+  const int32_t* prompt = nullptr;  // its prompt's ids (null: chunks left as -1)
 };
 // Decode tokens first (every decoding request, in order), then prompt
 // chunks in arrival order, until `budget` tokens.
@@ -103,6 +104,7 @@ class GenerationEngine {
   void loop();
   bool step();  // false when there was nothing to do
   void finish(Active& a, const std::string& reason);
+  void release(Active& a);  // its cells and sequence back
   int64_t cells_in_use() const;  // engine thread
 
   Session& s_;

@@ -43,12 +43,9 @@ int cmd_chat(int argc, char** argv) {
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to talk with (required)")
       .opt("--system", &system_prompt, "TEXT", "a system message that begins the conversation")
       .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
-      .opt("-n,--n-predict", &n_predict, "N", "most tokens an answer may have (default -1: until the model ends it)")
-      .opt("--temp", &sp.temperature, "T", "temperature; 0 is greedy (default 0.8)")
-      .opt("--top-k", &sp.top_k, "K", "keep the K most likely tokens (default 40; 0: off)")
-      .opt("--top-p", &sp.top_p, "P", "nucleus sampling threshold (default 0.95; 1: off)")
-      .opt("--min-p", &sp.min_p, "P", "drop tokens below P x the top probability (default 0.05; 0: off)")
-      .opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
+      .opt("-n,--n-predict", &n_predict, "N", "most tokens an answer may have (default -1: until the model ends it)");
+  add_sampling_flags(a, &sp);
+  a.opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)")
       .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
@@ -65,9 +62,7 @@ int cmd_chat(int argc, char** argv) {
 
   auto model = load_model(model_path);
   const Tokenizer& tok = model->tokenizer();
-  const ChatTemplate chat = template_file.empty()
-                                ? ChatTemplate::for_model(model->file(), tok.vocab())
-                                : ChatTemplate(read_text_file(template_file, "--chat-template-file"), template_file, tok.vocab());
+  const ChatTemplate chat = chat_template_for(*model, template_file);
   if (!a.given("-c") && model->hparams().n_ctx_train > 0) n_ctx = std::min(n_ctx, model->hparams().n_ctx_train);
   BackendFlags bf;
   bf.n_gpu_layers = ngl;
@@ -83,12 +78,7 @@ int cmd_chat(int argc, char** argv) {
   std::unique_ptr<Session> session = make_session(*model, *choice.backend, p);
   Sampler sampler(sp, int(model->hparams().n_vocab));
   const bool on_backend = !choice.backend->host_visible_memory();
-  BackendSampling bs;
-  bs.temperature = sp.temperature;
-  bs.top_k = sp.top_k;
-  bs.top_p = sp.top_p;
-  bs.min_p = sp.min_p;
-  bs.seed = sampler.seed();
+  const BackendSampling bs = backend_sampling(sp, sampler.seed());
   // Runs tokens and returns the token after them.
   auto step = [&](std::span<const int32_t> ids) -> int32_t {
     if (on_backend) return session->eval_sample(ids, bs);

@@ -44,12 +44,9 @@ int cmd_run(int argc, char** argv) {
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to run (required)")
       .opt("-p,--prompt", &prompt, "TEXT", "prompt text")
       .opt("-f,--file", &prompt_file, "FILE", "read the prompt from a file")
-      .opt("-n,--n-predict", &n_predict, "N", "tokens to generate (default 128; -1: until end of generation or context)")
-      .opt("--temp", &sp.temperature, "T", "temperature; 0 is greedy and deterministic (default 0.8)")
-      .opt("--top-k", &sp.top_k, "K", "keep the K most likely tokens (default 40; 0: off)")
-      .opt("--top-p", &sp.top_p, "P", "nucleus sampling threshold (default 0.95; 1: off)")
-      .opt("--min-p", &sp.min_p, "P", "drop tokens below P x the top probability (default 0.05; 0: off)")
-      .opt("--repeat-penalty", &sp.repeat_penalty, "X", "penalty for repeated tokens (default 1.0: off)")
+      .opt("-n,--n-predict", &n_predict, "N", "tokens to generate (default 128; -1: until end of generation or context)");
+  add_sampling_flags(a, &sp);
+  a.opt("--repeat-penalty", &sp.repeat_penalty, "X", "penalty for repeated tokens (default 1.0: off)")
       .opt("--repeat-last-n", &sp.repeat_last_n, "N", "tokens the repeat penalty looks back over (default 64)")
       .opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
@@ -120,12 +117,7 @@ int cmd_run(int argc, char** argv) {
   // On a GPU the sampler runs there and only token ids come back, unless a
   // repetition penalty (which needs the CPU sampler's history) is asked for.
   const bool sample_on_backend = !backend.host_visible_memory() && (sp.repeat_penalty == 1.0f || sp.repeat_last_n == 0);
-  BackendSampling bs;
-  bs.temperature = sp.temperature;
-  bs.top_k = sp.top_k;
-  bs.top_p = sp.top_p;
-  bs.min_p = sp.min_p;
-  bs.seed = sampler.seed();
+  const BackendSampling bs = backend_sampling(sp, sampler.seed());
 
   std::vector<int32_t> ids = tok.encode(prompt, tok.vocab().add_bos && !no_bos, true);
   if (ids.empty()) throw UsageError("the prompt is empty (give -p TEXT or -f FILE)");

@@ -515,4 +515,27 @@ void write_stdout(const void* data, size_t n) {
     throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
 }
 
+void add_sampling_flags(Args& a, SamplerParams* sp) {
+  a.opt("--temp", &sp->temperature, "T", "temperature; 0 is greedy and deterministic (default 0.8)")
+      .opt("--top-k", &sp->top_k, "K", "keep the K most likely tokens (default 40; 0: off)")
+      .opt("--top-p", &sp->top_p, "P", "nucleus sampling threshold (default 0.95; 1: off)")
+      .opt("--min-p", &sp->min_p, "P", "drop tokens below P x the top probability (default 0.05; 0: off)");
+}
+
+BackendSampling backend_sampling(const SamplerParams& sp, uint64_t seed) {
+  BackendSampling bs;
+  bs.temperature = sp.temperature;
+  bs.top_k = sp.top_k;
+  bs.top_p = sp.top_p;
+  bs.min_p = sp.min_p;
+  bs.seed = seed;
+  return bs;
+}
+
+ChatTemplate chat_template_for(const Model& m, const std::string& template_file) {
+  const Vocab& v = m.tokenizer().vocab();
+  if (template_file.empty()) return ChatTemplate::for_model(m.file(), v);
+  return ChatTemplate(read_text_file(template_file, "--chat-template-file"), template_file, v);
+}
+
 }  // namespace weir::tools

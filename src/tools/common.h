@@ -10,10 +10,12 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "model/loader.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
+#include "text/chat_template.h"
 #include "tools/args.h"
 
 namespace weir::tools {
@@ -95,6 +97,13 @@ struct BackendChoice {
 // that does not fit (bytes needed vs free). The CPU backend stops between
 // graph segments on a stop signal.
 BackendChoice make_backend(const Model& m, const BackendFlags& f);
+// --temp, --top-k, --top-p, --min-p (run and chat).
+void add_sampling_flags(Args& a, SamplerParams* sp);
+// The sampler flags' values for sampling on the backend, with this seed.
+BackendSampling backend_sampling(const SamplerParams& sp, uint64_t seed);
+// --chat-template-file's template when given, else the model's own or a
+// built-in one (ChatTemplate::for_model; throws Error when there is none).
+ChatTemplate chat_template_for(const Model& m, const std::string& template_file);
 // The GPU flags of run and perplexity, as given: --device 0[,1...], -sm,
 // -ts; apply() checks them into BackendFlags.
 struct GpuFlags {

@@ -16,38 +16,16 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "test_env.h"
+#include "tiny_synth.h"
 
 namespace weir {
 namespace {
-
-std::string synth_tiny(const std::string& arch) {
-  const std::string path = test::own_dir() + "/batched-" + arch + ".gguf";
-  SynthOptions o;
-  o.threads = 2;
-  o.sync = false;
-  write_synth_model(find_synth_preset(arch, "tiny"), o, path);
-  return path;
-}
-
-std::vector<int32_t> alone(const Model& m, Backend& b, const std::vector<int32_t>& prompt, int steps) {
-  SessionParams sp;
-  sp.n_ctx = int64_t(prompt.size()) + steps + 1;
-  Session s(m, b, sp);
-  BackendSampling greedy;
-  greedy.temperature = 0;
-  std::vector<int32_t> out = {s.eval_sample(prompt, greedy)};
-  for (int i = 1; i < steps; ++i) {
-    const int32_t t[1] = {out.back()};
-    out.push_back(s.eval_sample(t, greedy));
-  }
-  return out;
-}
 
 // n_seq > 1: the cache in regions (16 cells each here, so sequence 0,
 // with 9 + 12 tokens, overflows its region into the shared cells).
 void check_arch(const std::string& arch, int n_seq) {
   SCOPED_TRACE(arch + " n_seq " + std::to_string(n_seq));
-  auto model = Model::load(synth_tiny(arch));
+  auto model = Model::load(test::synth_tiny(arch, "batched"));
   CpuBackend cpu(2);
   const int steps = 12;
   const std::vector<int32_t> seq_ids = {2, 0, 3};  // out of order; 1 unused
@@ -60,7 +38,7 @@ void check_arch(const std::string& arch, int n_seq) {
     prompts.push_back(p);
   }
   std::vector<std::vector<int32_t>> want;
-  for (const auto& p : prompts) want.push_back(alone(*model, cpu, p, steps));
+  for (const auto& p : prompts) want.push_back(test::greedy_alone(*model, cpu, p, steps));
 
   SessionParams sp;
   sp.n_ctx = 64;
@@ -100,7 +78,7 @@ TEST(BatchedDecode, MatchesEachSequenceAloneGemma3) {  // sliding-window masks
 }
 
 TEST(BatchedDecode, RejectsRepeatedSequences) {
-  auto model = Model::load(synth_tiny("llama"));
+  auto model = Model::load(test::synth_tiny("llama", "batched"));
   CpuBackend cpu(1);
   Session s(*model, cpu, SessionParams{});
   const std::vector<int32_t> toks = {1, 2}, seqs = {4, 4};

@@ -17,32 +17,10 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "test_env.h"
+#include "tiny_synth.h"
 
 namespace weir {
 namespace {
-
-std::string synth_tiny(const std::string& arch) {
-  const std::string path = test::own_dir() + "/mixed-" + arch + ".gguf";
-  SynthOptions o;
-  o.threads = 2;
-  o.sync = false;
-  write_synth_model(find_synth_preset(arch, "tiny"), o, path);
-  return path;
-}
-
-std::vector<int32_t> alone(const Model& m, Backend& b, const std::vector<int32_t>& prompt, int steps) {
-  SessionParams sp;
-  sp.n_ctx = int64_t(prompt.size()) + steps + 1;
-  Session s(m, b, sp);
-  BackendSampling greedy;
-  greedy.temperature = 0;
-  std::vector<int32_t> out = {s.eval_sample(prompt, greedy)};
-  for (int i = 1; i < steps; ++i) {
-    const int32_t t[1] = {out.back()};
-    out.push_back(s.eval_sample(t, greedy));
-  }
-  return out;
-}
 
 struct Request {
   std::vector<int32_t> prompt;
@@ -54,7 +32,7 @@ struct Request {
 
 void check_arch(const std::string& arch) {
   SCOPED_TRACE(arch);
-  auto model = Model::load(synth_tiny(arch));
+  auto model = Model::load(test::synth_tiny(arch, "mixed"));
   CpuBackend cpu(2);
   const int steps = 6;    // tokens each request generates
   const size_t budget = 7;  // tokens a forward step takes
@@ -131,14 +109,14 @@ void check_arch(const std::string& arch) {
   }
   EXPECT_GE(mixed, 3) << "the schedule must put prompt chunks beside decode tokens";
   for (size_t i = 0; i < reqs.size(); ++i)
-    EXPECT_EQ(reqs[i].generated, alone(*model, cpu, reqs[i].prompt, steps)) << "request " << i;
+    EXPECT_EQ(reqs[i].generated, test::greedy_alone(*model, cpu, reqs[i].prompt, steps)) << "request " << i;
 }
 
 TEST(MixedBatch, MatchesEachRequestAloneLlama) { check_arch("llama"); }
 TEST(MixedBatch, MatchesEachRequestAloneGemma3) { check_arch("gemma3"); }  // sliding-window masks
 
 TEST(MixedBatch, RejectsBadRows) {
-  auto model = Model::load(synth_tiny("llama"));
+  auto model = Model::load(test::synth_tiny("llama", "mixed"));
   CpuBackend cpu(2);
   SessionParams sp;
   sp.n_ctx = 32;

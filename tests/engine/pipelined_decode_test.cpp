@@ -17,18 +17,10 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "test_env.h"
+#include "tiny_synth.h"
 
 namespace weir {
 namespace {
-
-std::string synth_tiny(const std::string& arch) {
-  const std::string path = test::own_dir() + "/pipelined-" + arch + ".gguf";
-  SynthOptions o;
-  o.threads = 2;
-  o.sync = false;
-  write_synth_model(find_synth_preset(arch, "tiny"), o, path);
-  return path;
-}
 
 std::vector<int32_t> prompt_for(const Model& m, int n) {
   std::mt19937 rng(5);
@@ -64,7 +56,7 @@ std::vector<int32_t> pipelined(Session& s, const std::vector<int32_t>& prompt, i
 class PipelinedDecode : public testing::TestWithParam<std::string> {};
 
 TEST_P(PipelinedDecode, GeneratesWhatStepwiseDoes) {
-  auto model = Model::load(synth_tiny(GetParam()));
+  auto model = Model::load(test::synth_tiny(GetParam(), "pipelined"));
   CpuBackend cpu(2);
   const std::vector<int32_t> prompt = prompt_for(*model, 7);
   const int n = 14;
@@ -85,7 +77,7 @@ TEST_P(PipelinedDecode, GeneratesWhatStepwiseDoes) {
 }
 
 TEST_P(PipelinedDecode, CancelLeavesTheSessionAsStepwise) {
-  auto model = Model::load(synth_tiny(GetParam()));
+  auto model = Model::load(test::synth_tiny(GetParam(), "pipelined"));
   CpuBackend cpu(2);
   const std::vector<int32_t> prompt = prompt_for(*model, 5);
   BackendSampling bs;  // sampled: the cancel gives the draws back too

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "test_env.h"
+#include "tiny_synth.h"
 
 namespace weir::server {
 namespace {
@@ -39,31 +40,12 @@ TEST(PlanStep, DecodeFirstThenPromptChunks) {
 struct Tiny {
   std::unique_ptr<Model> model;
   CpuBackend cpu{2};
-  Tiny() {
-    const std::string path = test::own_dir() + "/engine-llama.gguf";
-    SynthOptions o;
-    o.threads = 2;
-    o.sync = false;
-    write_synth_model(find_synth_preset("llama", "tiny"), o, path);
-    model = Model::load(path);
-  }
+  Tiny() : model(Model::load(test::synth_tiny("llama", "engine"))) {}
   // The greedy text of a prompt alone in a session of its own.
   std::string alone(const std::vector<int32_t>& prompt, int n) {
-    SessionParams sp;
-    sp.n_ctx = int64_t(prompt.size()) + n + 1;
-    Session s(*model, cpu, sp);
-    BackendSampling greedy;
-    greedy.temperature = 0;
     Utf8Streamer u;
     std::string text;
-    int32_t id = s.eval_sample(prompt, greedy);
-    for (int i = 0; i < n; ++i) {
-      text += u.push(model->tokenizer().token_to_piece(id, false));
-      if (i + 1 < n) {
-        const int32_t t[1] = {id};
-        id = s.eval_sample(t, greedy);
-      }
-    }
+    for (int32_t id : test::greedy_alone(*model, cpu, prompt, n)) text += u.push(model->tokenizer().token_to_piece(id, false));
     return text + u.flush();
   }
 };

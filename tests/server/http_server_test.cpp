@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "test_env.h"
+#include "tiny_synth.h"
 
 namespace weir::server {
 namespace {
@@ -33,12 +34,7 @@ struct Running {
   int port = 0;
 
   explicit Running(const std::string& api_key = "") {
-    const std::string path = test::own_dir() + "/http-llama.gguf";
-    SynthOptions so;
-    so.threads = 2;
-    so.sync = false;
-    write_synth_model(find_synth_preset("llama", "tiny"), so, path);
-    model = Model::load(path);
+    model = Model::load(test::synth_tiny("llama", "http"));
     SessionParams sp;
     sp.n_ctx = 512;
     sp.n_batch = 64;

@@ -265,9 +265,8 @@ std::vector<std::unique_ptr<Collective>> make_gpu_comms(const std::vector<int>& 
   auto g = std::make_shared<GpuGroup>();
   g->devices = devices;
   g->opts = o;
-  if (o.nvlink_max_bytes == GpuCommOptions::kNvlinkAuto)
-    g->opts.nvlink_max_bytes = size_t(n <= 2 ? 512 : 192) << 10;
-  if (!o.nccl && o.nvlink_max_bytes == GpuCommOptions::kNvlinkAuto) g->opts.nvlink_max_bytes = size_t(512) << 10;
+  if (o.nvlink_max_bytes == GpuCommOptions::kNvlinkAuto)  // without NCCL the kernel's buffer size only
+    g->opts.nvlink_max_bytes = size_t(n <= 2 || !o.nccl ? 512 : 192) << 10;
   // NVLink: peer access between every pair.
   g->nvlink = g->opts.nvlink_max_bytes > 0 && n > 1;
   for (int i = 0; i < n && g->nvlink; ++i)

@@ -51,9 +51,7 @@ int cmd_serve(int argc, char** argv) {
   const Tokenizer& tok = model->tokenizer();
   std::unique_ptr<ChatTemplate> chat;
   try {
-    chat = std::make_unique<ChatTemplate>(
-        template_file.empty() ? ChatTemplate::for_model(model->file(), tok.vocab())
-                              : ChatTemplate(read_text_file(template_file, "--chat-template-file"), template_file, tok.vocab()));
+    chat = std::make_unique<ChatTemplate>(chat_template_for(*model, template_file));
   } catch (const Error& e) {
     if (!template_file.empty()) throw;
     std::fprintf(stderr, "weir serve: %s\nweir serve: /v1/chat/completions is off; /v1/completions works\n", e.what());
