@@ -56,6 +56,7 @@ int cmd_chat(int argc, char** argv) {
   if (n_predict < -1 || n_predict == 0)
     throw UsageError("-n: expected -1 (until the model ends the answer) or a count of tokens, got " + std::to_string(n_predict));
   check_threads(threads);
+  check_sampling(sp);
   check_device_flag(a.given("--device"), ngl);
   if (n_ctx < 1) throw UsageError("--ctx-size: expected a positive number of tokens, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));

@@ -15,19 +15,6 @@
 #include "tools/signals.h"
 
 namespace weir::tools {
-namespace {
-
-void check_sampling(const SamplerParams& sp) {
-  if (sp.temperature < 0) throw UsageError("--temp: expected 0 (greedy) or more, got " + std::to_string(sp.temperature));
-  if (sp.top_k < 0) throw UsageError("--top-k: expected 0 (off) or more, got " + std::to_string(sp.top_k));
-  if (!(sp.top_p > 0 && sp.top_p <= 1)) throw UsageError("--top-p: expected a value in (0, 1], got " + std::to_string(sp.top_p));
-  if (!(sp.min_p >= 0 && sp.min_p <= 1)) throw UsageError("--min-p: expected a value in [0, 1], got " + std::to_string(sp.min_p));
-  if (!(sp.repeat_penalty > 0))
-    throw UsageError("--repeat-penalty: expected a positive value (1: off), got " + std::to_string(sp.repeat_penalty));
-  if (sp.repeat_last_n < 0) throw UsageError("--repeat-last-n: expected 0 (off) or more, got " + std::to_string(sp.repeat_last_n));
-}
-
-}  // namespace
 
 int cmd_run(int argc, char** argv) {
   const auto t_start = std::chrono::steady_clock::now();  // for the time to the first token

@@ -522,6 +522,16 @@ void add_sampling_flags(Args& a, SamplerParams* sp) {
       .opt("--min-p", &sp->min_p, "P", "drop tokens below P x the top probability (default 0.05; 0: off)");
 }
 
+void check_sampling(const SamplerParams& sp) {
+  if (sp.temperature < 0) throw UsageError("--temp: expected 0 (greedy) or more, got " + std::to_string(sp.temperature));
+  if (sp.top_k < 0) throw UsageError("--top-k: expected 0 (off) or more, got " + std::to_string(sp.top_k));
+  if (!(sp.top_p > 0 && sp.top_p <= 1)) throw UsageError("--top-p: expected a value in (0, 1], got " + std::to_string(sp.top_p));
+  if (!(sp.min_p >= 0 && sp.min_p <= 1)) throw UsageError("--min-p: expected a value in [0, 1], got " + std::to_string(sp.min_p));
+  if (!(sp.repeat_penalty > 0))
+    throw UsageError("--repeat-penalty: expected a positive value (1: off), got " + std::to_string(sp.repeat_penalty));
+  if (sp.repeat_last_n < 0) throw UsageError("--repeat-last-n: expected 0 (off) or more, got " + std::to_string(sp.repeat_last_n));
+}
+
 BackendSampling backend_sampling(const SamplerParams& sp, uint64_t seed) {
   BackendSampling bs;
   bs.temperature = sp.temperature;

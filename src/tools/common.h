@@ -99,6 +99,8 @@ struct BackendChoice {
 BackendChoice make_backend(const Model& m, const BackendFlags& f);
 // --temp, --top-k, --top-p, --min-p (run and chat).
 void add_sampling_flags(Args& a, SamplerParams* sp);
+// UsageError naming the sampling flag out of range.
+void check_sampling(const SamplerParams& sp);
 // The sampler flags' values for sampling on the backend, with this seed.
 BackendSampling backend_sampling(const SamplerParams& sp, uint64_t seed);
 // --chat-template-file's template when given, else the model's own or a

@@ -157,6 +157,10 @@ TEST(Chat, BadTemplateAndNoTemplateAreClearErrors) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("include"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+  // Sampling flags are checked as weir run checks them: a usage error naming the flag.
+  r = run_weir("chat -m " + shell_quote(dir + "/llama3.gguf") + " --top-p 0 </dev/null");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--top-p"), std::string::npos) << r.err;
 }
 
 }  // namespace
