@@ -331,22 +331,42 @@ std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::
     });
     return same_on_every_rank(ids);
   }
+  check_step(tokens, seqs, out_rows);
+  if (params.size() != 5 * out_rows.size()) throw Error("session: step_sample needs 5 sampling values for each out row");
+  return sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
+                     std::vector<int32_t>(out_rows.begin(), out_rows.end()), params.data());
+}
+
+void Session::check_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                         std::span<const int32_t> out_rows) const {
   check_not_queued();
   const size_t T = tokens.size();
-  if (T == 0 || seqs.size() != T) throw Error("session: step_sample needs a sequence for each token");
+  if (T == 0 || seqs.size() != T) throw Error("session: a step needs a sequence for each token");
   if (int64_t(T) > p_.n_batch)
     throw Error("session: a step of " + std::to_string(T) + " tokens, more than the batch size (" +
                 std::to_string(p_.n_batch) + ")");
-  if (out_rows.empty() || params.size() != 5 * out_rows.size())
-    throw Error("session: step_sample needs at least one out row and 5 sampling values for each");
+  if (out_rows.empty()) throw Error("session: a step needs at least one out row");
   for (size_t k = 0; k < out_rows.size(); ++k)
     if (out_rows[k] < 0 || size_t(out_rows[k]) >= T || (k > 0 && out_rows[k] <= out_rows[k - 1]))
-      throw Error("session: step_sample's out rows must be ascending indices into the step's tokens");
+      throw Error("session: a step's out rows must be ascending indices into its tokens");
   for (int32_t sq : seqs)
     if (sq < 0) throw Error("session: a negative sequence id");
   check_tokens(tokens);
-  return sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
-                     std::vector<int32_t>(out_rows.begin(), out_rows.end()), params.data());
+}
+
+void Session::step_logits(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                          std::span<const int32_t> out_rows) {
+  if (on_all_ranks([&](Session& r) { r.step_logits(tokens, seqs, out_rows); })) return;
+  check_step(tokens, seqs, out_rows);
+  const size_t row_bytes = size_t(n_vocab_) * sizeof(float), n_out = out_rows.size();
+  if (!logits_ || logits_->size() < n_out * row_bytes) logits_ = backend_.alloc_host(n_out * row_bytes);
+  n_logits_ = 0;
+  Step& st = run_batch(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
+                       std::vector<int32_t>(out_rows.begin(), out_rows.end()), false, nullptr);
+  Queue& q = backend_.queue();
+  q.copy_to_host(logits_->data(), st.fg.logits->data, n_out * row_bytes);
+  q.synchronize();
+  n_logits_ = n_out;
 }
 
 std::vector<int32_t> Session::sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,
@@ -370,6 +390,20 @@ void Session::remove_seq(int32_t seq) {
   kv_.remove_seq(seq);
   if (seq >= 0 && size_t(seq) < seq_len_.size()) seq_len_[size_t(seq)] = 0;
   if (seq == 0) last_sampled_ = nullptr;
+}
+
+void Session::share_prefix(int32_t from, int32_t to, int64_t n) {
+  if (on_all_ranks([&](Session& r) { r.share_prefix(from, to, n); })) return;
+  check_not_queued();
+  if (from < 0 || to < 0) throw Error("session: a negative sequence id");
+  if (seq_len(to) != 0) throw Error("session: sequence " + std::to_string(to) + " is not empty");
+  if (n > seq_len(from))
+    throw Error("session: sequence " + std::to_string(from) + " has " + std::to_string(seq_len(from)) +
+                " tokens, not " + std::to_string(n));
+  if (n <= 0) return;
+  kv_.share(from, to, n);
+  if (seq_len_.size() <= size_t(to)) seq_len_.resize(size_t(to) + 1, 0);
+  seq_len_[size_t(to)] = n;
 }
 
 void Session::fill(int32_t seq, std::span<const int32_t> tokens) {

@@ -97,8 +97,16 @@ class Session {
   // out-row order, after one host wait.
   std::vector<int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                    std::span<const int32_t> out_rows, std::span<const float> params);
+  // The same step, sampling nothing: the logits of the out rows are kept
+  // (logits(k) for the k-th), after one host wait. For sampling on the host
+  // (penalties, log-probabilities).
+  void step_logits(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int32_t> out_rows);
   // Frees sequence seq's cells at once (a finished or cancelled request).
   void remove_seq(int32_t seq);
+  // Sequence `to` (holding nothing) begins with the first n tokens of
+  // sequence `from`: it shares their cache cells instead of computing them
+  // again (the server's prefix cache) and goes on from position n.
+  void share_prefix(int32_t from, int32_t to, int64_t n);
   // Pipelined generation of sequence 0, after eval_sample(): queue_sample_next()
   // queues a step whose input token is the one the step before it sampled
   // (copied on the device: the host need not have seen it) and returns
@@ -153,6 +161,8 @@ class Session {
   std::vector<int32_t> sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,
                                    const std::vector<int32_t>& out_rows, const float* params);
   void check_not_queued() const;
+  // step_sample's and step_logits' argument checks.
+  void check_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int32_t> out_rows) const;
   // With peers: runs f on every rank's session at once and returns true
   // (the caller's call is done); false on a peer, or inside such a run.
   bool on_all_ranks(const std::function<void(Session&)>& f);

@@ -44,7 +44,8 @@ KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backen
     v_.push_back(p + k_row_ * size_t(n_cells));
   }
   pos_.assign(size_t(n_cells), -1);
-  seq_.assign(size_t(n_cells), -1);
+  refs_.assign(size_t(n_cells), 0);
+  n_free_ = n_cells;
 }
 
 KVCache::~KVCache() = default;
@@ -53,9 +54,9 @@ std::vector<int32_t> KVCache::claim(const std::vector<int32_t>& pos, int32_t seq
   std::vector<int32_t> cells;
   cells.reserve(pos.size());
   auto take = [&](int64_t i) {
-    if (pos_[size_t(i)] >= 0) return;
+    if (refs_[size_t(i)] > 0) return;
     pos_[size_t(i)] = pos[cells.size()];
-    seq_[size_t(i)] = seq;
+    refs_[size_t(i)] = 1;
     cells.push_back(int32_t(i));
   };
   std::vector<int32_t>& mine = cells_[seq];
@@ -71,11 +72,12 @@ std::vector<int32_t> KVCache::claim(const std::vector<int32_t>& pos, int32_t seq
     i = (i + 1) % n_cells_;
   }
   if (cells.size() < pos.size()) {  // full: undo
-    for (int32_t c : cells) pos_[size_t(c)] = seq_[size_t(c)] = -1;
+    for (int32_t c : cells) pos_[size_t(c)] = -1, refs_[size_t(c)] = 0;
     if (mine.empty()) cells_.erase(seq);
     return {};
   }
   if (n_regions_ == 1) head_ = (cells.back() + 1) % n_cells_;
+  n_free_ -= int64_t(cells.size());
   mine.insert(mine.end(), cells.begin(), cells.end());
   return cells;
 }
@@ -88,16 +90,45 @@ const std::vector<int32_t>& KVCache::cells_of(int32_t seq) const {
 
 void KVCache::clear() {
   std::fill(pos_.begin(), pos_.end(), -1);
-  std::fill(seq_.begin(), seq_.end(), -1);
+  std::fill(refs_.begin(), refs_.end(), 0);
+  n_free_ = n_cells_;
   cells_.clear();
   head_ = 0;
 }
 
+void KVCache::let_go(int32_t c) {
+  if (--refs_[size_t(c)] > 0) return;
+  pos_[size_t(c)] = -1;
+  ++n_free_;
+}
+
 void KVCache::remove_seq(int32_t seq) {
-  for (size_t i = 0; i < pos_.size(); ++i)
-    if (seq_[i] == seq) pos_[i] = seq_[i] = -1;
-  cells_.erase(seq);
+  const auto it = cells_.find(seq);
+  if (it == cells_.end()) return;
+  for (int32_t c : it->second) let_go(c);
+  cells_.erase(it);
   head_ = 0;
+}
+
+void KVCache::share(int32_t from, int32_t to, int64_t n) {
+  if (n <= 0) return;
+  if (from == to) throw Error("kv cache: a sequence cannot share its own cells");
+  const std::vector<int32_t>& src = cells_of(from);
+  if (!cells_of(to).empty()) throw Error("kv cache: sequence " + std::to_string(to) + " already holds cells");
+  if (int64_t(src.size()) < n)
+    throw Error("kv cache: sequence " + std::to_string(from) + " holds " + std::to_string(src.size()) +
+                " cells, not " + std::to_string(n));
+  std::vector<int32_t>& dst = cells_[to];
+  dst.assign(src.begin(), src.begin() + n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t c = dst[size_t(i)];
+    if (pos_[size_t(c)] != int32_t(i)) {
+      cells_.erase(to);
+      throw Error("kv cache: sequence " + std::to_string(from) + "'s cells do not hold positions 0 .. " +
+                  std::to_string(n - 1) + " in order");
+    }
+  }
+  for (int32_t c : dst) ++refs_[size_t(c)];
 }
 
 void KVCache::release_last(int32_t seq) {
@@ -105,9 +136,9 @@ void KVCache::release_last(int32_t seq) {
   if (it == cells_.end() || it->second.empty()) return;
   const int32_t c = it->second.back();
   it->second.pop_back();
-  pos_[size_t(c)] = seq_[size_t(c)] = -1;
+  let_go(c);
   if (it->second.empty()) cells_.erase(it);
-  if (n_regions_ == 1) head_ = c;  // the next claim takes it again
+  if (n_regions_ == 1 && refs_[size_t(c)] == 0) head_ = c;  // the next claim takes it again
 }
 
 int64_t KVCache::extent() const {

@@ -1,7 +1,11 @@
 // The KV cache: per layer, K and V rows for n_cells cells, and for each cell
-// the position and sequence of the token it holds. Cells are shared by all
-// sequences, so one cache serves many (continuous batching comes later); the
-// attention mask, built from the cell table each step, keeps them apart.
+// the position of the token it holds and how many sequences hold it. Cells
+// are one pool for all sequences, so one cache serves many; each sequence
+// lists its cells in position order, and the attention mask, built from
+// those lists each step, keeps sequences apart. A cell may belong to several
+// sequences at once: a sequence that begins with the same tokens as another
+// takes the other's first cells (share) instead of computing them again
+// (the server's prefix cache); a cell is free when no sequence holds it.
 // With n_regions > 1, sequence s < n_regions claims cells from region s
 // (n_cells / n_regions cells) first, so each sequence's cells stay
 // contiguous and in order while sequences decode side by side: attention
@@ -42,13 +46,18 @@ class KVCache {
   std::vector<int32_t> claim(const std::vector<int32_t>& pos, int32_t seq);
   void clear();
   void remove_seq(int32_t seq);
-  // Frees the cell sequence seq claimed last (a token taken back).
+  // Lets sequence `to` (which holds no cells) hold the first n cells of
+  // sequence `from` (positions 0 .. n - 1) as its own first n.
+  void share(int32_t from, int32_t to, int64_t n);
+  // Lets go of the cell sequence seq took last (a token taken back).
   void release_last(int32_t seq);
+  int64_t n_free() const { return n_free_; }
   // One past the highest used cell: attention reads cells [0, extent()).
   int64_t extent() const;
 
   int32_t cell_pos(int64_t i) const { return pos_[size_t(i)]; }
-  int32_t cell_seq(int64_t i) const { return seq_[size_t(i)]; }
+  // How many sequences hold cell i (0: free).
+  int32_t cell_refs(int64_t i) const { return refs_[size_t(i)]; }
   // The cells sequence seq holds, in the order claimed.
   const std::vector<int32_t>& cells_of(int32_t seq) const;
 
@@ -58,7 +67,9 @@ class KVCache {
   size_t k_row_, v_row_, bytes_ = 0;
   std::vector<std::unique_ptr<Buffer>> mem_;  // a layer each
   std::vector<void*> k_, v_;
-  std::vector<int32_t> pos_, seq_;  // pos -1: free
+  void let_go(int32_t cell);  // one holder fewer
+  std::vector<int32_t> pos_, refs_;  // pos -1: free
+  int64_t n_free_ = 0;
   int64_t head_ = 0;                // search start for free cells
   int n_regions_ = 1;
   int64_t region_ = 0;                                       // cells a region

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -10,6 +12,7 @@ namespace weir::server {
 StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget) {
   StepPlan p;
   p.prompt_taken.assign(active.size(), 0);
+  p.decoded.assign(active.size(), 0);
   for (size_t i = 0; i < active.size() && p.tokens.size() < budget; ++i) {
     const ActiveView& a = active[i];
     if (!a.decoding) continue;
@@ -17,6 +20,7 @@ StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget) {
     p.out_owner.push_back(i);
     p.tokens.push_back(a.last);
     p.seqs.push_back(a.seq);
+    p.decoded[i] = 1;
   }
   for (size_t i = 0; i < active.size() && p.tokens.size() < budget; ++i) {
     const ActiveView& a = active[i];
@@ -39,14 +43,27 @@ StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget) {
   return p;
 }
 
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
 struct GenerationEngine::Active {
   uint64_t id = 0;
   Job job;
   int seq = -1;
+  // The tokens to put in before the next sample: the prompt, or after a
+  // set-back everything the request had; prompt_done of them are in.
+  std::vector<int32_t> prefill;
   size_t prompt_done = 0;
+  std::vector<int32_t> in_cache;  // the tokens its sequence holds, in order
   bool decoding = false;
   int32_t last = -1;
   int64_t generated = 0;
+  int64_t cached = 0;  // prompt tokens the prefix cache gave it
+  std::unordered_map<int32_t, int> counts;  // of generated tokens (penalties)
   Rng rng;
   Utf8Streamer utf8;
   std::unique_ptr<StopStrings> stops;
@@ -54,7 +71,8 @@ struct GenerationEngine::Active {
 
 GenerationEngine::GenerationEngine(Session& s, const Tokenizer& tok, EngineOptions o) : s_(s), tok_(tok), o_(o) {
   if (o_.max_sequences < 1) throw Error("server: --parallel must be at least 1");
-  for (int q = o_.max_sequences - 1; q >= 0; --q) free_seqs_.push_back(q);
+  o_.kept_prefixes = std::max(0, o_.kept_prefixes);
+  for (int q = o_.max_sequences + o_.kept_prefixes - 1; q >= 0; --q) free_seqs_.push_back(q);
 }
 
 GenerationEngine::~GenerationEngine() { stop(); }
@@ -81,6 +99,7 @@ uint64_t GenerationEngine::submit(Job job) {
   auto a = std::make_unique<Active>();
   a->rng.reseed(job.seed);
   a->stops = std::make_unique<StopStrings>(job.stop);
+  a->prefill = job.prompt;
   a->job = std::move(job);
   std::lock_guard<std::mutex> lk(m_);
   if (stopping_) throw QueueFull("the server is shutting down");
@@ -111,7 +130,7 @@ void GenerationEngine::cancel(uint64_t id) {
     }
   }
   // Never started: it ends here, on the caller's thread.
-  if (waiting->job.on_done) waiting->job.on_done("cancelled", int64_t(waiting->job.prompt.size()), 0);
+  if (waiting->job.on_done) waiting->job.on_done("cancelled", {int64_t(waiting->job.prompt.size()), waiting->generated, waiting->cached});
 }
 
 GenerationEngine::Stats GenerationEngine::stats() const {
@@ -125,14 +144,158 @@ void GenerationEngine::finish(Active& a, const std::string& reason) {
   std::string tail = a.stops->push(a.utf8.flush());
   tail += a.stops->flush();
   if (!tail.empty() && a.job.on_text) a.job.on_text(tail);
-  if (a.job.on_done) a.job.on_done(reason, int64_t(a.job.prompt.size()), a.generated);
-  release(a);
+  if (a.job.on_done) a.job.on_done(reason, {int64_t(a.job.prompt.size()), a.generated, a.cached});
+  release(a, reason != "error");
 }
 
-void GenerationEngine::release(Active& a) {
-  s_.remove_seq(a.seq);
-  free_seqs_.push_back(a.seq);
+void GenerationEngine::release(Active& a, bool keep) {
+  if (a.seq < 0) return;
+  if (keep && o_.kept_prefixes > 0 && !a.in_cache.empty()) {
+    // A kept prefix that this one begins with says nothing more: let it go.
+    for (size_t k = kept_.size(); k-- > 0;)
+      if (common_prefix(kept_[k].tokens, a.in_cache) == kept_[k].tokens.size()) {
+        s_.remove_seq(kept_[k].seq);
+        free_seqs_.push_back(kept_[k].seq);
+        kept_.erase(kept_.begin() + std::ptrdiff_t(k));
+      }
+    if (int(kept_.size()) >= o_.kept_prefixes) let_go_kept();
+    kept_.push_back({a.seq, std::move(a.in_cache), ++use_clock_});
+  } else {
+    s_.remove_seq(a.seq);
+    free_seqs_.push_back(a.seq);
+  }
   a.seq = -1;
+  a.in_cache.clear();
+}
+
+bool GenerationEngine::let_go_kept() {
+  if (kept_.empty()) return false;
+  auto lru = std::min_element(kept_.begin(), kept_.end(), [](const Kept& x, const Kept& y) { return x.used < y.used; });
+  s_.remove_seq(lru->seq);
+  free_seqs_.push_back(lru->seq);
+  kept_.erase(lru);
+  return true;
+}
+
+int GenerationEngine::take_seq() {
+  if (free_seqs_.empty()) let_go_kept();
+  const int q = free_seqs_.back();
+  free_seqs_.pop_back();
+  return q;
+}
+
+void GenerationEngine::make_room(size_t cells) {
+  while (size_t(s_.kv_cache().n_free()) < cells && let_go_kept()) {
+  }
+}
+
+bool GenerationEngine::take_prefix(Active& a) {
+  // What is computed: the tokens every other sequence holds.
+  size_t best = 0;
+  int from = -1;
+  Kept* kept = nullptr;
+  for (auto& k : kept_) {
+    const size_t n = common_prefix(k.tokens, a.prefill);
+    if (n > best) best = n, from = k.seq, kept = &k;
+  }
+  for (const auto& b : active_) {
+    const size_t n = common_prefix(b->in_cache, a.prefill);
+    if (n > best) best = n, from = b->seq, kept = nullptr;
+  }
+  // What a running prompt will have computed in a step or so.
+  for (const auto& b : active_)
+    if (b->prompt_done < b->prefill.size() && common_prefix(b->prefill, a.prefill) >= best + kWaitGain) return false;
+  best = std::min(best, a.prefill.size() - 1);  // at least one token to compute: its logits sample the next
+  if (best > 0) {
+    s_.share_prefix(from, a.seq, int64_t(best));
+    a.in_cache.assign(a.prefill.begin(), a.prefill.begin() + std::ptrdiff_t(best));
+    a.prompt_done = best;
+    if (kept) kept->used = ++use_clock_;
+  }
+  return true;
+}
+
+void GenerationEngine::admit() {
+  while (!queue_.empty() && int(active_.size()) < o_.max_sequences) {
+    Active& a = *queue_.front();
+    a.seq = take_seq();
+    if (!take_prefix(a)) {  // waits for a prompt being computed
+      free_seqs_.push_back(a.seq);
+      a.seq = -1;
+      break;
+    }
+    // Room for what it has left to compute, and a token for each running request.
+    const size_t need = a.prefill.size() - a.prompt_done + active_.size() + 1;
+    make_room(need);
+    if (size_t(s_.kv_cache().n_free()) < need && !active_.empty()) {  // waits for cells
+      release(a, false);
+      a.prompt_done = 0;
+      break;
+    }
+    stats_.reused_tokens += a.prompt_done;
+    if (a.generated == 0) a.cached = int64_t(a.prompt_done);  // (a set-back request's first admission counts)
+    active_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+void GenerationEngine::set_back(size_t i) {
+  std::unique_ptr<Active> a = std::move(active_[i]);
+  active_.erase(active_.begin() + std::ptrdiff_t(i));
+  // Everything it had, to compute again; the token it sampled last goes in
+  // at the end, so its next sample follows on.
+  std::vector<int32_t> all = std::move(a->in_cache);
+  if (a->decoding) all.push_back(a->last);
+  release(*a, false);
+  a->prefill = std::move(all);
+  a->prompt_done = 0;
+  a->decoding = false;
+  std::lock_guard<std::mutex> lk(m_);
+  ++stats_.set_back;
+  queue_.push_front(std::move(a));
+}
+
+std::vector<int32_t> GenerationEngine::run_step(const StepPlan& p, std::vector<HostSample>& host) {
+  std::vector<float> params;
+  bool on_host = false;
+  for (size_t k = 0; k < p.out_rows.size(); ++k) {
+    const size_t o = p.out_owner[k];
+    if (o == SIZE_MAX) {
+      params.insert(params.end(), {0.0f, 0.0f, 1.0f, 0.0f, 0.5f});
+      continue;
+    }
+    Active& a = *active_[o];
+    const float u = std::min(float(a.rng.next_double()), 0x1.fffffep-1f);
+    params.insert(params.end(), {a.job.temperature, float(a.job.top_k), a.job.top_p, a.job.min_p, u});
+    on_host |= a.job.on_host();
+  }
+  if (!on_host) return s_.step_sample(p.tokens, p.seqs, p.out_rows, params);
+  // Every row of the step on the host: the backend's draw is the CPU's sample row.
+  s_.step_logits(p.tokens, p.seqs, p.out_rows);
+  std::vector<int32_t> ids(p.out_rows.size(), -1);
+  host.assign(p.out_rows.size(), {});
+  std::vector<float> row(size_t(s_.n_vocab()));
+  static const std::unordered_map<int32_t, int> none;
+  for (size_t k = 0; k < p.out_rows.size(); ++k) {
+    const size_t o = p.out_owner[k];
+    if (o == SIZE_MAX) continue;
+    const Job& j = active_[o]->job;
+    std::memcpy(row.data(), s_.logits(k), row.size() * sizeof(float));
+    HostSampling hs;
+    hs.temperature = params[5 * k], hs.top_k = int(params[5 * k + 1]), hs.top_p = params[5 * k + 2];
+    hs.min_p = params[5 * k + 3], hs.u = params[5 * k + 4];
+    hs.presence_penalty = j.presence_penalty, hs.frequency_penalty = j.frequency_penalty;
+    hs.top_n = j.top_logprobs;
+    host[k] = sample_on_host(row, hs, active_[o]->counts);
+    ids[k] = host[k].id;
+  }
+  return ids;
+}
+
+void GenerationEngine::update_gauges() {
+  stats_.running = active_.size();
+  stats_.kept_prefixes = kept_.size();
+  stats_.kv_cells_used = s_.kv_cache().n_cells() - s_.kv_cache().n_free();
 }
 
 void GenerationEngine::loop() {
@@ -143,27 +306,24 @@ void GenerationEngine::loop() {
       for (uint64_t id : cancelled_)
         for (auto& a : active_)
           if (a && a->id == id) {
-            if (a->job.on_done) a->job.on_done("cancelled", int64_t(a->job.prompt.size()), a->generated);
-            release(*a);
+            if (a->job.on_done) a->job.on_done("cancelled", {int64_t(a->job.prompt.size()), a->generated, a->cached});
+            release(*a, true);
             a.reset();
           }
       cancelled_.clear();
       active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
-      stats_.kv_cells_used = cells_in_use();
       if (stopping_) {  // the queued ones are refused; the running ones finish
         for (auto& q : queue_)
           if (q->job.on_error) q->job.on_error("the server is shutting down");
         queue_.clear();
-        if (active_.empty()) return;
+        if (active_.empty()) {
+          update_gauges();
+          return;
+        }
       }
-      while (!queue_.empty() && !free_seqs_.empty()) {
-        auto a = std::move(queue_.front());
-        queue_.pop_front();
-        a->seq = free_seqs_.back();
-        free_seqs_.pop_back();
-        active_.push_back(std::move(a));
-      }
-      stats_.running = active_.size();
+      admit();
+      update_gauges();
+      if (active_.empty()) continue;  // (only waiting: cannot happen with nothing running, see admit)
     }
     step();
   }
@@ -171,41 +331,40 @@ void GenerationEngine::loop() {
 
 bool GenerationEngine::step() {
   if (active_.empty()) return false;
-  std::vector<ActiveView> views;
-  for (const auto& a : active_)
-    views.push_back({a->job.prompt.size(), a->prompt_done, a->decoding, a->last, a->seq, a->job.prompt.data()});
-  const StepPlan p = plan_step(views, o_.step_tokens);
-  std::vector<float> params;
-  for (size_t k = 0; k < p.out_rows.size(); ++k) {
-    const size_t o = p.out_owner[k];
-    if (o == SIZE_MAX) {
-      params.insert(params.end(), {0.0f, 0.0f, 1.0f, 0.0f, 0.5f});
-      continue;
-    }
-    Active& a = *active_[o];
-    const float u = std::min(float(a.rng.next_double()), 0x1.fffffep-1f);
-    params.insert(params.end(), {a.job.temperature, float(a.job.top_k), a.job.top_p, a.job.min_p, u});
+  StepPlan p;
+  for (;;) {
+    std::vector<ActiveView> views;
+    for (const auto& a : active_)
+      views.push_back({a->prefill.size(), a->prompt_done, a->decoding, a->last, a->seq, a->prefill.data()});
+    p = plan_step(views, o_.step_tokens);
+    make_room(p.tokens.size());
+    if (size_t(s_.kv_cache().n_free()) >= p.tokens.size() || active_.size() == 1) break;
+    set_back(active_.size() - 1);  // the newest waits
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> ids;
+  std::vector<HostSample> host;
   try {
-    ids = s_.step_sample(p.tokens, p.seqs, p.out_rows, params);
+    ids = run_step(p, host);
   } catch (const std::exception& e) {
     // Nothing of the step went in: every running request fails with why.
     for (auto& a : active_) {
       if (a->job.on_error) a->job.on_error(e.what());
-      release(*a);
+      release(*a, false);
     }
     std::lock_guard<std::mutex> lk(m_);
     active_.clear();
-    stats_.running = 0;
-    stats_.kv_cells_used = 0;
+    update_gauges();
     return true;
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t prompt_in = 0, generated = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
-    active_[i]->prompt_done += p.prompt_taken[i];
+    Active& a = *active_[i];
+    if (p.decoded[i]) a.in_cache.push_back(a.last);
+    const auto from = a.prefill.begin() + std::ptrdiff_t(a.prompt_done);
+    a.in_cache.insert(a.in_cache.end(), from, from + std::ptrdiff_t(p.prompt_taken[i]));
+    a.prompt_done += p.prompt_taken[i];
     prompt_in += p.prompt_taken[i];
   }
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -215,6 +374,8 @@ bool GenerationEngine::step() {
     const int32_t id = ids[size_t(k)];
     ++a.generated;
     ++generated;
+    if (id >= 0) ++a.counts[id];
+    if (!host.empty() && a.job.top_logprobs >= 0 && a.job.on_token && id >= 0) a.job.on_token(host[k]);
     if (id < 0) {
       if (a.job.on_error) a.job.on_error("the model computed no finite logit");
       finish(a, "error");
@@ -239,20 +400,12 @@ bool GenerationEngine::step() {
   }
   std::lock_guard<std::mutex> lk(m_);
   active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& a) { return a->seq < 0; }), active_.end());
-  stats_.running = active_.size();
   stats_.steps++;
   stats_.step_seconds += dt;
   stats_.prompt_tokens += prompt_in;
   stats_.generated_tokens += generated;
-  stats_.kv_cells_used = cells_in_use();
+  update_gauges();
   return true;
-}
-
-int64_t GenerationEngine::cells_in_use() const {
-  int64_t used = 0;
-  for (const auto& a : active_)
-    if (a) used += s_.seq_len(a->seq);
-  return used;
 }
 
 }  // namespace weir::server

@@ -7,6 +7,16 @@
 // takes cells as it grows, so one long conversation and many short ones
 // fit side by side.
 //
+// Prefix cache: a finished request's cells stay (up to
+// EngineOptions::kept_prefixes of them, least recently used let go first,
+// and under memory pressure before anything else); a new request whose
+// prompt begins with tokens some sequence holds, running or kept, shares
+// those cells and computes only the rest. A request whose prompt shares
+// more with a prompt still being computed waits a step for it. When the
+// cache runs out anyway, the newest request is set back: its cells are
+// freed and it is queued again to recompute what it had (its output goes
+// on where it stopped).
+//
 // The policy of what runs next is plan_step() (no model needed, tested on
 // its own); the engine runs the plans.
 #pragma once
@@ -23,11 +33,17 @@
 
 #include "engine/rng.h"
 #include "engine/session.h"
+#include "server/host_sampling.h"
 #include "server/stop_strings.h"
 #include "text/tokenizer.h"
 #include "text/utf8_streamer.h"
 
 namespace weir::server {
+
+struct JobCounts {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache
+};
 
 struct Job {
   std::vector<int32_t> prompt;  // token ids (the chat template already applied)
@@ -37,11 +53,18 @@ struct Job {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // These two sample on the host (server/host_sampling.h): the step's
+  // logits come back instead of only its tokens.
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  int top_logprobs = -1;  // -1: no log-probabilities; n >= 0: the chosen token's and n alternatives
   // Called on the engine's thread: text as it becomes final (stop strings
   // held back, whole UTF-8 characters), then once at the end.
   std::function<void(const std::string& text)> on_text;
-  std::function<void(const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens)> on_done;
+  std::function<void(const std::string& finish_reason, const JobCounts& counts)> on_done;
   std::function<void(const std::string& error)> on_error;
+  // With top_logprobs >= 0: each generated token, before its text.
+  std::function<void(const HostSample& token)> on_token;
+  bool on_host() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f || top_logprobs >= 0; }
 };
 
 // Thrown by submit when the queue is full (HTTP 503).
@@ -52,6 +75,7 @@ struct QueueFull : Error {
 // One step's tokens: which request each token and out row belongs to.
 struct StepPlan {
   std::vector<int32_t> tokens, seqs, out_rows;
+  std::vector<uint8_t> decoded;  // whether each active request put its decode token in
   std::vector<size_t> out_owner;  // the request (index into the active list) of each out row
   std::vector<size_t> prompt_taken;  // prompt tokens each active request put in (by index)
 };
@@ -70,7 +94,11 @@ struct EngineOptions {
   int max_sequences = 8;        // requests decoded side by side
   size_t step_tokens = 512;     // tokens a forward step takes
   size_t queue_limit = 64;      // waiting requests beyond the running ones
+  int kept_prefixes = 32;       // finished requests whose cells stay for reuse (0: no prefix cache)
 };
+
+// The length of the longest common prefix of a and b.
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 
 class GenerationEngine {
  public:
@@ -93,7 +121,9 @@ class GenerationEngine {
 
   struct Stats {
     uint64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, steps = 0;
-    size_t queued = 0, running = 0;
+    uint64_t reused_tokens = 0;  // prompt tokens taken from the prefix cache, not computed
+    uint64_t set_back = 0;       // requests set back for want of cache cells
+    size_t queued = 0, running = 0, kept_prefixes = 0;
     int64_t kv_cells_used = 0;
     double step_seconds = 0;  // total
   };
@@ -101,12 +131,29 @@ class GenerationEngine {
 
  private:
   struct Active;
+  struct Kept {  // a finished request's cells, kept for the prefix cache
+    int seq = -1;
+    std::vector<int32_t> tokens;
+    uint64_t used = 0;
+  };
   void loop();
-  bool step();  // false when there was nothing to do
+  void admit();  // queued requests into free sequences, under m_
+  bool step();   // false when there was nothing to do
+  // Shares the longest prefix any sequence holds of a's prompt; false when
+  // a prompt still being computed would give a longer one (a waits).
+  bool take_prefix(Active& a);
+  int take_seq();                  // a free sequence id (letting a kept one go if need be)
+  bool let_go_kept();              // the least recently used kept prefix; false: none
+  void make_room(size_t cells);    // lets kept prefixes go until `cells` are free, or none left
+  void set_back(size_t i);         // active_[i] back to the queue's front, its cells freed
+  // The step's forward pass and the tokens of its out rows, sampled on the
+  // backend, or on the host when a request asks for what only the host does.
+  std::vector<int32_t> run_step(const StepPlan& p, std::vector<HostSample>& host);
   void finish(Active& a, const std::string& reason);
-  void release(Active& a);  // its cells and sequence back
-  int64_t cells_in_use() const;  // engine thread
+  void release(Active& a, bool keep);  // its sequence back (kept for reuse when keep)
+  void update_gauges();                // under m_
 
+  static constexpr size_t kWaitGain = 16;  // prompt tokens worth waiting a step for
   Session& s_;
   const Tokenizer& tok_;
   EngineOptions o_;
@@ -116,6 +163,8 @@ class GenerationEngine {
   std::vector<std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<uint64_t> cancelled_;
   std::vector<int> free_seqs_;
+  std::vector<Kept> kept_;  // engine thread only
+  uint64_t use_clock_ = 0;
   uint64_t next_id_ = 1;
   bool stopping_ = false;
   std::thread thread_;

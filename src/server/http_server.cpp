@@ -26,11 +26,29 @@ struct Progress {
   std::string text;      // not yet sent (streaming) or all (whole answers)
   bool done = false;
   std::string finish_reason, error;
-  int64_t prompt_tokens = 0, completion_tokens = 0;
+  JobCounts counts;
+  bool want_logprobs = false;
+  std::vector<TokenLogprob> logprobs;  // not yet sent (streaming) or all
 };
 
-Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std::shared_ptr<Progress>& pr) {
+Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std::shared_ptr<Progress>& pr,
+             const Tokenizer& tok) {
   Job j;
+  j.presence_penalty = r.presence_penalty;
+  j.frequency_penalty = r.frequency_penalty;
+  if (r.logprobs) {
+    j.top_logprobs = r.top_logprobs;
+    pr->want_logprobs = true;
+    const Tokenizer* t = &tok;
+    j.on_token = [pr, t](const HostSample& h) {
+      TokenLogprob lp;
+      lp.token = t->token_to_piece(h.id, false);
+      lp.logprob = h.logprob;
+      for (const Alternative& a : h.top) lp.top.emplace_back(t->token_to_piece(a.id, false), a.logprob);
+      std::lock_guard<std::mutex> lk(pr->m);
+      pr->logprobs.push_back(std::move(lp));
+    };
+  }
   j.prompt = std::move(prompt);
   j.max_tokens = r.max_tokens;
   j.temperature = r.temperature;
@@ -44,12 +62,11 @@ Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std:
     pr->text += t;
     pr->cv.notify_all();
   };
-  j.on_done = [pr](const std::string& why, int64_t prompt_tokens, int64_t completion_tokens) {
+  j.on_done = [pr](const std::string& why, const JobCounts& n) {
     std::lock_guard<std::mutex> lk(pr->m);
     pr->done = true;
     pr->finish_reason = why;
-    pr->prompt_tokens = prompt_tokens;
-    pr->completion_tokens = completion_tokens;
+    pr->counts = n;
     pr->cv.notify_all();
   };
   j.on_error = [pr](const std::string& e) {
@@ -181,15 +198,16 @@ struct HttpServer::Impl {
       throw bad_request(r.chat ? "messages" : "prompt", "the prompt has " + std::to_string(prompt.size()) +
                                                              " tokens; the context holds " + std::to_string(o.n_ctx));
     auto pr = std::make_shared<Progress>();
-    const uint64_t id = engine.submit(job_from(r, std::move(prompt), pr));
+    const uint64_t id = engine.submit(job_from(r, std::move(prompt), pr, tok));
     const ResponseHead head{new_id(r.chat ? "chatcmpl" : "cmpl"), now_seconds(), r.model.empty() ? o.model_name : r.model};
     if (!r.stream) {
       std::unique_lock<std::mutex> lk(pr->m);
       pr->cv.wait(lk, [&] { return pr->done; });
       if (!pr->error.empty()) throw ApiError(500, "server_error", "", pr->error);
-      const Usage u{pr->prompt_tokens, pr->completion_tokens, 0};
-      const json j = r.chat ? chat_completion(head, pr->text, pr->finish_reason, u, nullptr)
-                            : text_completion(head, pr->text, pr->finish_reason, u, nullptr);
+      const Usage u{pr->counts.prompt_tokens, pr->counts.completion_tokens, pr->counts.cached_tokens};
+      const std::vector<TokenLogprob>* lp = pr->want_logprobs ? &pr->logprobs : nullptr;
+      const json j = r.chat ? chat_completion(head, pr->text, pr->finish_reason, u, lp)
+                            : text_completion(head, pr->text, pr->finish_reason, u, lp);
       res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
       return;
     }
@@ -207,17 +225,24 @@ struct HttpServer::Impl {
             out += sse_event(chat_chunk(head, &role, "", "", nullptr));
             *first = false;
           }
+          // Log-probabilities go with the text they came with (or with the
+          // last chunk, for tokens whose text a stop string held back).
+          std::vector<TokenLogprob> lps;
+          const std::vector<TokenLogprob>* lp = pr->want_logprobs ? &lps : nullptr;
           if (!pr->text.empty()) {
-            out += sse_event(chat_mode ? chat_chunk(head, nullptr, pr->text, "", nullptr) : text_chunk(head, pr->text, "", nullptr));
+            lps.swap(pr->logprobs);
+            out += sse_event(chat_mode ? chat_chunk(head, nullptr, pr->text, "", lp) : text_chunk(head, pr->text, "", lp));
             pr->text.clear();
+            lps.clear();
           }
           const bool done = pr->done;
           const std::string error = pr->error, reason = pr->finish_reason;
-          const Usage u{pr->prompt_tokens, pr->completion_tokens, 0};
+          const Usage u{pr->counts.prompt_tokens, pr->counts.completion_tokens, pr->counts.cached_tokens};
+          if (done) lps.swap(pr->logprobs);
           lk.unlock();
           if (done) {
             if (!error.empty()) out += sse_event(error_json(ApiError(500, "server_error", "", error)));
-            else out += sse_event(chat_mode ? chat_chunk(head, nullptr, "", reason, nullptr) : text_chunk(head, "", reason, nullptr));
+            else out += sse_event(chat_mode ? chat_chunk(head, nullptr, "", reason, lp) : text_chunk(head, "", reason, lp));
             if (usage && error.empty()) out += sse_event(usage_chunk(head, chat_mode, u));
             out += sse_done();
           }
@@ -252,7 +277,10 @@ struct HttpServer::Impl {
     line("weir_step_seconds_total", "counter", "time in forward steps", s.step_seconds);
     line("weir_queue_depth", "gauge", "requests waiting", double(s.queued));
     line("weir_running", "gauge", "requests being generated", double(s.running));
-    line("weir_kv_cells_used", "gauge", "KV cache cells in use", double(s.kv_cells_used));
+    line("weir_prompt_tokens_reused_total", "counter", "prompt tokens taken from the prefix cache", double(s.reused_tokens));
+    line("weir_set_back_total", "counter", "requests set back to the queue for want of KV cells", double(s.set_back));
+    line("weir_kv_cells_used", "gauge", "KV cache cells in use (kept prefixes included)", double(s.kv_cells_used));
+    line("weir_kept_prefixes", "gauge", "finished requests whose cells are kept for reuse", double(s.kept_prefixes));
     return m;
   }
 };

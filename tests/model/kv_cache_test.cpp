@@ -1,7 +1,8 @@
 // KVCache cell claims: one shared ring, or a region per sequence so that
 // each sequence's cells stay contiguous and in order while sequences decode
 // side by side; a full region spills into free cells elsewhere, and a full
-// cache claims nothing.
+// cache claims nothing. Sequences that begin alike share cells, which stay
+// taken until the last sequence holding them lets go.
 #include "model/kv_cache.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
 
 namespace weir {
 namespace {
@@ -37,7 +39,8 @@ TEST(KVCache, RegionsKeepEachSequenceContiguous) {
     EXPECT_EQ(kv.claim({2 + p}, 2), std::vector<int32_t>{18 + p});
   }
   EXPECT_EQ(kv.cells_of(0), range(0, 7));
-  EXPECT_EQ(kv.cell_seq(18), 2);
+  EXPECT_EQ(kv.cell_refs(18), 1);
+  EXPECT_EQ(kv.cell_refs(8), 0);
   EXPECT_EQ(kv.cell_pos(18), 2);
   // Region 0 has one cell left: the second spills to the first free cell.
   EXPECT_EQ(kv.claim({7, 8}, 0), (std::vector<int32_t>{7, 8}));
@@ -66,6 +69,34 @@ TEST(KVCache, OneRegionIsARing) {
   EXPECT_EQ(kv.claim(range(0, 2), 1), range(3, 5));
   EXPECT_EQ(kv.claim({3}, 5), std::vector<int32_t>{5});
   EXPECT_EQ(kv.cells_of(5), (std::vector<int32_t>{0, 1, 2, 5}));
+  EXPECT_EQ(kv.n_free(), 2);
+}
+
+TEST(KVCache, SharedCellsStayUntilTheLastHolderLetsGo) {
+  CpuBackend cpu(1);
+  KVCache kv(tiny_hp(), 8, DType::F32, cpu);
+  EXPECT_EQ(kv.claim(range(0, 4), 0), range(0, 4));
+  kv.share(0, 3, 3);  // sequence 3 begins with sequence 0's first three tokens
+  EXPECT_EQ(kv.cells_of(3), range(0, 3));
+  EXPECT_EQ(kv.cell_refs(1), 2);
+  EXPECT_EQ(kv.cell_refs(3), 1);
+  EXPECT_EQ(kv.n_free(), 4);
+  EXPECT_EQ(kv.claim({3, 4}, 3), range(4, 6));  // then its own (cell 3 is sequence 0's)
+  EXPECT_EQ(kv.cells_of(3), (std::vector<int32_t>{0, 1, 2, 4, 5}));
+  EXPECT_THROW(kv.share(0, 3, 1), Error);  // holds cells already
+  EXPECT_THROW(kv.share(0, 4, 5), Error);  // more than sequence 0 holds
+  kv.remove_seq(0);
+  EXPECT_EQ(kv.cell_pos(1), 1);  // still sequence 3's
+  EXPECT_EQ(kv.cell_pos(3), -1);
+  EXPECT_EQ(kv.n_free(), 8 - 5);
+  kv.release_last(3);
+  kv.release_last(3);
+  kv.release_last(3);
+  EXPECT_EQ(kv.cell_refs(2), 0);
+  EXPECT_EQ(kv.n_free(), 6);
+  kv.remove_seq(3);
+  EXPECT_EQ(kv.n_free(), 8);
+  EXPECT_EQ(kv.extent(), 0);
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 // tiny model (CPU): jobs submitted from several threads at once each get
 // the text they get alone (greedy), a cancelled job frees its cells, the
 // queue refuses past its limit, and a prompt longer than the context is
-// refused naming both lengths.
+// refused naming both lengths. The prefix cache gives the text computing
+// everything gives, and a cache too small for all the running jobs sets
+// the newest back without changing anyone's text.
 #include "server/generation_engine.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <future>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -68,6 +72,7 @@ TEST(GenerationEngine, ConcurrentJobsEqualEachAlone) {
   EngineOptions eo;
   eo.max_sequences = 3;  // six jobs: some wait for a free sequence
   eo.step_tokens = 16;
+  eo.kept_prefixes = 0;  // (the prefix cache has tests of its own)
   GenerationEngine engine(s, t.model->tokenizer(), eo);
   std::mt19937 rng(3);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(t.model->hparams().n_vocab) - 1);
@@ -89,7 +94,7 @@ TEST(GenerationEngine, ConcurrentJobsEqualEachAlone) {
       auto text = std::make_shared<std::string>();
       Job j = greedy_job(prompts[i], n);
       j.on_text = [text](const std::string& s) { *text += s; };
-      j.on_done = [&, i, text](const std::string& why, int64_t, int64_t) { results[i].set_value({*text, why}); };
+      j.on_done = [&, i, text](const std::string& why, const JobCounts&) { results[i].set_value({*text, why}); };
       j.on_error = [&, i](const std::string& e) { results[i].set_value({"", "error: " + e}); };
       engine.submit(std::move(j));
     });
@@ -106,6 +111,213 @@ TEST(GenerationEngine, ConcurrentJobsEqualEachAlone) {
   EXPECT_EQ(st.kv_cells_used, 0) << "finished jobs give their cells back";
 }
 
+// Runs jobs one after another (each submitted when the one before it is
+// done, so each can reuse what came before) or all at once; returns texts.
+std::vector<std::string> run_jobs(GenerationEngine& engine, const std::vector<std::vector<int32_t>>& prompts, int n,
+                                  bool at_once) {
+  std::vector<std::promise<std::string>> done(prompts.size());
+  std::vector<std::string> texts(prompts.size());
+  auto submit = [&](size_t i) {
+    Job j = greedy_job(prompts[i], n);
+    j.on_text = [&texts, i](const std::string& s) { texts[i] += s; };
+    j.on_done = [&done, i](const std::string& why, const JobCounts&) { done[i].set_value(why); };
+    j.on_error = [&done, i](const std::string& e) { done[i].set_value("error: " + e); };
+    engine.submit(std::move(j));
+  };
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    submit(i);
+    if (!at_once) EXPECT_EQ(done[i].get_future().get(), "length") << "job " << i;
+  }
+  if (at_once)
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(done[i].get_future().get(), "length") << "job " << i;
+  return texts;
+}
+
+TEST(GenerationEngine, PrefixCacheGivesTheTextOfComputingItAll) {
+  Tiny t;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(t.model->hparams().n_vocab) - 1);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> v;
+    for (int i = 0; i < n; ++i) v.push_back(tok(rng));
+    return v;
+  };
+  // A shared "system prompt" and different questions; a second turn that
+  // begins with a whole first conversation; one prompt that is a prefix of
+  // another; the same prompt twice.
+  const std::vector<int32_t> system = random_tokens(40);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int len : {5, 9, 1, 14}) {
+    auto p = system;
+    for (int32_t x : random_tokens(len)) p.push_back(x);
+    prompts.push_back(p);
+  }
+  prompts.push_back(prompts[0]);
+  prompts.push_back(std::vector<int32_t>(system.begin(), system.begin() + 30));
+  const int n = 8;
+  std::vector<std::string> want;
+  for (const auto& p : prompts) want.push_back(t.alone(p, n));
+  for (bool at_once : {false, true}) {
+    SessionParams sp;
+    sp.n_ctx = 1024;
+    sp.n_batch = 24;
+    Session s(*t.model, t.cpu, sp);
+    EngineOptions eo;
+    eo.max_sequences = 3;
+    eo.step_tokens = 24;
+    GenerationEngine engine(s, t.model->tokenizer(), eo);
+    engine.start();
+    EXPECT_EQ(run_jobs(engine, prompts, n, at_once), want) << (at_once ? "at once" : "one after another");
+    engine.stop();
+    const auto st = engine.stats();
+    // One after another: every job after the first reuses the 40 system
+    // tokens at least (the repeated prompt all but its last token; the
+    // short one 29 of its 30).
+    if (!at_once) {
+      EXPECT_GE(st.reused_tokens, 40u * 3 + (prompts[0].size() - 1) + 29);
+    } else {
+      EXPECT_GE(st.reused_tokens, 40u * 2) << "jobs that arrive together wait for the shared prompt";
+    }
+    EXPECT_EQ(st.prompt_tokens + st.reused_tokens, [&] {
+      size_t all = 0;
+      for (const auto& p : prompts) all += p.size();
+      return all;
+    }());
+    EXPECT_GT(st.kept_prefixes, 0u);
+  }
+  // A second turn: the first conversation's prompt and answer, then more.
+  SessionParams sp;
+  sp.n_ctx = 512;
+  sp.n_batch = 16;
+  Session s(*t.model, t.cpu, sp);
+  EngineOptions eo;
+  eo.step_tokens = 16;
+  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  engine.start();
+  const std::vector<int32_t> first = prompts[1];
+  const std::vector<int32_t> answer = test::greedy_alone(*t.model, t.cpu, first, n);
+  run_jobs(engine, {first}, n, false);
+  auto second = first;
+  second.insert(second.end(), answer.begin(), answer.end() - 1);  // the last sampled token was never put in
+  for (int32_t x : random_tokens(6)) second.push_back(x);
+  EXPECT_EQ(run_jobs(engine, {second}, n, false), std::vector<std::string>{t.alone(second, n)});
+  engine.stop();
+  EXPECT_EQ(engine.stats().reused_tokens, first.size() + size_t(n) - 1);
+}
+
+// Greedy with OpenAI's penalties and the log-probabilities of each step,
+// written plainly: a session's logits a token at a time. (A step of one
+// token and a step of several differ in the logits' last bits, ~3e-4 on
+// this model: the log-probabilities are compared to 2e-3.)
+struct PlainStep {
+  int32_t id;
+  double logprob;
+  std::vector<std::pair<int32_t, double>> top;
+};
+std::vector<PlainStep> plain_greedy(const Model& m, Backend& b, const std::vector<int32_t>& prompt, int steps,
+                                    float presence, float frequency, int top_n) {
+  SessionParams sp;
+  sp.n_ctx = int64_t(prompt.size()) + steps + 1;
+  Session s(m, b, sp);
+  s.eval(prompt);
+  std::map<int32_t, int> counts;
+  std::vector<PlainStep> out;
+  for (int i = 0; i < steps; ++i) {
+    std::vector<double> x(s.logits(0), s.logits(0) + s.n_vocab());
+    for (const auto& [id, c] : counts) x[size_t(id)] -= presence + frequency * c;
+    const int32_t best = int32_t(std::max_element(x.begin(), x.end()) - x.begin());
+    double sum = 0;
+    for (double v : x) sum += std::exp(v - x[size_t(best)]);
+    auto lp = [&](int32_t id) { return x[size_t(id)] - x[size_t(best)] - std::log(sum); };
+    PlainStep st{best, lp(best), {}};
+    std::vector<int32_t> order(x.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = int32_t(k);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return x[size_t(a)] > x[size_t(c)]; });
+    for (int k = 0; k < top_n; ++k) st.top.push_back({order[size_t(k)], lp(order[size_t(k)])});
+    out.push_back(st);
+    ++counts[best];
+    const int32_t t[1] = {best};
+    s.eval(t);
+  }
+  return out;
+}
+
+TEST(GenerationEngine, PenaltiesAndLogprobsOnTheHost) {
+  Tiny t;
+  const std::vector<int32_t> prompt = {5, 17, 3, 99, 42, 7};
+  const int n = 12;
+  SessionParams sp;
+  sp.n_ctx = 256;
+  sp.n_batch = 16;
+  Session s(*t.model, t.cpu, sp);
+  EngineOptions eo;
+  eo.step_tokens = 16;
+  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  engine.start();
+  // Three jobs side by side: penalties and log-probabilities, log-probabilities
+  // alone, and one sampled on the backend as usual in the same steps.
+  struct Case {
+    float presence, frequency;
+    int top_n;
+  };
+  const std::vector<Case> cases = {{0.7f, 1.5f, 3}, {0.0f, 0.0f, 0}, {0.0f, 0.0f, -1}};
+  std::vector<std::vector<HostSample>> got(cases.size());
+  std::vector<std::promise<std::string>> done(cases.size());
+  for (size_t c = 0; c < cases.size(); ++c) {
+    Job j = greedy_job(prompt, n);
+    j.presence_penalty = cases[c].presence;
+    j.frequency_penalty = cases[c].frequency;
+    j.top_logprobs = cases[c].top_n;
+    j.on_token = [&got, c](const HostSample& h) { got[c].push_back(h); };
+    j.on_done = [&done, c](const std::string& why, const JobCounts&) { done[c].set_value(why); };
+    j.on_error = [&done, c](const std::string& e) { done[c].set_value(e); };
+    engine.submit(std::move(j));
+  }
+  for (auto& d : done) EXPECT_EQ(d.get_future().get(), "length");
+  engine.stop();
+  for (size_t c = 0; c < 2; ++c) {
+    const auto want = plain_greedy(*t.model, t.cpu, prompt, n, cases[c].presence, cases[c].frequency, cases[c].top_n);
+    ASSERT_EQ(got[c].size(), want.size()) << "case " << c;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[c][i].id, want[i].id) << "case " << c << " token " << i;
+      EXPECT_NEAR(got[c][i].logprob, want[i].logprob, 2e-3) << "case " << c << " token " << i;
+      ASSERT_EQ(got[c][i].top.size(), want[i].top.size());
+      for (size_t k = 0; k < want[i].top.size(); ++k) {
+        EXPECT_EQ(got[c][i].top[k].id, want[i].top[k].first);
+        EXPECT_NEAR(got[c][i].top[k].logprob, want[i].top[k].second, 2e-3);
+      }
+    }
+  }
+  EXPECT_TRUE(got[2].empty()) << "no log-probabilities asked for";
+  // The penalties changed the text (else this test shows nothing about them).
+  const auto plain = plain_greedy(*t.model, t.cpu, prompt, n, 0, 0, 0);
+  bool differs = false;
+  for (size_t i = 0; i < plain.size(); ++i) differs |= plain[i].id != got[0][i].id;
+  EXPECT_TRUE(differs);
+}
+
+TEST(GenerationEngine, TooSmallACacheSetsTheNewestBack) {
+  Tiny t;
+  std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {11, 12, 13}, {14, 15, 16, 17, 18}};
+  const int n = 30;  // three jobs of 33 to 40 cells in 64
+  std::vector<std::string> want;
+  for (const auto& p : prompts) want.push_back(t.alone(p, n));
+  SessionParams sp;
+  sp.n_ctx = 64;
+  sp.n_batch = 8;
+  Session s(*t.model, t.cpu, sp);
+  EngineOptions eo;
+  eo.max_sequences = 3;
+  eo.step_tokens = 8;
+  eo.kept_prefixes = 0;
+  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  engine.start();
+  EXPECT_EQ(run_jobs(engine, prompts, n, true), want);
+  engine.stop();
+  EXPECT_GT(engine.stats().set_back, 0u);
+  EXPECT_EQ(engine.stats().kv_cells_used, 0);
+}
+
 TEST(GenerationEngine, CancelQueueLimitAndTooLong) {
   Tiny t;
   SessionParams sp;
@@ -116,12 +328,13 @@ TEST(GenerationEngine, CancelQueueLimitAndTooLong) {
   eo.max_sequences = 1;
   eo.step_tokens = 8;
   eo.queue_limit = 2;
+  eo.kept_prefixes = 0;
   GenerationEngine engine(s, t.model->tokenizer(), eo);
   // Before the loop starts nothing leaves the queue: the third waits past the limit.
   engine.submit(greedy_job({1, 2, 3}, 4));
   std::promise<std::string> cancelled;
   Job long_job = greedy_job({4, 5, 6}, 200);
-  long_job.on_done = [&](const std::string& why, int64_t, int64_t) { cancelled.set_value(why); };
+  long_job.on_done = [&](const std::string& why, const JobCounts&) { cancelled.set_value(why); };
   const uint64_t id = engine.submit(std::move(long_job));
   EXPECT_THROW(engine.submit(greedy_job({7}, 4)), QueueFull);
   try {

@@ -158,18 +158,61 @@ TEST(HttpServer, ClientThatLeavesIsCancelled) {
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };  // then hang up
   cli.send(req);
   EXPECT_GE(chunks, 3u);
-  // The job ends as cancelled (not after its 400 tokens) and frees its cells.
-  bool freed = false;
-  for (int i = 0; i < 200 && !freed; ++i) {
+  // The job ends as cancelled (not after its 400 tokens); its cells stay
+  // only as a prefix for later prompts.
+  bool ended = false;
+  for (int i = 0; i < 200 && !ended; ++i) {
     const auto st = r.engine->stats();
-    freed = st.running == 0 && st.kv_cells_used == 0;
-    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ended = st.running == 0 && st.kept_prefixes == 1;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_TRUE(freed);
+  EXPECT_TRUE(ended);
   EXPECT_LT(r.engine->stats().generated_tokens, 400u);
+  // The same question again: all of its prompt but the last token is reused.
   auto again = cli.Post("/v1/chat/completions", kChat, "application/json");
   ASSERT_TRUE(again);
-  EXPECT_EQ(again->status, 200);
+  ASSERT_EQ(again->status, 200);
+  const json u = json::parse(again->body)["usage"];
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"].get<int>(), u["prompt_tokens"].get<int>() - 1);
+}
+
+// Log-probabilities, whole and streamed: one entry a token, the chosen
+// token's among the alternatives when it is the most likely (greedy).
+TEST(HttpServer, Logprobs) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  json body = json::parse(kChat);
+  body["logprobs"] = true;
+  body["top_logprobs"] = 2;
+  auto res = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json whole = json::parse(res->body);
+  const json& content = whole["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 12u);
+  std::string joined;
+  for (const json& t : content) {
+    EXPECT_LE(t["logprob"].get<double>(), 0.0);
+    ASSERT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]);
+    EXPECT_NEAR(t["top_logprobs"][0]["logprob"].get<double>(), t["logprob"].get<double>(), 1e-6);
+    EXPECT_GE(t["top_logprobs"][0]["logprob"].get<double>(), t["top_logprobs"][1]["logprob"].get<double>());
+    joined += t["token"].get<std::string>();
+  }
+  EXPECT_EQ(joined, whole["choices"][0]["message"]["content"].get<std::string>());
+  body["stream"] = true;
+  auto st = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(st);
+  size_t entries = 0;
+  for (size_t at = 0; (at = st->body.find("data: {", at)) != std::string::npos; ++at) {
+    const size_t end = st->body.find("\n\n", at);
+    const json chunk = json::parse(st->body.substr(at + 6, end - at - 6));
+    const json& lp = chunk["choices"][0]["logprobs"];
+    if (!lp.is_null()) entries += lp["content"].size();
+  }
+  EXPECT_EQ(entries, 12u);
+  // Without logprobs, none come.
+  EXPECT_TRUE(json::parse(cli.Post("/v1/chat/completions", kChat, "application/json")->body)["choices"][0]["logprobs"].is_null());
 }
 
 TEST(HttpServer, ErrorsAndEndpoints) {

@@ -3,7 +3,8 @@
 
 Usage: openai_client.py BASE_URL API_KEY
 Checks a chat answer, streaming (the same text as the whole answer), stop
-strings, completions, the model list, errors as the client raises them, and
+strings, log-probabilities, penalties, the prefix cache (cached prompt
+tokens), completions, the model list, errors as the client raises them, and
 16 streams at once at temperature 0 each giving the text the request gives
 alone. Prints "ok" and exits 0, or raises.
 """
@@ -35,8 +36,33 @@ if len(text) > 6:
     assert cut.choices[0].finish_reason == "stop", cut
     assert cut.choices[0].message.content == text[: text.find(stop)], (cut.choices[0].message.content, text, stop)
 
-comp = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0)
+# Log-probabilities: a token each, the greedy choice the most likely.
+lp = client.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0, logprobs=True,
+                                    top_logprobs=3)
+content = lp.choices[0].logprobs.content
+assert lp.choices[0].message.content == text, (lp.choices[0].message.content, text)
+assert len(content) == lp.usage.completion_tokens, (len(content), lp.usage)
+for t in content:
+    assert t.logprob <= 0 and len(t.top_logprobs) == 3, t
+    assert t.top_logprobs[0].token == t.token and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6, t
+assert bytes(b for t in content for b in t.bytes).decode() == text
+# The same question again: its prompt came from the prefix cache.
+assert lp.usage.prompt_tokens_details.cached_tokens >= lp.usage.prompt_tokens - 1, lp.usage
+# A strong frequency penalty changes a repetitive answer, and repeats less.
+def most_repeated(fp):
+    r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say yes ten times."}],
+                                       max_tokens=24, temperature=0, frequency_penalty=fp, logprobs=True)
+    toks = [t.token for t in r.choices[0].logprobs.content]
+    return r.choices[0].message.content, max(toks.count(t) for t in toks)
+plain, plain_n = most_repeated(0.0)
+penalized, penalized_n = most_repeated(2.0)
+assert penalized != plain and penalized_n <= plain_n, (plain, penalized)
+
+comp = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0,
+                                 logprobs=2)
 assert comp.choices[0].text, comp
+assert len(comp.choices[0].logprobs.tokens) == comp.usage.completion_tokens, comp.choices[0].logprobs
+assert "".join(comp.choices[0].logprobs.tokens) == comp.choices[0].text or "\ufffd" in "".join(comp.choices[0].logprobs.tokens)
 
 try:
     client.chat.completions.create(model=model, messages=msgs, temperature=5)

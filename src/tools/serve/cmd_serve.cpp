@@ -20,7 +20,7 @@ namespace weir::tools {
 
 int cmd_serve(int argc, char** argv) {
   std::string model_path, host = "127.0.0.1", api_key, template_file, alias;
-  int port = 8080, parallel = 4, threads = default_threads(), ngl = 0, queue = 64;
+  int port = 8080, parallel = 4, threads = default_threads(), ngl = 0, queue = 64, kept = 32;
   int64_t n_ctx = 8192, n_batch = 512;
   GpuFlags gpu_flags;
   Args a("serve", "An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health, "
@@ -32,6 +32,7 @@ int cmd_serve(int argc, char** argv) {
       .opt("-c,--ctx-size", &n_ctx, "N", "KV cache cells shared by all requests (default 8192, at most the model's x parallel)")
       .opt("-b,--batch-size", &n_batch, "N", "tokens a forward step takes: decode tokens and prompt chunks (default 512)")
       .opt("--queue", &queue, "N", "requests that may wait beyond the running ones; more get 503 (default 64)")
+      .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache)")
       .opt("--api-key", &api_key, "KEY", "ask /v1 clients for Authorization: Bearer KEY")
       .opt("--alias", &alias, "NAME", "the model's name in responses (default: the file's name)")
       .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
@@ -45,6 +46,7 @@ int cmd_serve(int argc, char** argv) {
   if (parallel < 1 || parallel > 256) throw UsageError("--parallel: expected 1 to 256, got " + std::to_string(parallel));
   if (n_ctx < 16) throw UsageError("--ctx-size: expected at least 16 cells, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
+  if (kept < 0) throw UsageError("--cache-prompts: expected 0 or more, got " + std::to_string(kept));
   if (queue < 0) throw UsageError("--queue: expected 0 or more, got " + std::to_string(queue));
 
   auto model = load_model(model_path);
@@ -71,6 +73,7 @@ int cmd_serve(int argc, char** argv) {
   eo.max_sequences = parallel;
   eo.step_tokens = size_t(p.n_batch);
   eo.queue_limit = size_t(queue);
+  eo.kept_prefixes = kept;
   server::GenerationEngine engine(*session, tok, eo);
   server::HttpOptions ho;
   ho.host = host;
