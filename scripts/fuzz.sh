@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Fuzz the GGUF reader for SECONDS (default 60) with libFuzzer + ASan/UBSan.
-#   scripts/fuzz.sh [SECONDS]
-# Builds build-fuzz/ with clang (-DWEIR_FUZZ=ON), seeds a scratch corpus
-# (build-fuzz/corpus) from tests/data/gguf-valid and tests/data/gguf-broken,
-# runs gguf_reader_fuzz, prints one summary line and exits non-zero on any
-# crash, sanitizer report, leak, timeout or out-of-memory. Crashing inputs are
-# kept in build-fuzz/artifacts/; reproduce one with
-#   build-fuzz/fuzz/gguf_reader_fuzz build-fuzz/artifacts/crash-...
+# Fuzz for SECONDS each (default 60) with libFuzzer + ASan/UBSan:
+#   gguf_reader_fuzz     the GGUF reader (seeds: tests/data/gguf-valid, -broken)
+#   server_request_fuzz  weir serve's request bodies and chat templates
+#                        (seeds: tests/data/fuzz-server)
+#   scripts/fuzz.sh [SECONDS] [TARGET]
+# Builds build-fuzz/ with clang (-DWEIR_FUZZ=ON), seeds a scratch corpus a
+# target (build-fuzz/corpus-TARGET), runs it, prints one summary line a
+# target and exits non-zero on any crash, sanitizer report, leak, timeout or
+# out-of-memory. Crashing inputs are kept in build-fuzz/artifacts/;
+# reproduce one with
+#   build-fuzz/fuzz/TARGET build-fuzz/artifacts/crash-...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs="${1:-60}"
 build=build-fuzz
-target=gguf_reader_fuzz
+targets=(gguf_reader_fuzz server_request_fuzz)
+[ -n "${2:-}" ] && targets=("$2")
 
 cc="${CC:-clang}"; cxx="${CXX:-clang++}"
 if ! command -v "$cxx" >/dev/null 2>&1; then
@@ -28,23 +32,31 @@ log="$build/fuzz-build.log"
 mkdir -p "$build"
 if ! { CC="$cc" CXX="$cxx" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
          -DWEIR_FUZZ=ON -DWEIR_TESTS=OFF "${launcher[@]}" &&
-       cmake --build "$build" --target "$target" -j "$(nproc)"; } >"$log" 2>&1; then
+       cmake --build "$build" --target "${targets[@]}" -j "$(nproc)"; } >"$log" 2>&1; then
   tail -n 40 "$log" >&2
-  echo "fuzz: build of $target failed (log: $log)" >&2
+  echo "fuzz: build of ${targets[*]} failed (log: $log)" >&2
   exit 2
 fi
 
-corpus="$build/corpus"
+fuzz_one() {
+target="$1"
+case "$target" in
+  gguf_reader_fuzz) seed_dirs=(tests/data/gguf-valid tests/data/gguf-broken); dict=fuzz/gguf.dict; max_len=65536 ;;
+  server_request_fuzz) seed_dirs=(tests/data/fuzz-server); dict=fuzz/server.dict; max_len=16384 ;;
+  *) echo "fuzz: unknown target $target" >&2; exit 2 ;;
+esac
+
+corpus="$build/corpus-$target"
 artifacts="$build/artifacts"
 mkdir -p "$corpus" "$artifacts"
-cp -f tests/data/gguf-valid/*.case tests/data/gguf-broken/*.case "$corpus"/
+for d in "${seed_dirs[@]}"; do cp -f "$d"/*.case "$corpus"/; done
 seeds=$(find "$corpus" -type f | wc -l)
 
-run_log="$build/fuzz-run.log"
+run_log="$build/fuzz-run-$target.log"
 set +e
 "$build/fuzz/$target" "$corpus" \
-  -dict=fuzz/gguf.dict \
-  -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
+  -dict="$dict" \
+  -max_total_time="$secs" -rss_limit_mb=2048 -max_len="$max_len" -timeout=10 \
   -artifact_prefix="$artifacts/" -print_final_stats=1 >"$run_log" 2>&1
 rc=$?
 set -e
@@ -59,3 +71,6 @@ if [ "$rc" -ne 0 ] || grep -qE '^==[0-9]+==ERROR|runtime error:|deadly signal' "
   exit 1
 fi
 echo "fuzz: $target ok: ${secs}s, ${execs:-?} execs (${rate:-?}/s), coverage ${cov:-?} edges, corpus $seeds -> $files inputs, 0 crashes"
+}
+
+for t in "${targets[@]}"; do fuzz_one "$t"; done

@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
@@ -213,6 +216,46 @@ TEST(HttpServer, Logprobs) {
   EXPECT_EQ(entries, 12u);
   // Without logprobs, none come.
   EXPECT_TRUE(json::parse(cli.Post("/v1/chat/completions", kChat, "application/json")->body)["choices"][0]["logprobs"].is_null());
+}
+
+size_t rss_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return size_t(resident) * size_t(sysconf(_SC_PAGESIZE));
+}
+
+// Memory stays bounded under load: the resident size after 1,000 requests
+// (whole and streamed, with log-probabilities, stop strings, errors and
+// different prompts, so the prefix cache fills and lets go) is within a few
+// MB of what it was after the first 100.
+TEST(HttpServer, MemoryStaysBoundedOverAThousandRequests) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  size_t after_100 = 0;
+  for (int i = 0; i < 1000; ++i) {
+    json body = json::parse(kChat);
+    body["messages"][0]["content"] = "question number " + std::to_string(i * 7919 % 1000);
+    body["max_tokens"] = 4 + i % 5;
+    body["stream"] = i % 2 == 0;
+    if (i % 3 == 0) body["logprobs"] = true, body["top_logprobs"] = 2;
+    if (i % 5 == 0) body["stop"] = json::array({"a", "e"});
+    if (i % 11 == 0) body["temperature"] = "hot";  // a 400
+    auto res = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res) << "request " << i;
+    ASSERT_EQ(res->status, i % 11 == 0 ? 400 : 200) << res->body;
+    if (i == 99) after_100 = rss_bytes();
+  }
+  const size_t after_1000 = rss_bytes();
+  std::printf("RSS after 100 requests %zu KiB, after 1000 %zu KiB\n", after_100 >> 10, after_1000 >> 10);
+  EXPECT_LT(after_1000, after_100 + (4u << 20)) << "RSS " << after_100 << " after 100 requests, " << after_1000
+                                                << " after 1,000";
+  const auto st = r.engine->stats();
+  EXPECT_EQ(st.running, 0u);
+  EXPECT_LE(st.kept_prefixes, 32u);
 }
 
 TEST(HttpServer, ErrorsAndEndpoints) {

@@ -83,6 +83,21 @@ TEST(JinjaErrors, RuntimeErrorsNameTheLine) {
   EXPECT_NE(error_of("{{ x }}", "[1]").find("dict"), std::string::npos);
 }
 
+// A template that would run for hours or fill memory is refused (fuzzing
+// finds such templates in seconds; a server must not hang on one).
+TEST(JinjaErrors, RunawayTemplatesAreRefused) {
+  EXPECT_NE(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+                .find("statements: refused"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(s='x' * 1000000) %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+                     "{% endfor %}")
+                .find("64 MiB"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ 'ab' * 100000000 }}").find("64 MiB"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'a'|center(1000000000) }}").find("64 MiB"), std::string::npos);
+  EXPECT_NE(error_of("{% for i in range(100000) %}{{ 'x' * 10000 }}{% endfor %}").find("64 MiB"), std::string::npos);
+}
+
 TEST(JinjaErrors, TemplateNameInMessages) {
   jinja::Options o;
   o.name = "model.gguf chat template";

@@ -23,12 +23,12 @@ namespace {
 bool is_integral(const Value& v) { return v.is_int() || v.is_bool(); }
 
 // Results larger than this fail rather than exhaust memory.
-constexpr size_t kMaxRepeatBytes = size_t{1} << 28;
+constexpr size_t kMaxRepeatBytes = kMaxTextBytes;
 
 Value repeat(const Value& seq, int64_t n) {
   const size_t unit = seq.is_string() ? seq.text().size() : seq.seq().items.size() * sizeof(Value);
   if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > kMaxRepeatBytes / unit)
-    throw EvalError("repetition result too large (over 256 MiB)");
+    check_text_size(kMaxRepeatBytes + 1);
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.text();
@@ -77,11 +77,13 @@ Value add(const Value& a, const Value& b) {
     return Value(a.number() + b.number());
   }
   if (a.is_string() && b.is_string()) {
+    check_text_size(a.text().size() + b.text().size());
     if (a.is_markup() || b.is_markup()) return Value::markup(escape_unless_markup(a) + escape_unless_markup(b));
     return Value(a.text() + b.text());
   }
   if (a.is_sequence() && b.is_sequence() && a.seq_kind() == b.seq_kind() &&
       (a.seq_kind() == SeqKind::List || a.seq_kind() == SeqKind::Tuple)) {
+    check_text_size((a.seq().items.size() + b.seq().items.size()) * sizeof(Value));
     std::vector<Value> out = a.seq().items;
     out.insert(out.end(), b.seq().items.begin(), b.seq().items.end());
     return Value::list(std::move(out), a.seq_kind());
@@ -141,7 +143,12 @@ std::string escape_unless_markup(const Value& v) {
 }
 
 Value binary_op(std::string_view op, const Value& a, const Value& b) {
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") {
+    std::string s = a.str();
+    const std::string t = b.str();
+    check_text_size(s.size() + t.size());
+    return Value(s + t);
+  }
   if (op == "+") return add(a, b);
   if (op == "*") return multiply(a, b);
   if (op == "**") return power(a, b);

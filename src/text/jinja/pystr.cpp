@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "text/jinja/unicode.h"
+#include "text/jinja/value.h"
 
 namespace weir::jinja::pystr {
 
@@ -187,6 +188,7 @@ int64_t count(std::string_view s, std::string_view sub) {
 namespace {
 
 std::string repeat(std::string_view fill, int64_t n) {
+  if (n > 0 && !fill.empty()) check_text_size(fill.size() * std::min<uint64_t>(uint64_t(n), kMaxTextBytes + 1));
   std::string out;
   for (int64_t i = 0; i < n; ++i) out += fill;
   return out;

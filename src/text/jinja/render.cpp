@@ -48,6 +48,7 @@ class Renderer {
 
   std::string_view name_;
   int depth_ = 0;
+  uint64_t steps_ = 0;  // statements and loop turns so far (kMaxRenderSteps)
 };
 
 Renderer::Flow Renderer::exec(const Body& body, const ScopePtr& scope, std::string& out) {
@@ -60,6 +61,9 @@ Renderer::Flow Renderer::exec(const Body& body, const ScopePtr& scope, std::stri
 
 Renderer::Flow Renderer::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
   try {
+    if (++steps_ > kMaxRenderSteps)
+      throw EvalError("the template ran more than " + std::to_string(kMaxRenderSteps) + " statements: refused");
+    check_text_size(out.size());
     switch (s.kind) {
       case StmtKind::Text: out += s.text; return Flow::Normal;
       case StmtKind::Output: out += eval(*s.expr, scope).str(); return Flow::Normal;
@@ -109,6 +113,8 @@ Renderer::Flow Renderer::exec_for(const Stmt& s, const ScopePtr& scope, std::str
   // loop.changed() remembers its last argument across iterations.
   auto last_changed = std::make_shared<std::optional<std::vector<Value>>>();
   for (int64_t i = 0; i < n; ++i) {
+    if (++steps_ > kMaxRenderSteps)
+      throw EvalError("the template ran more than " + std::to_string(kMaxRenderSteps) + " statements: refused");
     auto inner = std::make_shared<Scope>(scope);
     assign(s.target, items[static_cast<size_t>(i)], *inner, inner);
     auto loop = std::make_shared<Object>();

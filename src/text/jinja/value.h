@@ -25,6 +25,17 @@ struct EvalError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Limits that keep a hostile or broken template from exhausting memory or
+// time (jinja2's sandbox has only its range() limit): a string or list a
+// step makes, the rendered text, and the statements and loop turns of one
+// render. Prompts come nowhere near them.
+inline constexpr size_t kMaxTextBytes = size_t{1} << 26;  // 64 MiB
+inline constexpr uint64_t kMaxRenderSteps = 1'000'000;  // ~2 s at worst
+// Throws EvalError when n bytes would pass kMaxTextBytes.
+inline void check_text_size(size_t n) {
+  if (n > kMaxTextBytes) throw EvalError("a result over 64 MiB: refused");
+}
+
 class Value;
 struct Sequence;
 class Dict;
