@@ -8,7 +8,7 @@ have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 for p in cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev ccache python3-pip pkg-config libpcre2-dev \
-  openmpi-bin libopenmpi-dev nlohmann-json3-dev libcpp-httplib-dev; do
+  openmpi-bin libopenmpi-dev nlohmann-json3-dev libcpp-httplib-dev chromium-headless-shell; do
   have_pkg "$p" || need_apt+=("$p")
 done
 # python3-pip is only needed when pip is missing.
@@ -30,6 +30,7 @@ missing_py=()
 "$py" -c "import gguf" 2>/dev/null || missing_py+=(gguf)
 "$py" -c "import jinja2" 2>/dev/null || missing_py+=(jinja2)  # the chat template tests' reference
 "$py" -c "import openai" 2>/dev/null || missing_py+=(openai)  # weir serve's reference client
+"$py" -c "import websocket" 2>/dev/null || missing_py+=(websocket-client)  # drives headless Chromium (chat page test)
 if [ ${#missing_py[@]} -gt 0 ]; then
   echo "setup: pip install ${missing_py[*]}" >&2
   "$py" -m pip install --quiet --disable-pip-version-check "${missing_py[@]}" \

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "server/chat_page.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "text/jinja/template.h"
@@ -113,6 +114,10 @@ struct HttpServer::Impl {
       if (req.get_header_value("Authorization") == "Bearer " + o.api_key) return httplib::Server::HandlerResponse::Unhandled;
       send_error(res, ApiError(401, "authentication_error", "", "a valid API key is needed: Authorization: Bearer KEY"));
       return httplib::Server::HandlerResponse::Handled;
+    });
+    svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      const std::string_view page = chat_page_html();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
     svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");

@@ -1,7 +1,8 @@
 // weir serve as a user starts it: on the real Gemma 3 (CPU), driven by the
 // official openai Python package (tests/server/openai_client.py: chat,
-// streaming, stop strings, completions, errors, 16 streams at once); then
-// SIGTERM ends it with code 0.
+// streaming, stop strings, log-probabilities, penalties, the prefix cache,
+// completions, errors, 16 streams at once); then SIGTERM ends it with code
+// 0. The chat page at / in headless Chromium.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,8 +19,18 @@
 #include "test_env.h"
 #include "tools/weir_cli.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #ifndef WEIR_OPENAI_CLIENT
 #define WEIR_OPENAI_CLIENT "tests/server/openai_client.py"
+#endif
+#ifndef WEIR_CHAT_PAGE_TEST
+#define WEIR_CHAT_PAGE_TEST "tests/server/chat_page_test.py"
+#endif
+#ifndef WEIR_TEST_ARTIFACTS
+#define WEIR_TEST_ARTIFACTS "test-artifacts"
 #endif
 
 namespace weir::test {
@@ -37,42 +48,91 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-TEST(Serve, OpenAiClientOnTheRealModel) {
-  WEIR_REQUIRE_MODEL(model);
-  if (std::system("python3 -c 'import openai' >/dev/null 2>&1") != 0)
-    FAIL() << "the openai package is missing (scripts/setup.sh installs it)";
-  const int port = free_port();
-  const std::string err = own_dir() + "/serve.err";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    freopen(err.c_str(), "w", stderr);
-    execl(weir_bin().c_str(), "weir", "serve", "-m", model.c_str(), "--port", std::to_string(port).c_str(), "-t", "2",
-          "-np", "8", "-c", "4096", "--api-key", "test-key", static_cast<char*>(nullptr));
-    _exit(127);
+// weir serve on the real model, as a user starts it, until SIGTERM.
+struct ServeProcess {
+  pid_t pid = -1;
+  int port = 0;
+  explicit ServeProcess(const std::string& model, std::vector<std::string> extra = {}) {
+    port = free_port();
+    const std::string err = own_dir() + "/serve.err";
+    std::vector<std::string> args = {"weir", "serve", "-m", model, "--port", std::to_string(port), "-t", "2", "-np", "8",
+                                     "-c", "4096"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid = fork();
+    if (pid == 0) {
+      freopen(err.c_str(), "w", stderr);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(weir_bin().c_str(), argv.data());
+      _exit(127);
+    }
   }
   // Up when /health answers.
-  bool up = false;
-  for (int i = 0; i < 300 && !up; ++i) {
-    up = std::system(("python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:" +
-                      std::to_string(port) + "/health', timeout=1)\" >/dev/null 2>&1").c_str()) == 0;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  bool wait_up() const {
+    for (int i = 0; i < 300; ++i) {
+      if (std::system(("python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:" +
+                       std::to_string(port) + "/health', timeout=1)\" >/dev/null 2>&1")
+                          .c_str()) == 0)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
   }
-  ASSERT_TRUE(up) << "weir serve did not come up";
-  const std::string cmd = "python3 " + std::string(WEIR_OPENAI_CLIENT) + " http://127.0.0.1:" + std::to_string(port) +
-                          "/v1 test-key 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(port); }
+  // SIGTERM; the exit status.
+  int stop() {
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    pid = -1;
+    return st;
+  }
+  ~ServeProcess() {
+    if (pid > 0) stop();
+  }
+};
+
+// Runs a command; its exit code and output.
+std::pair<int, std::string> run(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   std::string out;
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   const int rc = pclose(p);
+  return {rc, out};
+}
+
+TEST(Serve, OpenAiClientOnTheRealModel) {
+  WEIR_REQUIRE_MODEL(model);
+  if (std::system("python3 -c 'import openai' >/dev/null 2>&1") != 0)
+    FAIL() << "the openai package is missing (scripts/setup.sh installs it)";
+  ServeProcess serve(model, {"--api-key", "test-key"});
+  ASSERT_TRUE(serve.wait_up()) << "weir serve did not come up";
+  const auto [rc, out] = run("python3 " + std::string(WEIR_OPENAI_CLIENT) + " " + serve.base() + "/v1 test-key");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("ok"), std::string::npos) << out;
   std::printf("%s", out.c_str());  // how many of the 16 streams equalled their text alone
-  kill(pid, SIGTERM);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  const int st = serve.stop();
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+}
+
+// The chat page at / in headless Chromium (tests/server/chat_page_test.py):
+// a message typed, the answer streamed in, the API's answer; the screenshot
+// stays in the build's test-artifacts/.
+TEST(Serve, ChatPageInHeadlessChromium) {
+  WEIR_REQUIRE_MODEL(model);
+  const char* chromium = "/usr/bin/chromium-headless-shell";
+  if (access(chromium, X_OK) != 0) GTEST_SKIP() << "no " << chromium << " (scripts/setup.sh installs it)";
+  if (std::system("python3 -c 'import websocket' >/dev/null 2>&1") != 0)
+    FAIL() << "the websocket-client package is missing (scripts/setup.sh installs it)";
+  ServeProcess serve(model);
+  ASSERT_TRUE(serve.wait_up()) << "weir serve did not come up";
+  const auto [rc, out] = run("python3 " + std::string(WEIR_CHAT_PAGE_TEST) + " " + serve.base() + " " + chromium + " " +
+                             std::string(WEIR_TEST_ARTIFACTS) + "/chat_page.png");
+  EXPECT_EQ(rc, 0) << out;
+  std::printf("%s", out.c_str());
 }
 
 }  // namespace
