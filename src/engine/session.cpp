@@ -406,6 +406,16 @@ void Session::share_prefix(int32_t from, int32_t to, int64_t n) {
   seq_len_[size_t(to)] = n;
 }
 
+void Session::reserve(int32_t seq, int64_t n) {
+  if (on_all_ranks([&](Session& r) { r.reserve(seq, n); })) return;
+  kv_.reserve(seq, n);
+}
+
+void Session::unreserve(int32_t seq) {
+  if (on_all_ranks([&](Session& r) { r.unreserve(seq); })) return;
+  kv_.unreserve(seq);
+}
+
 void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
   if (on_all_ranks([&](Session& r) { r.fill(seq, tokens); })) return;
   check_not_queued();

@@ -107,6 +107,11 @@ class Session {
   // sequence `from`: it shares their cache cells instead of computing them
   // again (the server's prefix cache) and goes on from position n.
   void share_prefix(int32_t from, int32_t to, int64_t n);
+  // Reserves a run of n cache cells for sequence seq's next tokens, so that
+  // its cells lie together (KVCache::reserve); unreserve gives back what it
+  // did not use.
+  void reserve(int32_t seq, int64_t n);
+  void unreserve(int32_t seq);
   // Pipelined generation of sequence 0, after eval_sample(): queue_sample_next()
   // queues a step whose input token is the one the step before it sampled
   // (copied on the device: the host need not have seen it) and returns

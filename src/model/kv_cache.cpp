@@ -45,6 +45,7 @@ KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backen
   }
   pos_.assign(size_t(n_cells), -1);
   refs_.assign(size_t(n_cells), 0);
+  owner_.assign(size_t(n_cells), -1);
   n_free_ = n_cells;
 }
 
@@ -67,9 +68,26 @@ std::vector<int32_t> KVCache::claim(const std::vector<int32_t>& pos, int32_t seq
     for (int64_t i = after; i < r1 && cells.size() < pos.size(); ++i) take(i);
     for (int64_t i = r0; i < after && cells.size() < pos.size(); ++i) take(i);
   }
-  for (int64_t scanned = 0, i = head_; cells.size() < pos.size() && scanned < n_cells_; ++scanned) {
-    take(i);
-    i = (i + 1) % n_cells_;
+  if (n_regions_ == 1) {
+    // Its reserved run, then free cells after its last one that nobody
+    // reserved, then any such cell, then cells reserved by others.
+    const auto run = runs_.find(seq);
+    if (run != runs_.end()) {
+      Run& r = run->second;
+      for (int64_t i = r.next; i < r.end && cells.size() < pos.size(); ++i) take(i);
+      r.next = cells.empty() ? r.end : std::max<int64_t>(r.next, cells.back() + 1);
+    }
+    const int64_t from = mine.empty() ? head_ : (mine.back() + 1) % n_cells_;
+    for (int pass = 0; pass < 2 && cells.size() < pos.size(); ++pass)
+      for (int64_t scanned = 0, i = pass == 0 ? from : head_; cells.size() < pos.size() && scanned < n_cells_; ++scanned) {
+        if (pass == 1 || owner_[size_t(i)] < 0 || owner_[size_t(i)] == seq) take(i);
+        i = (i + 1) % n_cells_;
+      }
+  } else {
+    for (int64_t scanned = 0, i = head_; cells.size() < pos.size() && scanned < n_cells_; ++scanned) {
+      take(i);
+      i = (i + 1) % n_cells_;
+    }
   }
   if (cells.size() < pos.size()) {  // full: undo
     for (int32_t c : cells) pos_[size_t(c)] = -1, refs_[size_t(c)] = 0;
@@ -91,6 +109,8 @@ const std::vector<int32_t>& KVCache::cells_of(int32_t seq) const {
 void KVCache::clear() {
   std::fill(pos_.begin(), pos_.end(), -1);
   std::fill(refs_.begin(), refs_.end(), 0);
+  std::fill(owner_.begin(), owner_.end(), -1);
+  runs_.clear();
   n_free_ = n_cells_;
   cells_.clear();
   head_ = 0;
@@ -102,7 +122,38 @@ void KVCache::let_go(int32_t c) {
   ++n_free_;
 }
 
+void KVCache::reserve(int32_t seq, int64_t n) {
+  unreserve(seq);
+  if (n_regions_ != 1 || n <= 0) return;
+  n = std::min(n, n_cells_);
+  // The first run of n free, unreserved cells, else the longest.
+  int64_t best = 0, best_len = 0;
+  for (int64_t i = 0; i < n_cells_;) {
+    if (refs_[size_t(i)] > 0 || owner_[size_t(i)] >= 0) {
+      ++i;
+      continue;
+    }
+    int64_t j = i;
+    while (j < n_cells_ && j - i < n && refs_[size_t(j)] == 0 && owner_[size_t(j)] < 0) ++j;
+    if (j - i > best_len) best = i, best_len = j - i;
+    if (best_len == n) break;
+    i = j;
+  }
+  if (best_len == 0) return;
+  for (int64_t i = best; i < best + best_len; ++i) owner_[size_t(i)] = seq;
+  runs_[seq] = {best, best + best_len, best};
+}
+
+void KVCache::unreserve(int32_t seq) {
+  const auto it = runs_.find(seq);
+  if (it == runs_.end()) return;
+  for (int64_t i = it->second.begin; i < it->second.end; ++i)
+    if (owner_[size_t(i)] == seq) owner_[size_t(i)] = -1;
+  runs_.erase(it);
+}
+
 void KVCache::remove_seq(int32_t seq) {
+  unreserve(seq);
   const auto it = cells_.find(seq);
   if (it == cells_.end()) return;
   for (int32_t c : it->second) let_go(c);
@@ -138,7 +189,12 @@ void KVCache::release_last(int32_t seq) {
   it->second.pop_back();
   let_go(c);
   if (it->second.empty()) cells_.erase(it);
-  if (n_regions_ == 1 && refs_[size_t(c)] == 0) head_ = c;  // the next claim takes it again
+  if (n_regions_ == 1 && refs_[size_t(c)] == 0) {
+    head_ = c;  // the next claim takes it again
+    const auto run = runs_.find(seq);
+    if (run != runs_.end() && c >= run->second.begin && c < run->second.end)
+      run->second.next = std::min<int64_t>(run->second.next, c);
+  }
 }
 
 int64_t KVCache::extent() const {

@@ -6,6 +6,13 @@
 // sequences at once: a sequence that begins with the same tokens as another
 // takes the other's first cells (share) instead of computing them again
 // (the server's prefix cache); a cell is free when no sequence holds it.
+//
+// Attention reads a token's keys from its sequence's first cell to its last
+// (on a GPU, per split of the keys), so a sequence's cells should lie close
+// together. With one region, a sequence may reserve a run of free cells
+// (reserve: a prompt and the answer it may grow to); its claims take cells
+// from its run first, then free cells after its last one, then any free
+// cell nobody reserved, and only then cells reserved by others.
 // With n_regions > 1, sequence s < n_regions claims cells from region s
 // (n_cells / n_regions cells) first, so each sequence's cells stay
 // contiguous and in order while sequences decode side by side: attention
@@ -46,6 +53,11 @@ class KVCache {
   std::vector<int32_t> claim(const std::vector<int32_t>& pos, int32_t seq);
   void clear();
   void remove_seq(int32_t seq);
+  // Reserves a run of n free cells for seq's next claims (one region only):
+  // the first run of n free, unreserved cells, else the longest there is.
+  // A reservation replaces seq's earlier one; remove_seq and unreserve end it.
+  void reserve(int32_t seq, int64_t n);
+  void unreserve(int32_t seq);
   // Lets sequence `to` (which holds no cells) hold the first n cells of
   // sequence `from` (positions 0 .. n - 1) as its own first n.
   void share(int32_t from, int32_t to, int64_t n);
@@ -69,6 +81,11 @@ class KVCache {
   std::vector<void*> k_, v_;
   void let_go(int32_t cell);  // one holder fewer
   std::vector<int32_t> pos_, refs_;  // pos -1: free
+  std::vector<int32_t> owner_;       // the sequence a cell is reserved for, or -1
+  struct Run {
+    int64_t begin = 0, end = 0, next = 0;  // next: no free cell of the run before it
+  };
+  std::unordered_map<int32_t, Run> runs_;  // reservations
   int64_t n_free_ = 0;
   int64_t head_ = 0;                // search start for free cells
   int n_regions_ = 1;

@@ -159,6 +159,7 @@ void GenerationEngine::release(Active& a, bool keep) {
         kept_.erase(kept_.begin() + std::ptrdiff_t(k));
       }
     if (int(kept_.size()) >= o_.kept_prefixes) let_go_kept();
+    s_.unreserve(a.seq);
     kept_.push_back({a.seq, std::move(a.in_cache), ++use_clock_});
   } else {
     s_.remove_seq(a.seq);
@@ -232,6 +233,10 @@ void GenerationEngine::admit() {
       a.prompt_done = 0;
       break;
     }
+    // Its own cells together: what is left of the prompt and the answer.
+    const int64_t room = s_.n_ctx() - int64_t(a.prefill.size());
+    const int64_t answer = a.job.max_tokens > 0 ? std::min<int64_t>(a.job.max_tokens - a.generated, room) : std::min<int64_t>(1024, room);
+    s_.reserve(a.seq, int64_t(a.prefill.size() - a.prompt_done) + std::max<int64_t>(answer, 0));
     stats_.reused_tokens += a.prompt_done;
     if (a.generated == 0) a.cached = int64_t(a.prompt_done);  // (a set-back request's first admission counts)
     active_.push_back(std::move(queue_.front()));

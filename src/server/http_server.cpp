@@ -58,6 +58,7 @@ Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std:
   j.min_p = r.min_p;
   j.seed = r.seed ? *r.seed : std::random_device{}();
   j.stop = r.stop;
+  j.ignore_eos = r.ignore_eos;
   j.on_text = [pr](const std::string& t) {
     std::lock_guard<std::mutex> lk(pr->m);
     pr->text += t;

@@ -92,6 +92,7 @@ GenerationRequest read_common(const json& body) {
   read_int(body, "n", 1, 128, &n);
   if (n != 1) throw bad_request("n", "'n' must be 1: one choice a request (ask again for more)");
   read_bool(body, "stream", &r.stream);
+  read_bool(body, "ignore_eos", &r.ignore_eos);
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", *v, "an object");
     if (!r.stream) throw bad_request("stream_options", "'stream_options' is only allowed with 'stream': true");

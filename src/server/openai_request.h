@@ -36,6 +36,7 @@ struct GenerationRequest {
   float top_p = 1.0f;
   int top_k = 0;                  // 0: off (an extension, as llama-server's)
   float min_p = 0.0f;             // extension
+  bool ignore_eos = false;        // extension (as llama-server's and vLLM's): generate max_tokens whatever comes
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;

@@ -72,6 +72,33 @@ TEST(KVCache, OneRegionIsARing) {
   EXPECT_EQ(kv.n_free(), 2);
 }
 
+// Two sequences decoding side by side from one pool: with a run reserved
+// each, their cells do not interleave; past its run a sequence goes on
+// after its last cell, and a full pool takes cells reserved by others.
+TEST(KVCache, ReservedRunsKeepSequencesApart) {
+  CpuBackend cpu(1);
+  KVCache kv(tiny_hp(), 16, DType::F32, cpu);
+  kv.reserve(1, 6);
+  kv.reserve(2, 6);
+  EXPECT_EQ(kv.claim(range(0, 2), 1), range(0, 2));
+  EXPECT_EQ(kv.claim(range(0, 2), 2), range(6, 8));
+  for (int32_t p = 2; p < 6; ++p) {
+    EXPECT_EQ(kv.claim({p}, 1), std::vector<int32_t>{p});
+    EXPECT_EQ(kv.claim({p}, 2), std::vector<int32_t>{6 + p});
+  }
+  EXPECT_EQ(kv.claim({6}, 1), std::vector<int32_t>{12});  // its run is used up: the first free one after it
+  EXPECT_EQ(kv.cells_of(2), range(6, 12));
+  kv.reserve(3, 3);  // 13 .. 15, the only free cells
+  EXPECT_EQ(kv.claim({0}, 4), std::vector<int32_t>{13});  // nothing else is free: one of 3's
+  EXPECT_EQ(kv.claim(range(0, 2), 3), (std::vector<int32_t>{14, 15}));
+  kv.remove_seq(1);  // 0 .. 5 and 12 free again
+  kv.reserve(5, 4);
+  EXPECT_EQ(kv.claim(range(0, 4), 5), range(0, 4));
+  kv.reserve(6, 2);  // 4, 5
+  kv.unreserve(6);
+  EXPECT_EQ(kv.claim({4}, 5), std::vector<int32_t>{4});  // after its last cell, no longer 6's
+}
+
 TEST(KVCache, SharedCellsStayUntilTheLastHolderLetsGo) {
   CpuBackend cpu(1);
   KVCache kv(tiny_hp(), 8, DType::F32, cpu);

@@ -17,7 +17,8 @@ TEST(OpenAiRequest, ChatFields) {
     "model": "gemma", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
     "max_completion_tokens": 12, "temperature": 0, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7,
     "stop": ["\n\n", "END"], "presence_penalty": 0.5, "frequency_penalty": -0.5, "logprobs": true,
-    "top_logprobs": 3, "stream": true, "stream_options": {"include_usage": true}, "user": "x", "metadata": {"a": 1}})");
+    "top_logprobs": 3, "stream": true, "stream_options": {"include_usage": true}, "user": "x", "metadata": {"a": 1},
+    "ignore_eos": true})");
   const GenerationRequest r = parse_chat_request(body);
   EXPECT_TRUE(r.chat);
   EXPECT_EQ(r.model, "gemma");
@@ -36,6 +37,7 @@ TEST(OpenAiRequest, ChatFields) {
   EXPECT_EQ(r.top_logprobs, 3);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
 }
 
 TEST(OpenAiRequest, Defaults) {
@@ -43,6 +45,7 @@ TEST(OpenAiRequest, Defaults) {
   EXPECT_EQ(c.max_tokens, -1);
   EXPECT_EQ(c.temperature, 1.0f);
   EXPECT_FALSE(c.stream);
+  EXPECT_FALSE(c.ignore_eos);
   EXPECT_FALSE(c.seed.has_value());
   const GenerationRequest t = parse_completion_request(json::parse(R"({"prompt": "Once", "stop": "\n", "temperature": null})"));
   EXPECT_FALSE(t.chat);
