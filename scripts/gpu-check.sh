@@ -41,6 +41,13 @@
 #               latency table (NVLink kernel vs NCCL), the tensor-parallel tests,
 #               TP vs one GPU on the selected models (KL, greedy), then weir bench
 #               -ngl 99 on one GPU, --tp 2 (and 4), -sm layer (not run by default)
+#     serve     weir serve under load (scripts/load-test.py) on WEIR_GPU_SERVE_MODEL
+#               (default qwen2.5-7b-q4km): weir bench's pp512 and -np N decode
+#               rates (N = WEIR_GPU_SERVE_CLIENTS, default 64), then N streaming
+#               clients, 512-token prompts, 256 tokens out, temperature 0.7:
+#               unshared prompts, a shared 400-token prefix, and the shared
+#               prefix with the prefix cache off; 3 rounds each; the load's
+#               wall time against what the bench rates predict (not run by default)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
 #     counters  Nsight Compute (ncu) over one decoded token of each selected
@@ -104,7 +111,9 @@ if [ "${1:-}" = "--pack-bins" ]; then
     done
   done
   strip "$bin_carry"/weir*  # the carry holds 64 MiB in all
-  cp "$(ldconfig -p | awk '/libpcre2-8.so.0 .*x86-64/ {print $NF; exit}')" "$bin_carry/" || true
+  # Shared libraries a bare host may lack (PCRE2; cpp-httplib and its
+  # Brotli for weir serve), beside the binaries.
+  for lib in $(ldd build-gpu-pack/weir | awk '/(pcre2|httplib|brotli)/ {print $3}'); do cp "$lib" "$bin_carry/"; done
   git rev-parse HEAD >"$bin_carry/commit"
   git diff --stat HEAD >>"$bin_carry/commit"
   du -sh "$bin_carry"
@@ -177,8 +186,8 @@ if has build && [ -x "$bin_carry/weir" ] && [ "${WEIR_GPU_BUILD:-0}" != 1 ]; the
   mkdir -p "$build/microbench"
   for t in "$bin_carry"/weir_*tests; do [ -f "$t" ] && cp "$t" "$build/tests/"; done
   for t in "$bin_carry"/weir_microbench*; do [ -f "$t" ] && cp "$t" "$build/microbench/"; done
-  # PCRE2 where the host has none (carried beside the binaries).
-  if ! ldconfig -p | grep -q libpcre2-8.so.0; then export LD_LIBRARY_PATH=$PWD/$bin_carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
+  # Libraries the host lacks (carried beside the binaries).
+  if ldd "$build/weir" | grep -q "not found"; then export LD_LIBRARY_PATH=$PWD/$bin_carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
   "$build/weir" --help >/dev/null || { echo "carried weir does not start here"; exit 1; }
   # The tests' compiled-in paths are the packing machine's: these instead.
   export WEIR_TEST_TMP=/tmp/weir-tests WEIR_TEST_DATA=$PWD/tests/data WEIR_REF_SCRIPTS=$PWD/tests/reference \
@@ -399,6 +408,56 @@ if has bench; then
   args=()
   for m in "${selected[@]}"; do args+=(-m "$(path_of "${m%%:*}")"); done
   TAIL=40 run_logged bench "$log_dir/bench.log" "$build/weir" bench "${args[@]}" -ngl 99 -p 512 -n 128 -r 5
+fi
+
+if has serve; then
+  step "serve: weir serve under load"
+  sm=${WEIR_GPU_SERVE_MODEL:-qwen2.5-7b-q4km}
+  sf="$models/$sm.gguf"
+  nc=${WEIR_GPU_SERVE_CLIENTS:-64}
+  np=${WEIR_GPU_SERVE_PROMPT:-512}; ng=${WEIR_GPU_SERVE_GEN:-256}; sp=$((np * 25 / 32))  # shared: 400 of 512
+  ngl=${WEIR_GPU_SERVE_NGL:-99}
+  slog="$log_dir/serve-bench.log"
+  if [ ! -f "$sf" ]; then
+    echo "serve: no $sf (run the models stage with WEIR_GPU_BENCH_MODELS=$sm)"; failed+=(serve)
+  else
+    "$build/weir" bench -m "$sf" -ngl "$ngl" -p "$np" -n 0 -r 3 >"$slog" 2>&1
+    "$build/weir" bench -m "$sf" -ngl "$ngl" -p 0 -n "$ng" -np "$nc" -r 3 >>"$slog" 2>&1
+    grep -E "^\|.*(pp$np|tg$ng)" "$slog"
+    rate() { grep -E "^\|.*$1 " "$slog" | awk -F'|' '{print $(NF-1)}' | awk '{print $1}' | head -1; }
+    pp=$(rate "pp$np"); tg=$(rate "tg$ng x$nc")
+    python3 -c "p, t = $pp, $tg; print(f'serve: bench predicts {$nc * $np / p + $nc * $ng / t:.2f} s for the load ({$nc} x $np / {p:.0f} + {$nc} x $ng / {t:.0f})')"
+    port=18188
+    serve_rounds() {  # NAME SERVE-FLAGS -- LOAD-FLAGS
+      local name=$1; shift
+      local sflags=() lflags=()
+      while [ "$1" != -- ]; do sflags+=("$1"); shift; done; shift
+      lflags=("$@")
+      "$build/weir" serve -m "$sf" -ngl "$ngl" -np "$nc" -c $((nc * (np + ng + 32))) --port $port "${sflags[@]}" \
+        >"$log_dir/serve-$name.log" 2>&1 &
+      local pid=$!
+      python3 -c "
+import time, urllib.request
+for _ in range(600):
+    try:
+        urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1); break
+    except Exception: time.sleep(0.2)" || true
+      # A short warm-up round (the step graphs of the shapes a load makes), then 3 rounds.
+      python3 scripts/load-test.py --url http://127.0.0.1:$port --clients "$nc" --prompt-tokens "$np" --max-tokens 8 \
+        --seed 99 >/dev/null 2>&1 || true
+      for r in 1 2 3; do
+        echo -n "serve $name round $r: "
+        python3 scripts/load-test.py --url http://127.0.0.1:$port --clients "$nc" --prompt-tokens "$np" \
+          --max-tokens "$ng" --temperature 0.7 --seed $((r * 10)) --json "$log_dir/serve-$name-$r.json" "${lflags[@]}" 2>&1 | tail -1 || true
+      done
+      python3 -c "import urllib.request; print(''.join(l for l in urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode().splitlines(True) if not l.startswith('#')))" \
+        >"$log_dir/serve-$name-metrics.txt" 2>&1 || true
+      kill -TERM $pid; wait $pid || true
+    }
+    serve_rounds plain -- --shared-prefix 0
+    serve_rounds shared -- --shared-prefix "$sp"
+    serve_rounds shared-nocache --cache-prompts 0 -- --shared-prefix "$sp"
+  fi
 fi
 
 if has profile; then

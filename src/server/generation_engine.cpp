@@ -150,7 +150,7 @@ void GenerationEngine::finish(Active& a, const std::string& reason) {
 
 void GenerationEngine::release(Active& a, bool keep) {
   if (a.seq < 0) return;
-  if (keep && o_.kept_prefixes > 0 && !a.in_cache.empty()) {
+  if (keep && o_.reuse_prefixes && o_.kept_prefixes > 0 && !a.in_cache.empty()) {
     // A kept prefix that this one begins with says nothing more: let it go.
     for (size_t k = kept_.size(); k-- > 0;)
       if (common_prefix(kept_[k].tokens, a.in_cache) == kept_[k].tokens.size()) {
@@ -191,6 +191,7 @@ void GenerationEngine::make_room(size_t cells) {
 }
 
 bool GenerationEngine::take_prefix(Active& a) {
+  if (!o_.reuse_prefixes) return true;
   // What is computed: the tokens every other sequence holds.
   size_t best = 0;
   int from = -1;

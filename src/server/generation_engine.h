@@ -94,7 +94,8 @@ struct EngineOptions {
   int max_sequences = 8;        // requests decoded side by side
   size_t step_tokens = 512;     // tokens a forward step takes
   size_t queue_limit = 64;      // waiting requests beyond the running ones
-  int kept_prefixes = 32;       // finished requests whose cells stay for reuse (0: no prefix cache)
+  int kept_prefixes = 32;       // finished requests whose cells stay for reuse
+  bool reuse_prefixes = true;   // false: every prompt computed whole (no prefix cache at all)
 };
 
 // The length of the longest common prefix of a and b.

@@ -32,7 +32,7 @@ int cmd_serve(int argc, char** argv) {
       .opt("-c,--ctx-size", &n_ctx, "N", "KV cache cells shared by all requests (default 8192, at most the model's x parallel)")
       .opt("-b,--batch-size", &n_batch, "N", "tokens a forward step takes: decode tokens and prompt chunks (default 512)")
       .opt("--queue", &queue, "N", "requests that may wait beyond the running ones; more get 503 (default 64)")
-      .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache)")
+      .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache: every prompt computed whole)")
       .opt("--api-key", &api_key, "KEY", "ask /v1 clients for Authorization: Bearer KEY")
       .opt("--alias", &alias, "NAME", "the model's name in responses (default: the file's name)")
       .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
@@ -74,6 +74,7 @@ int cmd_serve(int argc, char** argv) {
   eo.step_tokens = size_t(p.n_batch);
   eo.queue_limit = size_t(queue);
   eo.kept_prefixes = kept;
+  eo.reuse_prefixes = kept > 0;
   server::GenerationEngine engine(*session, tok, eo);
   server::HttpOptions ho;
   ho.host = host;
