@@ -131,6 +131,7 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
     steps_.erase(lru);
   }
   auto st = std::make_unique<Step>();
+  ++graphs_built_;
   st->last_used = ++use_clock_;
   st->fg = model_.build(n_tokens, n_kv, n_out, kv_, separate, p_.tp);
   ForwardGraph& fg = st->fg;

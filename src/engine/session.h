@@ -146,6 +146,9 @@ class Session {
   const Model& model() const { return model_; }
   Backend& backend() { return backend_; }
   const KVCache& kv_cache() const { return kv_; }
+  // Forward graphs built so far (a step of a new shape builds one; a few
+  // are cached).
+  uint64_t graphs_built() const { return graphs_built_; }
   // Largest activation arena among the graphs built so far.
   size_t activation_bytes() const;
 
@@ -202,6 +205,7 @@ class Session {
   // Graphs by (tokens, keys, outputs, sample, one token per sequence).
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<Step>> steps_;
   uint64_t use_clock_ = 0;  // for evicting the least recently used step
+  uint64_t graphs_built_ = 0;
   // Tensor parallelism in this process: the other ranks' sessions and the
   // threads that run them (rank 0 only).
   std::vector<std::unique_ptr<Session>> peers_;

@@ -302,6 +302,7 @@ void GenerationEngine::update_gauges() {
   stats_.running = active_.size();
   stats_.kept_prefixes = kept_.size();
   stats_.kv_cells_used = s_.kv_cache().n_cells() - s_.kv_cache().n_free();
+  stats_.graphs_built = s_.graphs_built();
 }
 
 void GenerationEngine::loop() {

@@ -127,6 +127,7 @@ class GenerationEngine {
     size_t queued = 0, running = 0, kept_prefixes = 0;
     int64_t kv_cells_used = 0;
     double step_seconds = 0;  // total
+    uint64_t graphs_built = 0;  // forward graphs the session built (a new step shape each)
   };
   Stats stats() const;
 
