@@ -407,9 +407,15 @@ void Session::share_prefix(int32_t from, int32_t to, int64_t n) {
   seq_len_[size_t(to)] = n;
 }
 
-void Session::reserve(int32_t seq, int64_t n) {
-  if (on_all_ranks([&](Session& r) { r.reserve(seq, n); })) return;
-  kv_.reserve(seq, n);
+int64_t Session::reserve(int32_t seq, int64_t n) {
+  int64_t got = 0;
+  const Session* self = this;
+  if (on_all_ranks([&](Session& r) {
+        const int64_t g = r.reserve(seq, n);
+        if (&r == self) got = g;
+      }))
+    return got;
+  return kv_.reserve(seq, n);
 }
 
 void Session::unreserve(int32_t seq) {

@@ -110,7 +110,8 @@ class Session {
   // Reserves a run of n cache cells for sequence seq's next tokens, so that
   // its cells lie together (KVCache::reserve); unreserve gives back what it
   // did not use.
-  void reserve(int32_t seq, int64_t n);
+  // Returns the run's length (at most n; less when no run of n is free).
+  int64_t reserve(int32_t seq, int64_t n);
   void unreserve(int32_t seq);
   // Pipelined generation of sequence 0, after eval_sample(): queue_sample_next()
   // queues a step whose input token is the one the step before it sampled

@@ -122,9 +122,9 @@ void KVCache::let_go(int32_t c) {
   ++n_free_;
 }
 
-void KVCache::reserve(int32_t seq, int64_t n) {
+int64_t KVCache::reserve(int32_t seq, int64_t n) {
   unreserve(seq);
-  if (n_regions_ != 1 || n <= 0) return;
+  if (n_regions_ != 1 || n <= 0) return 0;
   n = std::min(n, n_cells_);
   // The first run of n free, unreserved cells, else the longest.
   int64_t best = 0, best_len = 0;
@@ -139,9 +139,10 @@ void KVCache::reserve(int32_t seq, int64_t n) {
     if (best_len == n) break;
     i = j;
   }
-  if (best_len == 0) return;
+  if (best_len == 0) return 0;
   for (int64_t i = best; i < best + best_len; ++i) owner_[size_t(i)] = seq;
   runs_[seq] = {best, best + best_len, best};
+  return best_len;
 }
 
 void KVCache::unreserve(int32_t seq) {

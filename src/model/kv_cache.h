@@ -56,7 +56,8 @@ class KVCache {
   // Reserves a run of n free cells for seq's next claims (one region only):
   // the first run of n free, unreserved cells, else the longest there is.
   // A reservation replaces seq's earlier one; remove_seq and unreserve end it.
-  void reserve(int32_t seq, int64_t n);
+  // Returns the run's length.
+  int64_t reserve(int32_t seq, int64_t n);
   void unreserve(int32_t seq);
   // Lets sequence `to` (which holds no cells) hold the first n cells of
   // sequence `from` (positions 0 .. n - 1) as its own first n.

@@ -208,7 +208,7 @@ bool GenerationEngine::take_prefix(Active& a) {
   for (const auto& b : active_)
     if (b->prompt_done < b->prefill.size() && common_prefix(b->prefill, a.prefill) >= best + kWaitGain) return false;
   best = std::min(best, a.prefill.size() - 1);  // at least one token to compute: its logits sample the next
-  if (best > 0) {
+  if (best >= kMinShare) {
     s_.share_prefix(from, a.seq, int64_t(best));
     a.in_cache.assign(a.prefill.begin(), a.prefill.begin() + std::ptrdiff_t(best));
     a.prompt_done = best;
@@ -237,7 +237,11 @@ void GenerationEngine::admit() {
     // Its own cells together: what is left of the prompt and the answer.
     const int64_t room = s_.n_ctx() - int64_t(a.prefill.size());
     const int64_t answer = a.job.max_tokens > 0 ? std::min<int64_t>(a.job.max_tokens - a.generated, room) : std::min<int64_t>(1024, room);
-    s_.reserve(a.seq, int64_t(a.prefill.size() - a.prompt_done) + std::max<int64_t>(answer, 0));
+    // Kept prefixes go (least recently used first) until such a run is free:
+    // cells scattered through the cache would make attention read far more.
+    const int64_t want = int64_t(a.prefill.size() - a.prompt_done) + std::max<int64_t>(answer, 0);
+    while (s_.reserve(a.seq, want) < want && let_go_kept()) {
+    }
     stats_.reused_tokens += a.prompt_done;
     if (a.generated == 0) a.cached = int64_t(a.prompt_done);  // (a set-back request's first admission counts)
     active_.push_back(std::move(queue_.front()));

@@ -156,6 +156,9 @@ class GenerationEngine {
   void update_gauges();                // under m_
 
   static constexpr size_t kWaitGain = 16;  // prompt tokens worth waiting a step for
+  // Shorter common prefixes are computed again, not shared: a sequence's
+  // keys then lie in one run of cells, not scattered for a few tokens' sake.
+  static constexpr size_t kMinShare = 16;
   Session& s_;
   const Tokenizer& tok_;
   EngineOptions o_;

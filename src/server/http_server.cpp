@@ -110,6 +110,8 @@ struct HttpServer::Impl {
   Impl(GenerationEngine& e, const Tokenizer& t, const ChatTemplate* c, HttpOptions opts)
       : engine(e), tok(t), chat(c), o(std::move(opts)) {
     svr.set_payload_max_length(size_t(16) << 20);
+    const size_t threads = size_t(std::max(1, o.connections));
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (o.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       if (req.get_header_value("Authorization") == "Bearer " + o.api_key) return httplib::Server::HandlerResponse::Unhandled;

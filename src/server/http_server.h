@@ -20,6 +20,9 @@ struct HttpOptions {
   std::string api_key;   // empty: none asked for
   std::string model_name = "weir";
   int64_t n_ctx = 4096;  // for the "too long" message
+  // Connections served at once: a streaming answer holds one for its whole
+  // length, so at least the requests running plus those that may wait.
+  int connections = 64;
 };
 
 class HttpServer {

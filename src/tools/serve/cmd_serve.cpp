@@ -81,6 +81,7 @@ int cmd_serve(int argc, char** argv) {
   ho.port = port;
   ho.api_key = api_key;
   ho.n_ctx = n_ctx;
+  ho.connections = parallel + queue + 8;  // the running, the waiting, and a few for /health, /metrics
   ho.model_name = !alias.empty() ? alias : model_path.substr(model_path.find_last_of('/') + 1);
   server::HttpServer http(engine, tok, chat.get(), ho);
   const int bound = http.bind();
