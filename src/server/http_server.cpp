@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -106,12 +107,22 @@ struct HttpServer::Impl {
   HttpOptions o;
   httplib::Server svr;
   int port = -1;
+  int listen_fd = -1;
 
   Impl(GenerationEngine& e, const Tokenizer& t, const ChatTemplate* c, HttpOptions opts)
       : engine(e), tok(t), chat(c), o(std::move(opts)) {
     svr.set_payload_max_length(size_t(16) << 20);
     const size_t threads = size_t(std::max(1, o.connections));
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    // The listening socket, to give it a longer queue of connections than
+    // the library's 5 (64 clients connecting at once were reset).
+    // SO_REUSEADDR only: the library's SO_REUSEPORT would let a second
+    // server on the same port share its clients.
+    svr.set_socket_options([this](int sock) {
+      const int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_fd = sock;
+    });
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (o.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       if (req.get_header_value("Authorization") == "Bearer " + o.api_key) return httplib::Server::HandlerResponse::Unhandled;
@@ -302,6 +313,7 @@ int HttpServer::bind() {
   Impl& i = *impl_;
   i.port = i.o.port == 0 ? i.svr.bind_to_any_port(i.o.host.c_str()) : (i.svr.bind_to_port(i.o.host.c_str(), i.o.port) ? i.o.port : -1);
   if (i.port < 0) throw Error("serve: cannot listen on " + i.o.host + ":" + std::to_string(i.o.port) + " (in use, or not this host's address)");
+  if (i.listen_fd >= 0) ::listen(i.listen_fd, std::max(128, i.o.connections * 2));  // a listening socket takes a new backlog
   return i.port;
 }
 

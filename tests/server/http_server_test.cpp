@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <atomic>
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
@@ -256,6 +257,30 @@ TEST(HttpServer, MemoryStaysBoundedOverAThousandRequests) {
   const auto st = r.engine->stats();
   EXPECT_EQ(st.running, 0u);
   EXPECT_LE(st.kept_prefixes, 32u);
+}
+
+// Many clients connecting at once are all served (the listen queue is not
+// the library's 5), and a second server cannot take the same port.
+TEST(HttpServer, ManyConnectionsAtOnceAndOneServerAPort) {
+  Running r;
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 48; ++i)
+    clients.emplace_back([&] {
+      httplib::Client cli("127.0.0.1", r.port);
+      cli.set_connection_timeout(30);
+      cli.set_read_timeout(120);
+      json body = json::parse(kChat);
+      body["max_tokens"] = 2;
+      auto res = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+      if (res && res->status == 200) ++ok;
+    });
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(ok.load(), 48);
+  HttpOptions ho;
+  ho.port = r.port;
+  HttpServer second(*r.engine, r.model->tokenizer(), r.chat.get(), ho);
+  EXPECT_THROW(second.bind(), Error);
 }
 
 TEST(HttpServer, ErrorsAndEndpoints) {

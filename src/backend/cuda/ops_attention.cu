@@ -273,12 +273,19 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
     }
   }
 
-  if (!early) {
+  // With attn_ranges' spans the keys are read a range chunk at a time, each
+  // chunk from its first unmasked key to its last (for the block's tokens):
+  // a sequence whose cells lie in two places (a shared prefix, its own run)
+  // reads those two, not the cache between them. Else one extent.
+  const bool segmented = p.ranges != nullptr;
+  if (!early && !segmented) {
     __syncthreads();  // lohi initialized
     find_extent();
   }
   __syncthreads();
-  const int klo = lohi[0], khi = lohi[1] + 1;
+  int klo = lohi[0], khi = lohi[1] + 1;
+  const int c_end = segmented ? (ke - 1) / kRangeChunk + 1 : 0;
+  int ci = segmented ? kb / kRangeChunk : 0;
 
   const char* kbase = p.k + int64_t(g) * p.k_nb1 + c * 8 * int(sizeof(KV));
   const char* vbase = p.v + int64_t(g) * p.v_nb1 + c * 8 * int(sizeof(KV));
@@ -291,6 +298,21 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[r][e] = 0.f;
 
+  for (;;) {
+  if (segmented) {  // the next range chunk's extent, clipped to the split
+    if (ci >= c_end) break;
+    __syncthreads();  // every thread has read lohi
+    if (tid == 0) lohi[0] = INT_MAX, lohi[1] = -1;
+    __syncthreads();
+    if (tid <= t_last - t_first) {
+      const int2 x = p.ranges[int64_t(t_first + tid) * p.n_rchunks + ci];
+      const int a = max(x.x, kb), b = min(x.y, ke) - 1;
+      if (a <= b) atomicMin(&lohi[0], a), atomicMax(&lohi[1], b);
+    }
+    __syncthreads();
+    klo = lohi[0], khi = lohi[1] + 1;
+    ++ci;
+  }
   for (int k0 = klo; k0 < khi; k0 += TK) {
     // K, V and mask values of this thread's keys, all in flight together.
     Row8<KV> kr[KPT], vr[KPT];
@@ -380,6 +402,8 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
       }
     }
     __syncthreads();
+  }
+  if (!segmented) break;
   }
 
   // Sum the key groups' accumulators.
