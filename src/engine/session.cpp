@@ -1,6 +1,8 @@
 #include "engine/session.h"
 
 #include <algorithm>
+#include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -22,7 +24,6 @@ T same_on_every_rank(const std::vector<T>& ids) {
 
 // Attention spans are padded so one graph serves many decode steps.
 constexpr int64_t kKvPad = 256;
-constexpr size_t kMaxCachedGraphs = 8;
 
 }  // namespace
 
@@ -122,7 +123,7 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
     it->second->last_used = ++use_clock_;
     return *it->second;
   }
-  if (steps_.size() >= kMaxCachedGraphs) {
+  if (steps_.size() >= size_t(std::max(1, p_.max_graphs))) {
     // Evict the least recently used graph only: the others (and, on a GPU,
     // the weights they hold on the device) stay.
     auto lru = std::min_element(steps_.begin(), steps_.end(),
@@ -130,6 +131,12 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
     backend_.release(*lru->second->fg.graph);
     steps_.erase(lru);
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Timed {
+    std::chrono::steady_clock::time_point t0;
+    double& total;
+    ~Timed() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  } timed{t0, graph_build_seconds_};
   auto st = std::make_unique<Step>();
   ++graphs_built_;
   st->last_used = ++use_clock_;
@@ -334,8 +341,18 @@ std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::
   }
   check_step(tokens, seqs, out_rows);
   if (params.size() != 5 * out_rows.size()) throw Error("session: step_sample needs 5 sampling values for each out row");
-  return sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
-                     std::vector<int32_t>(out_rows.begin(), out_rows.end()), params.data());
+  // Out rows padded to a power of two (the last one again), so that a
+  // server's steps come in fewer shapes; the extra samples are dropped.
+  std::vector<int32_t> rows(out_rows.begin(), out_rows.end());
+  std::vector<float> prm(params.begin(), params.end());
+  const size_t n = rows.size();
+  while (rows.size() < std::bit_ceil(n)) {
+    rows.push_back(rows.back());
+    prm.insert(prm.end(), params.end() - 5, params.end());
+  }
+  std::vector<int32_t> ids = sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()), rows, prm.data());
+  ids.resize(n);
+  return ids;
 }
 
 void Session::check_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
@@ -362,8 +379,9 @@ void Session::step_logits(std::span<const int32_t> tokens, std::span<const int32
   const size_t row_bytes = size_t(n_vocab_) * sizeof(float), n_out = out_rows.size();
   if (!logits_ || logits_->size() < n_out * row_bytes) logits_ = backend_.alloc_host(n_out * row_bytes);
   n_logits_ = 0;
-  Step& st = run_batch(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
-                       std::vector<int32_t>(out_rows.begin(), out_rows.end()), false, nullptr);
+  std::vector<int32_t> rows(out_rows.begin(), out_rows.end());
+  while (rows.size() < std::bit_ceil(n_out)) rows.push_back(rows.back());  // (as step_sample)
+  Step& st = run_batch(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()), rows, false, nullptr);
   Queue& q = backend_.queue();
   q.copy_to_host(logits_->data(), st.fg.logits->data, n_out * row_bytes);
   q.synchronize();

@@ -34,6 +34,10 @@ struct SessionParams {
   // Sequences decoded side by side (0 .. n_seq - 1): the cache gives each a
   // region of n_ctx / n_seq cells, so attention reads only its own keys.
   int n_seq = 1;
+  // Forward graphs kept, one a step shape (tokens, keys, out rows) by least
+  // recent use: a server's steps come in many shapes, and building one costs
+  // its planning and (on a GPU) its memory and graph recording.
+  int max_graphs = 8;
   // When set and true, the next forward step throws Cancelled instead of
   // running (a long prompt stops between its batches; the CPU backend also
   // stops between graph segments, CpuOptions::stop). A step that throws
@@ -150,6 +154,7 @@ class Session {
   // Forward graphs built so far (a step of a new shape builds one; a few
   // are cached).
   uint64_t graphs_built() const { return graphs_built_; }
+  double graph_build_seconds() const { return graph_build_seconds_; }
   // Largest activation arena among the graphs built so far.
   size_t activation_bytes() const;
 
@@ -207,6 +212,7 @@ class Session {
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<Step>> steps_;
   uint64_t use_clock_ = 0;  // for evicting the least recently used step
   uint64_t graphs_built_ = 0;
+  double graph_build_seconds_ = 0;
   // Tensor parallelism in this process: the other ranks' sessions and the
   // threads that run them (rank 0 only).
   std::vector<std::unique_ptr<Session>> peers_;

@@ -67,6 +67,7 @@ int cmd_serve(int argc, char** argv) {
   SessionParams p;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
+  p.max_graphs = 32;  // a server's steps come in many shapes
   choice.join_group(p);
   std::unique_ptr<Session> session = make_session(*model, *choice.backend, p);
   server::EngineOptions eo;
