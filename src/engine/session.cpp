@@ -47,6 +47,15 @@ struct Session::Step {
   };
   std::vector<Slot> slots;  // in the order of the inputs below
   uint64_t last_used = 0;
+  // The masks in each half: the entries the last run there opened (0; the
+  // rest is -inf), so the next run there closes those alone rather than
+  // writing the whole [tokens x keys] again (a server's pool has tens of
+  // thousands of keys). Not yet filled, or too many to list: written whole.
+  struct Opened {
+    bool valid = false;
+    std::vector<uint32_t> at;
+  };
+  Opened opened[2];
   void* host(const Tensor* t) const {
     for (const Slot& s : slots)
       if (s.t == t) return static_cast<char*>(staging->data()) + turn * half + s.offset;
@@ -190,16 +199,30 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
   float* ms = fg.mask_swa ? static_cast<float*>(st.host(fg.mask_swa)) : nullptr;
   // A cell is visible to token t if it holds an earlier (or the same)
   // position of t's sequence: all masked, then the sequence's own cells.
-  std::fill_n(m, pos.size() * size_t(n_kv), -INFINITY);
-  if (ms) std::fill_n(ms, pos.size() * size_t(n_kv), -INFINITY);
+  const size_t all = pos.size() * size_t(n_kv);
+  Step::Opened& o = st.opened[st.turn];
+  if (!o.valid) {
+    std::fill_n(m, all, -INFINITY);
+    if (ms) std::fill_n(ms, all, -INFINITY);
+  } else {
+    for (uint32_t i : o.at) {
+      m[i] = -INFINITY;
+      if (ms) ms[i] = -INFINITY;
+    }
+  }
+  o.at.clear();
+  o.valid = all <= UINT32_MAX;
   for (size_t t = 0; t < pos.size(); ++t) {
     const int32_t p = pos[t];
     for (int32_t j : kv_.cells_of(seq[t])) {
       const int32_t cp = kv_.cell_pos(j);
       if (j >= n_kv || cp > p) continue;
-      m[size_t(t) * size_t(n_kv) + size_t(j)] = 0.0f;
-      if (ms && p - cp < n_swa) ms[size_t(t) * size_t(n_kv) + size_t(j)] = 0.0f;
+      const size_t i = size_t(t) * size_t(n_kv) + size_t(j);
+      m[i] = 0.0f;
+      if (ms && p - cp < n_swa) ms[i] = 0.0f;
+      if (o.valid) o.at.push_back(uint32_t(i));
     }
+    if (o.at.size() > all / 8) o.valid = false, o.at.clear();  // as cheap to write whole next time
   }
 }
 
