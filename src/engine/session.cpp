@@ -231,6 +231,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
                                   const void* token_from) {
   const size_t T = tokens.size();
   if (p_.stop && p_.stop->load(std::memory_order_relaxed)) throw Cancelled("interrupted");
+  const auto host_t0 = std::chrono::steady_clock::now();
   if (!token_from) last_sampled_ = nullptr;  // this step may reuse its memory
   std::vector<int32_t> pos(T), cells(T);
   for (size_t t = 0; t < T; ++t) {
@@ -284,6 +285,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     q.copy_to_device(st.inputs->data(), static_cast<char*>(st.staging->data()) + st.turn * st.half, st.half);
     if (token_from) q.copy_on_device(fg.tokens->data, token_from, sizeof(int32_t));
     q.run(*fg.graph);
+    host_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - host_t0).count();
     return st;
   } catch (...) {
     // Stopped (Cancelled) or failed: as if the step had never been asked for.

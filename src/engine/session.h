@@ -155,6 +155,9 @@ class Session {
   // are cached).
   uint64_t graphs_built() const { return graphs_built_; }
   double graph_build_seconds() const { return graph_build_seconds_; }
+  // Host time of the steps so far: claiming cells, the inputs, graphs built,
+  // queuing the run (not the wait for it).
+  double host_seconds() const { return host_seconds_; }
   // Largest activation arena among the graphs built so far.
   size_t activation_bytes() const;
 
@@ -212,7 +215,7 @@ class Session {
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<Step>> steps_;
   uint64_t use_clock_ = 0;  // for evicting the least recently used step
   uint64_t graphs_built_ = 0;
-  double graph_build_seconds_ = 0;
+  double graph_build_seconds_ = 0, host_seconds_ = 0;
   // Tensor parallelism in this process: the other ranks' sessions and the
   // threads that run them (rank 0 only).
   std::vector<std::unique_ptr<Session>> peers_;

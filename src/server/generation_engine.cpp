@@ -308,6 +308,7 @@ void GenerationEngine::update_gauges() {
   stats_.kv_cells_used = s_.kv_cache().n_cells() - s_.kv_cache().n_free();
   stats_.graphs_built = s_.graphs_built();
   stats_.graph_build_seconds = s_.graph_build_seconds();
+  stats_.step_host_seconds = s_.host_seconds();
 }
 
 void GenerationEngine::loop() {

@@ -128,7 +128,7 @@ class GenerationEngine {
     int64_t kv_cells_used = 0;
     double step_seconds = 0;  // total
     uint64_t graphs_built = 0;  // forward graphs the session built (a new step shape each)
-    double graph_build_seconds = 0;
+    double graph_build_seconds = 0, step_host_seconds = 0;
   };
   Stats stats() const;
 

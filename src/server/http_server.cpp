@@ -296,6 +296,7 @@ struct HttpServer::Impl {
     line("weir_step_seconds_total", "counter", "time in forward steps", s.step_seconds);
     line("weir_graphs_built_total", "counter", "forward graphs built (a step of a new shape)", double(s.graphs_built));
     line("weir_graph_build_seconds_total", "counter", "time building and planning forward graphs", s.graph_build_seconds);
+    line("weir_step_host_seconds_total", "counter", "host time of the steps before their runs are queued", s.step_host_seconds);
     line("weir_queue_depth", "gauge", "requests waiting", double(s.queued));
     line("weir_running", "gauge", "requests being generated", double(s.running));
     line("weir_prompt_tokens_reused_total", "counter", "prompt tokens taken from the prefix cache", double(s.reused_tokens));
