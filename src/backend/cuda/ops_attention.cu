@@ -483,6 +483,11 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
   __half* Ks = Qs + kBM * LD;
   __half* Vs = Ks + 2 * BN * LD;
   __shared__ int lohi[2];
+  // Per range chunk, the block's tokens' extent of unmasked keys: key tiles
+  // outside it are skipped (a prompt chunk whose shared prefix lies far from
+  // its own cells, decode tokens of many sequences in one block).
+  constexpr int kMaxSegs = 64;
+  __shared__ int2 seg[kMaxSegs];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.y, split = blockIdx.z;
@@ -504,6 +509,15 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
     lo = __reduce_min_sync(0xffffffffu, lo);
     hi = __reduce_max_sync(0xffffffffu, hi);
     if (lane == 0) lohi[0] = lo, lohi[1] = hi;
+  } else if (warp == 1 && p.n_rchunks <= kMaxSegs) {
+    for (int ci = lane; ci < p.n_rchunks; ci += 32) {
+      int lo = INT_MAX, hi = 0;
+      for (int t = t_first; t <= t_last; ++t) {
+        const int2 x = p.ranges[int64_t(t) * p.n_rchunks + ci];
+        lo = min(lo, x.x), hi = max(hi, x.y);
+      }
+      seg[ci] = make_int2(lo, hi);
+    }
   }
   // Q, scaled, as halves.
   for (int i = tid; i < kBM * (D / 2); i += kThreads) {
@@ -560,11 +574,23 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
   for (int d = 0; d < DT; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
 
-  if (tb < te) load_tile(tb, 0);
+  // The next key tile from kt on with an unmasked key for some row (as far
+  // as the chunks' extents tell).
+  const bool skip = p.n_rchunks <= kMaxSegs;
+  auto next_tile = [&](int kt) {
+    for (; skip && kt < te; ++kt) {
+      const int2 e = seg[kt * BN / kRangeChunk];
+      if (kt * BN < e.y && (kt + 1) * BN > e.x) break;
+    }
+    return kt;
+  };
+  int kt = next_tile(tb);
+  if (kt < te) load_tile(kt, 0);
   cp_async_commit();
-  for (int kt = tb; kt < te; ++kt) {
-    const int st = (kt - tb) & 1;
-    if (kt + 1 < te) load_tile(kt + 1, st ^ 1);
+  for (int it = 0; kt < te; ++it) {
+    const int st = it & 1;
+    const int kn = next_tile(kt + 1);
+    if (kn < te) load_tile(kn, st ^ 1);
     cp_async_commit();
     // Mask values of this thread's score fragment: keys k0 + nt*8 + 2*(lane%4) + {0,1}.
     float mk[NT][4];
@@ -650,6 +676,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
       }
     }
     __syncthreads();  // stage st is refilled by the next iteration
+    kt = kn;
   }
   cp_async_wait<0>();
 
