@@ -17,7 +17,9 @@ base, key = sys.argv[1], sys.argv[2]
 client = openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=300)
 model = client.models.list().data[0].id
 
-msgs = [{"role": "user", "content": "Name a fruit."}]
+# A system prompt long enough to be worth sharing (the prefix cache shares 16 tokens or more).
+msgs = [{"role": "system", "content": "You are a helpful assistant. Answer every question in one short sentence."},
+        {"role": "user", "content": "Name a fruit."}]
 whole = client.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0)
 text = whole.choices[0].message.content
 assert whole.choices[0].finish_reason in ("length", "stop"), whole
