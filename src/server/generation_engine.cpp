@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -371,6 +372,16 @@ bool GenerationEngine::step() {
     return true;
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o_.step_log) {
+    size_t decoded = 0;
+    for (uint8_t d : p.decoded) decoded += d;
+    char line[256];
+    std::snprintf(line, sizeof line, "%.6f,%zu,%zu,%zu,%zu,%zu,%lld,%lld,%.6f",
+                  std::chrono::duration<double>(t0.time_since_epoch()).count(), active_.size(), p.tokens.size(), decoded,
+                  p.tokens.size() - decoded, p.out_rows.size(), static_cast<long long>(s_.kv_cache().extent()),
+                  static_cast<long long>(s_.kv_cache().n_free()), dt);
+    o_.step_log(line);
+  }
   uint64_t prompt_in = 0, generated = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
     Active& a = *active_[i];

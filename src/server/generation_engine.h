@@ -96,6 +96,9 @@ struct EngineOptions {
   size_t queue_limit = 64;      // waiting requests beyond the running ones
   int kept_prefixes = 32;       // finished requests whose cells stay for reuse
   bool reuse_prefixes = true;   // false: every prompt computed whole (no prefix cache at all)
+  // Called after each step (engine thread): a line of what it held and how
+  // long it took, for weir serve --log-steps.
+  std::function<void(const std::string& csv_line)> step_log;
 };
 
 // The length of the longest common prefix of a and b.

@@ -19,7 +19,7 @@
 namespace weir::tools {
 
 int cmd_serve(int argc, char** argv) {
-  std::string model_path, host = "127.0.0.1", api_key, template_file, alias;
+  std::string model_path, host = "127.0.0.1", api_key, template_file, alias, step_log;
   int port = 8080, parallel = 4, threads = default_threads(), ngl = 0, queue = 64, kept = 32;
   int64_t n_ctx = 8192, n_batch = 512;
   GpuFlags gpu_flags;
@@ -33,6 +33,7 @@ int cmd_serve(int argc, char** argv) {
       .opt("-b,--batch-size", &n_batch, "N", "tokens a forward step takes: decode tokens and prompt chunks (default 512)")
       .opt("--queue", &queue, "N", "requests that may wait beyond the running ones; more get 503 (default 64)")
       .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache: every prompt computed whole)")
+      .opt("--log-steps", &step_log, "FILE", "a CSV line a forward step: time, running, tokens, decode tokens, prompt tokens, out rows, KV extent, free cells, seconds")
       .opt("--api-key", &api_key, "KEY", "ask /v1 clients for Authorization: Bearer KEY")
       .opt("--alias", &alias, "NAME", "the model's name in responses (default: the file's name)")
       .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
@@ -76,6 +77,17 @@ int cmd_serve(int argc, char** argv) {
   eo.queue_limit = size_t(queue);
   eo.kept_prefixes = kept;
   eo.reuse_prefixes = kept > 0;
+  std::unique_ptr<FILE, int (*)(FILE*)> log_file(nullptr, fclose);
+  if (!step_log.empty()) {
+    log_file.reset(std::fopen(step_log.c_str(), "w"));
+    if (!log_file) throw Error("--log-steps: cannot write " + step_log);
+    std::fputs("time,running,tokens,decode,prompt,out_rows,kv_extent,kv_free,seconds\n", log_file.get());
+    FILE* f = log_file.get();
+    eo.step_log = [f](const std::string& line) {
+      std::fputs(line.c_str(), f);
+      std::fputc('\n', f);
+    };
+  }
   server::GenerationEngine engine(*session, tok, eo);
   server::HttpOptions ho;
   ho.host = host;
