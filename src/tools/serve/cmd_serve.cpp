@@ -74,7 +74,7 @@ int cmd_serve(int argc, char** argv) {
   p.n_ctx = n_ctx;
   p.kv_type = kv_type;
   p.n_batch = std::min(n_batch, n_ctx);
-  p.max_graphs = 32;  // a server's steps come in many shapes
+  p.max_graphs = 128;  // a server's steps come in many shapes (most of them small decode steps)
   choice.join_group(p);
   std::unique_ptr<Session> session = make_session(*model, *choice.backend, p);
   server::EngineOptions eo;
