@@ -98,8 +98,12 @@ fi
 
 bin_carry=.gpu-carry-bin
 if [ "${1:-}" = "--pack-bins" ]; then
-  # (No MPI: the GPU host has no libmpi to link at run time.)
-  cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 -DWEIR_NO_MPI=ON >/dev/null
+  # Without MPI unless WEIR_PACK_MPI=1 (the GPU hosts have OpenMPI 4.1.6's
+  # mpirun and libmpi.so.40, which a binary linked against Debian's 4.1
+  # runs with: `mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH
+  # build-gpu/weir bench --tp 2 -ngl 99 ...`).
+  mpi=ON; [ "${WEIR_PACK_MPI:-0}" = 1 ] && mpi=OFF
+  cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 -DWEIR_NO_MPI=$mpi >/dev/null
   # WEIR_PACK_TARGETS: what to carry (the carry holds 64 MiB: about three).
   targets=${WEIR_PACK_TARGETS:-weir weir_cuda_tests weir_backends_tests}
   # shellcheck disable=SC2086
