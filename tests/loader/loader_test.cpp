@@ -359,7 +359,13 @@ TEST(Loader, TensorParallelRanksFromTheirShares) {
       diff = std::max(diff, std::fabs(double(s.logits(t)[i]) - double(want[t * size_t(V) + size_t(i)])));
       scale = std::max(scale, std::fabs(double(want[t * size_t(V) + size_t(i)])));
     }
-    EXPECT_LT(diff / scale, 1e-5) << "row " << t;
+    int64_t first_bad = -1, n_bad = 0;
+    for (int64_t i = 0; i < V; ++i)
+      if (std::fabs(double(s.logits(t)[i]) - double(want[t * size_t(V) + size_t(i)])) > 1e-5 * scale) {
+        if (first_bad < 0) first_bad = i;
+        ++n_bad;
+      }
+    EXPECT_LT(diff / scale, 1e-5) << "row " << t << ": " << n_bad << " of " << V << " logits differ, the first at " << first_bad;
   }
   // The ranks' shares together are about the model once (norms, the token
   // embeddings and the kv heads replicated).
