@@ -2,12 +2,16 @@
 // host-wait accounting, and error propagation without deadlock.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+#include <string>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/collective.h"
 #include "core/graph.h"
 
 namespace weir {
@@ -41,6 +45,46 @@ TEST(CpuBackend, RunsAGraphAndMatchesHandComputation) {
     }
     EXPECT_EQ(b.stats().graphs_run, 3u);
     EXPECT_EQ(b.stats().host_waits, 3u);
+  }
+}
+
+// A one-rank collective that takes its time: the node after it (run by all
+// threads, in chunks) must read what it wrote, not what was there before.
+class SlowCollective final : public Collective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string kind() const override { return "slow"; }
+  void all_reduce_sum(const float* src, float* dst, size_t n, void*) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
+  void all_gather_rows(const float* src, size_t src_ld, float* dst, size_t dst_ld, int64_t total, int64_t cols,
+                       void*) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < total; ++r) dst[size_t(c) * dst_ld + size_t(r)] = src[size_t(c) * src_ld + size_t(r)];
+  }
+  void abort(const std::string&) override {}
+};
+
+TEST(CpuBackend, NodesAfterACollectiveWaitForIt) {
+  SlowCollective comm;
+  CpuBackend b(4);
+  Graph g;
+  Tensor* x = g.input(DType::F32, {4096, 4}, "x");
+  Tensor* y = g.scale(g.all_reduce(g.scale(x, 2.0f), &comm), 3.0f);  // 6 x, the middle one slow
+  g.mark_output(y);
+  b.plan(g);
+  for (int rep = 0; rep < 3; ++rep) {
+    float* xd = static_cast<float*>(x->data);
+    for (int i = 0; i < 4096 * 4; ++i) xd[i] = float(i % 97 + rep);
+    b.queue().run(g);
+    b.queue().synchronize();
+    const float* yd = static_cast<const float*>(y->data);
+    int wrong = 0;
+    for (int i = 0; i < 4096 * 4; ++i) wrong += yd[i] != 6.0f * float(i % 97 + rep);
+    EXPECT_EQ(wrong, 0) << "rep " << rep;
   }
 }
 

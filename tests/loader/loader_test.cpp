@@ -342,6 +342,22 @@ TEST(Loader, TensorParallelRanksFromTheirShares) {
   LoaderOptions o;
   o.buffer_bytes = 4000;
   LoadedWeights w = load_weights(model->file(), items, o);
+  // Each rank's share, on its backend, is the file's bytes.
+  for (size_t k = 0; k < items.size(); ++k) {
+    const LoadItem& it = items[k];
+    const GGUFTensorInfo& t = model->file().tensors()[it.tensor];
+    const std::vector<uint8_t> file = file_bytes(model->file(), t);
+    std::vector<uint8_t> want_bytes;
+    if (it.rows) {
+      for (uint64_t r = 0; r < it.rows; ++r)
+        want_bytes.insert(want_bytes.end(), file.begin() + std::ptrdiff_t(it.begin + r * it.row_stride),
+                          file.begin() + std::ptrdiff_t(it.begin + r * it.row_stride + it.row_bytes));
+    } else {
+      const uint64_t end = it.end ? it.end : t.nbytes;
+      want_bytes.assign(file.begin() + std::ptrdiff_t(it.begin), file.begin() + std::ptrdiff_t(end));
+    }
+    ASSERT_EQ(device_bytes(*it.backend, w.device_data()[k], want_bytes.size()), want_bytes) << t.name << " item " << k;
+  }
   SessionParams sp;
   sp.n_ctx = 32;
   sp.n_batch = 5;

@@ -74,6 +74,31 @@ inline void for_each_chunk(const OpContext& c, int64_t n_items, int64_t chunk, F
   for (int64_t k = n_chunks * c.ith / c.nth, k1 = n_chunks * (c.ith + 1) / c.nth; k < k1; ++k) run(k);
 }
 
+// Runs fn() on thread 0 alone (a collective: one call a rank), counted as a
+// loop of one chunk, so that ThreadPool::sync waits for it as for any other
+// work: the other threads must not read its output before it is written.
+// (Returning early on the other threads, as the collectives once did, let
+// them pass the next barrier while thread 0 was still inside the call.)
+template <class F>
+inline void on_thread_zero(const OpContext& c, F&& fn) {
+  if (c.chunks && c.nth > 1) {
+    ChunkCursor& cur = *c.chunks;
+    cur.next_tag++;  // every thread numbers this loop, as for_each_chunk does
+    cur.passed += 1;
+    if (c.ith != 0) return;
+    std::exception_ptr error;
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    cur.counter->done(1);
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  if (c.ith == 0) fn();
+}
+
 // A chunk size for for_each_chunk: about per_thread chunks per thread (more
 // chunks balance better, fewer cost fewer claims), a multiple of align, and
 // at least min_items.
