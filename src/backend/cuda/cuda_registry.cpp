@@ -8,6 +8,19 @@
 
 namespace weir {
 
+// Puts the calling thread's current device back as it was: these queries
+// run on threads that already work with a GPU of their own (a process under
+// mpirun on GPU 1 measured GPU 0's bandwidth and was left on GPU 0).
+struct KeepCurrentDevice {
+  int device = -1;
+  KeepCurrentDevice() {
+    if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError(), device = -1;
+  }
+  ~KeepCurrentDevice() {
+    if (device >= 0) cudaSetDevice(device);
+  }
+};
+
 bool cuda_built() { return true; }
 
 std::string cuda_build_info() {
@@ -46,6 +59,7 @@ std::vector<GpuInfo> cuda_devices(std::string* why) {
 }
 
 void cuda_enable_peer_access(const std::vector<int>& devices) {
+  const KeepCurrentDevice keep;
   for (int a : devices)
     for (int b : devices) {
       if (a == b) continue;
@@ -61,6 +75,7 @@ void cuda_enable_peer_access(const std::vector<int>& devices) {
 }
 
 size_t cuda_free_bytes(int device) {
+  const KeepCurrentDevice keep;
   size_t free = 0, total = 0;
   if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) {
     cudaGetLastError();
@@ -70,6 +85,7 @@ size_t cuda_free_bytes(int device) {
 }
 
 double measure_gpu_bandwidth(int device) {
+  const KeepCurrentDevice keep;
   if (cudaSetDevice(device) != cudaSuccess) {
     cudaGetLastError();
     return 0;
