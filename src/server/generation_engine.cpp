@@ -286,7 +286,6 @@ std::vector<int32_t> GenerationEngine::run_step(const StepPlan& p, std::vector<H
   std::vector<int32_t> ids(p.out_rows.size(), -1);
   host.assign(p.out_rows.size(), {});
   std::vector<float> row(size_t(s_.n_vocab()));
-  static const std::unordered_map<int32_t, int> none;
   for (size_t k = 0; k < p.out_rows.size(); ++k) {
     const size_t o = p.out_owner[k];
     if (o == SIZE_MAX) continue;

@@ -299,111 +299,111 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
     for (int e = 0; e < 8; ++e) acc[r][e] = 0.f;
 
   for (;;) {
-  if (segmented) {  // the next range chunk's extent, clipped to the split
-    if (ci >= c_end) break;
-    __syncthreads();  // every thread has read lohi
-    if (tid == 0) lohi[0] = INT_MAX, lohi[1] = -1;
-    __syncthreads();
-    if (tid <= t_last - t_first) {
-      const int2 x = p.ranges[int64_t(t_first + tid) * p.n_rchunks + ci];
-      const int a = max(x.x, kb), b = min(x.y, ke) - 1;
-      if (a <= b) atomicMin(&lohi[0], a), atomicMax(&lohi[1], b);
-    }
-    __syncthreads();
-    klo = lohi[0], khi = lohi[1] + 1;
-    ++ci;
-  }
-  for (int k0 = klo; k0 < khi; k0 += TK) {
-    // K, V and mask values of this thread's keys, all in flight together.
-    Row8<KV> kr[KPT], vr[KPT];
-    float mv[KPT];
-#pragma unroll
-    for (int i = 0; i < KPT; ++i) {
-      const int j = k0 + i * NKG + kg;
-      if (j < khi && c < dc) {
-        kr[i].load(kbase + j * p.k_nb2, p.kv16);
-        vr[i].load(vbase + j * p.v_nb2, p.kv16);
-      } else {
-        kr[i].zero();
-        vr[i].zero();
+    if (segmented) {  // the next range chunk's extent, clipped to the split
+      if (ci >= c_end) break;
+      __syncthreads();  // every thread has read lohi
+      if (tid == 0) lohi[0] = INT_MAX, lohi[1] = -1;
+      __syncthreads();
+      if (tid <= t_last - t_first) {
+        const int2 x = p.ranges[int64_t(t_first + tid) * p.n_rchunks + ci];
+        const int a = max(x.x, kb), b = min(x.y, ke) - 1;
+        if (a <= b) atomicMin(&lohi[0], a), atomicMax(&lohi[1], b);
       }
-      mv[i] = (j < khi && mrow) ? __ldg(mrow + j) : -INFINITY;
+      __syncthreads();
+      klo = lohi[0], khi = lohi[1] + 1;
+      ++ci;
     }
-    // Scores.
+    for (int k0 = klo; k0 < khi; k0 += TK) {
+      // K, V and mask values of this thread's keys, all in flight together.
+      Row8<KV> kr[KPT], vr[KPT];
+      float mv[KPT];
 #pragma unroll
-    for (int i = 0; i < KPT; ++i) {
-      float kf[8];
-      kr[i].get(kf);
-      float part[kVecMaxRows];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float s = 0.f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s = fmaf(q[r][e], kf[e], s);
-        part[r] = s;
+      for (int i = 0; i < KPT; ++i) {
+        const int j = k0 + i * NKG + kg;
+        if (j < khi && c < dc) {
+          kr[i].load(kbase + j * p.k_nb2, p.kv16);
+          vr[i].load(vbase + j * p.v_nb2, p.kv16);
+        } else {
+          kr[i].zero();
+          vr[i].zero();
+        }
+        mv[i] = (j < khi && mrow) ? __ldg(mrow + j) : -INFINITY;
       }
-      Butterfly<R, 1, L>::run(part, c);
-      if (c < R) sh[rr * TK + i * NKG + kg] = mv[i] == -INFINITY ? -INFINITY : fmaf(mv[i], kLog2e, part[0]);
-    }
-    __syncthreads();
-    // Online softmax, a warp per row.
+      // Scores.
 #pragma unroll
-    for (int r = warp; r < R; r += TH / 32) {
-      if (r < nr) {
-        float x[NPL];
-        float mx = -INFINITY;
-#pragma unroll
-        for (int u = 0; u < NPL; ++u) {
-          const int i = lane + 32 * u;
-          x[u] = i < TK ? sh[r * TK + i] : -INFINITY;
-          mx = fmaxf(mx, x[u]);
-        }
-        mx = warp_max(mx);
-        const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        const float alpha = fast_exp2(m_old - m_use);
-        float sum = 0.f;
-#pragma unroll
-        for (int u = 0; u < NPL; ++u) {
-          const int i = lane + 32 * u;
-          const float e = fast_exp2(x[u] - m_use);
-          if (i < TK) sh[r * TK + i] = e;
-          sum += e;
-        }
-        sum = warp_sum(sum);
-        __syncwarp();  // every lane has read m_s[r] and l_s[r] (racecheck)
-        if (lane == 0) {
-          m_s[r] = m_new;
-          l_s[r] = l_s[r] * alpha + sum;
-          al_s[r] = alpha;
-        }
-      }
-    }
-    __syncthreads();
-    // acc = acc * alpha + p v.
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float a = al_s[r];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r][e] *= a;
-    }
-#pragma unroll
-    for (int i = 0; i < KPT; ++i) {
-      const int j = k0 + i * NKG + kg;
-      if (j < khi) {
-        float vf[8];
-        vr[i].get(vf);
+      for (int i = 0; i < KPT; ++i) {
+        float kf[8];
+        kr[i].get(kf);
+        float part[kVecMaxRows];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const float pr = sh[r * TK + i * NKG + kg];
+          float s = 0.f;
 #pragma unroll
-          for (int e = 0; e < 8; ++e) acc[r][e] = fmaf(pr, vf[e], acc[r][e]);
+          for (int e = 0; e < 8; ++e) s = fmaf(q[r][e], kf[e], s);
+          part[r] = s;
+        }
+        Butterfly<R, 1, L>::run(part, c);
+        if (c < R) sh[rr * TK + i * NKG + kg] = mv[i] == -INFINITY ? -INFINITY : fmaf(mv[i], kLog2e, part[0]);
+      }
+      __syncthreads();
+      // Online softmax, a warp per row.
+#pragma unroll
+      for (int r = warp; r < R; r += TH / 32) {
+        if (r < nr) {
+          float x[NPL];
+          float mx = -INFINITY;
+#pragma unroll
+          for (int u = 0; u < NPL; ++u) {
+            const int i = lane + 32 * u;
+            x[u] = i < TK ? sh[r * TK + i] : -INFINITY;
+            mx = fmaxf(mx, x[u]);
+          }
+          mx = warp_max(mx);
+          const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
+          const float m_use = m_new == -INFINITY ? 0.f : m_new;
+          const float alpha = fast_exp2(m_old - m_use);
+          float sum = 0.f;
+#pragma unroll
+          for (int u = 0; u < NPL; ++u) {
+            const int i = lane + 32 * u;
+            const float e = fast_exp2(x[u] - m_use);
+            if (i < TK) sh[r * TK + i] = e;
+            sum += e;
+          }
+          sum = warp_sum(sum);
+          __syncwarp();  // every lane has read m_s[r] and l_s[r] (racecheck)
+          if (lane == 0) {
+            m_s[r] = m_new;
+            l_s[r] = l_s[r] * alpha + sum;
+            al_s[r] = alpha;
+          }
         }
       }
+      __syncthreads();
+      // acc = acc * alpha + p v.
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float a = al_s[r];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] *= a;
+      }
+#pragma unroll
+      for (int i = 0; i < KPT; ++i) {
+        const int j = k0 + i * NKG + kg;
+        if (j < khi) {
+          float vf[8];
+          vr[i].get(vf);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const float pr = sh[r * TK + i * NKG + kg];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[r][e] = fmaf(pr, vf[e], acc[r][e]);
+          }
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
-  }
-  if (!segmented) break;
+    if (!segmented) break;
   }
 
   // Sum the key groups' accumulators.
