@@ -41,6 +41,9 @@
 #               latency table (NVLink kernel vs NCCL), the tensor-parallel tests,
 #               TP vs one GPU on the selected models (KL, greedy), then weir bench
 #               -ngl 99 on one GPU, --tp 2 (and 4), -sm layer (not run by default)
+#     mpi       the same as processes: mpirun -np 2 weir run --tp 2 (text against
+#               two threads' run) and weir bench --tp 2, with the host's mpirun and a
+#               weir linked against MPI (WEIR_PACK_MPI=1 --pack-bins) (not run by default)
 #     serve     weir serve under load (scripts/load-test.py) on WEIR_GPU_SERVE_MODEL
 #               (default qwen2.5-7b-q4km): weir bench's pp512 and -np N decode
 #               rates (N = WEIR_GPU_SERVE_CLIENTS, default 64), then N streaming
@@ -369,6 +372,44 @@ if has multi; then
       echo "  ($r)"
     done
   done
+fi
+
+if has mpi; then
+  # The same tensor parallel as processes, one a GPU, launched by mpirun:
+  # needs the host's mpirun and a weir linked against MPI
+  # (WEIR_PACK_MPI=1 scripts/gpu-check.sh --pack-bins, or an MPI found here).
+  step "several processes under mpirun"
+  export NCCL_NVLS_ENABLE=0
+  n_gpus=$(nvidia-smi -L | wc -l)
+  if ! command -v mpirun >/dev/null; then
+    echo "no mpirun on this host: not run"
+  elif ! ldd "$build/weir" | grep -q libmpi; then
+    echo "$build/weir is not linked against MPI: not run"
+  elif [ "$n_gpus" -lt 2 ]; then
+    echo "one GPU: not run"
+  else
+    mpirun --version 2>&1 | head -1
+    mpi=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
+    for m in "${selected[@]}"; do
+      p=$(path_of "${m%%:*}")
+      [ -f "$p" ] || continue
+      gen=(run -m "$p" -ngl 99 --tp 2 -p "The quick brown fox" -n 32 --temp 0)
+      "$build/weir" "${gen[@]}" >"$log_dir/mpi-threads.txt" 2>"$log_dir/mpi-threads.err"
+      "${mpi[@]}" "$build/weir" "${gen[@]}" >"$log_dir/mpi-run.txt" 2>"$log_dir/mpi-run.err" || failed+=(mpi)
+      tail -3 "$log_dir/mpi-run.err"
+      # mpirun ends its forwarded output with a newline: the text, not the bytes.
+      if [ "$(cat "$log_dir/mpi-run.txt")" = "$(cat "$log_dir/mpi-threads.txt")" ]; then
+        echo "  mpirun -np 2 run --tp 2: the same text as two threads of one process"
+      else
+        echo "  mpirun -np 2 run --tp 2: text DIFFERS from two threads of one process"; failed+=(mpi)
+      fi
+      TAIL=8 run_logged mpi "$log_dir/mpi-bench.log" "${mpi[@]}" "$build/weir" bench -m "$p" -ngl 99 --tp 2 \
+        -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
+      TAIL=8 run_logged mpi "$log_dir/mpi-bench.log" timeout 200 "$build/weir" bench -m "$p" -ngl 99 --tp 2 \
+        -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
+      echo "  (the same as threads of one process)"
+    done
+  fi
 fi
 
 if has ppl; then

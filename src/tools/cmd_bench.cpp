@@ -18,6 +18,7 @@
 #include "tools/commands.h"
 #include "tools/common.h"
 #include "tools/env_options.h"
+#include "tools/mpi_ranks.h"
 #include "tools/signals.h"
 
 namespace weir::tools {
@@ -140,7 +141,8 @@ int cmd_bench(int argc, char** argv) {
       const int bw_key = all_gpu ? -1 : t.n_threads;
       if (!read_bw.count(bw_key))
         read_bw[bw_key] =
-            all_gpu ? measure_gpu_bandwidth(o.device) : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
+            all_gpu ? measure_gpu_bandwidth(mpi_world() ? o.device + mpi_local_rank() : o.device)  // this process's GPU
+                    : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
       row.mem_read_bps = read_bw[bw_key];
       // Token k of the test attends to depth + prompt + k + 1 cells; use the
       // mean. Batched decode reads the weights once for all its sequences.
