@@ -5,23 +5,36 @@ JOBS       ?= $(shell nproc)
 PROMPT     ?= The capital of France is
 MODEL      ?= $(or $(WEIR_MODELS),$(HOME)/.cache/weir)/gemma-3-270m-q4_k_m.gguf
 
-.PHONY: all setup build model run test unit-test fuzz tsan clean
+# WEIR_CUDA: AUTO (the CMake default: the CUDA backend only where nvidia-smi
+# shows a GPU, for its architecture), ON or OFF. `make test` asks for ON, so
+# a change that breaks the CUDA code cannot land; the choice stays in the
+# build folder's cache until given again.
+CUDA_FLAG = $(if $(WEIR_CUDA),-DWEIR_CUDA=$(WEIR_CUDA))
+
+.PHONY: all setup configure build weir-binary model run test unit-test fuzz tsan clean
 
 all: build
 
 setup:
 	@scripts/setup.sh
 
-build: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+configure: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CUDA_FLAG) >/dev/null
+
+build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The command alone (no tests): what `make run` needs.
+weir-binary: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target weir
 
 model: setup
 	@scripts/fetch-model.sh >/dev/null
 
-run: build model
+run: weir-binary model
 	$(BUILD)/weir run -m $(MODEL) -p "$(PROMPT)" -n 64
 
+unit-test: WEIR_CUDA ?= ON
 unit-test: build model
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 

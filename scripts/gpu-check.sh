@@ -106,7 +106,7 @@ if [ "${1:-}" = "--pack-bins" ]; then
   # runs with: `mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH
   # build-gpu/weir bench --tp 2 -ngl 99 ...`).
   mpi=ON; [ "${WEIR_PACK_MPI:-0}" = 1 ] && mpi=OFF
-  cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS=90 -DWEIR_NO_MPI=$mpi >/dev/null
+  cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA=ON -DWEIR_CUDA_ARCHS=90 -DWEIR_NO_MPI=$mpi >/dev/null
   # WEIR_PACK_TARGETS: what to carry (the carry holds 64 MiB: about three).
   targets=${WEIR_PACK_TARGETS:-weir weir_cuda_tests weir_backends_tests}
   # shellcheck disable=SC2086
@@ -178,7 +178,7 @@ if has base; then
     { echo "base: $patch_file does not come back out of this tree"; exit 1; }
   (
     cd "$base_dir"
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS="${WEIR_CUDA_ARCHS:-90}" \
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA=ON -DWEIR_CUDA_ARCHS="${WEIR_CUDA_ARCHS:-90}" \
       -DWEIR_DEPS_DIR="$base_dir/$carry" && cmake --build build -j "$(nproc)" --target weir
   ) >"$log_dir/base-build.log" 2>&1 &
   base_pid=$!
@@ -207,7 +207,7 @@ elif has build; then
   [ -n "$archs" ] || archs="80;90"
   gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA_ARCHS="$archs" \
+  cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DWEIR_CUDA=ON -DWEIR_CUDA_ARCHS="$archs" \
     -DWEIR_DEPS_DIR="$PWD/$carry" >"$log_dir/configure.log" 2>&1 || { tail -30 "$log_dir/configure.log"; exit 1; }
   cmake --build "$build" -j "$(nproc)" --target weir weir_cuda_tests weir_backends_tests >"$log_dir/build.log" 2>&1 ||
     { grep -E -A5 'error|Error' "$log_dir/build.log" | head -60; exit 1; }
