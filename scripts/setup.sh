@@ -31,6 +31,12 @@ missing_py=()
 "$py" -c "import jinja2" 2>/dev/null || missing_py+=(jinja2)  # the chat template tests' reference
 "$py" -c "import openai" 2>/dev/null || missing_py+=(openai)  # weir serve's reference client
 "$py" -c "import websocket" 2>/dev/null || missing_py+=(websocket-client)  # drives headless Chromium (chat page test)
+# The Python package: its build (scikit-build-core, nanobind), its tests (pytest)
+# and the sdist test (build).
+"$py" -c "import nanobind" 2>/dev/null || missing_py+=(nanobind)
+"$py" -c "import scikit_build_core" 2>/dev/null || missing_py+=(scikit-build-core)
+"$py" -c "import pytest" 2>/dev/null || missing_py+=(pytest)
+"$py" -c "import build" 2>/dev/null || missing_py+=(build)
 if [ ${#missing_py[@]} -gt 0 ]; then
   echo "setup: pip install ${missing_py[*]}" >&2
   "$py" -m pip install --quiet --disable-pip-version-check "${missing_py[@]}" \

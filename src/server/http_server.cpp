@@ -4,15 +4,12 @@
 #include <sys/socket.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <random>
 
 #include "core/error.h"
 #include "server/chat_page.h"
+#include "server/openai_answer.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
-#include "text/jinja/template.h"
 
 namespace weir::server {
 
@@ -20,78 +17,9 @@ using nlohmann::json;
 
 namespace {
 
-// What a job has produced so far, shared by the engine's thread (writer)
-// and the HTTP thread (reader).
-struct Progress {
-  std::mutex m;
-  std::condition_variable cv;
-  std::string text;      // not yet sent (streaming) or all (whole answers)
-  bool done = false;
-  std::string finish_reason, error;
-  JobCounts counts;
-  bool want_logprobs = false;
-  std::vector<TokenLogprob> logprobs;  // not yet sent (streaming) or all
-};
-
-Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std::shared_ptr<Progress>& pr,
-             const Tokenizer& tok) {
-  Job j;
-  j.presence_penalty = r.presence_penalty;
-  j.frequency_penalty = r.frequency_penalty;
-  if (r.logprobs) {
-    j.top_logprobs = r.top_logprobs;
-    pr->want_logprobs = true;
-    const Tokenizer* t = &tok;
-    j.on_token = [pr, t](const HostSample& h) {
-      TokenLogprob lp;
-      lp.token = t->token_to_piece(h.id, false);
-      lp.logprob = h.logprob;
-      for (const Alternative& a : h.top) lp.top.emplace_back(t->token_to_piece(a.id, false), a.logprob);
-      std::lock_guard<std::mutex> lk(pr->m);
-      pr->logprobs.push_back(std::move(lp));
-    };
-  }
-  j.prompt = std::move(prompt);
-  j.max_tokens = r.max_tokens;
-  j.temperature = r.temperature;
-  j.top_p = r.top_p;
-  j.top_k = r.top_k;
-  j.min_p = r.min_p;
-  j.seed = r.seed ? *r.seed : std::random_device{}();
-  j.stop = r.stop;
-  j.ignore_eos = r.ignore_eos;
-  j.on_text = [pr](const std::string& t) {
-    std::lock_guard<std::mutex> lk(pr->m);
-    pr->text += t;
-    pr->cv.notify_all();
-  };
-  j.on_done = [pr](const std::string& why, const JobCounts& n) {
-    std::lock_guard<std::mutex> lk(pr->m);
-    pr->done = true;
-    pr->finish_reason = why;
-    pr->counts = n;
-    pr->cv.notify_all();
-  };
-  j.on_error = [pr](const std::string& e) {
-    std::lock_guard<std::mutex> lk(pr->m);
-    pr->done = true;
-    pr->error = e;
-    pr->cv.notify_all();
-  };
-  return j;
-}
-
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(error_json(e).dump(), "application/json");
-}
-
-std::string new_id(const char* prefix) {
-  static std::atomic<uint64_t> n{0};
-  static const uint64_t start = std::random_device{}();
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%s-%016llx", prefix, static_cast<unsigned long long>(start + n++));
-  return buf;
 }
 
 int64_t now_seconds() {
@@ -192,93 +120,33 @@ struct HttpServer::Impl {
     }
   }
 
-  std::vector<int32_t> prompt_of(const GenerationRequest& r) {
-    if (!r.chat) {
-      if (!r.prompt_tokens.empty()) {
-        for (int32_t t : r.prompt_tokens)
-          if (!tok.vocab().valid(t)) throw bad_request("prompt", "'prompt' holds the id " + std::to_string(t) + ", outside the vocabulary");
-        return r.prompt_tokens;
-      }
-      return tok.encode(r.prompt, tok.vocab().add_bos, true);
-    }
-    if (!chat) throw ApiError(400, "invalid_request_error", "messages", "this model has no chat template; use /v1/completions");
-    std::string text;
-    try {
-      text = chat->render(jinja::value_from_json(r.messages.dump()), true);
-    } catch (const Error& e) {
-      throw bad_request("messages", std::string("the chat template refused the messages: ") + e.what());
-    }
-    return tok.encode(text, false, true);
-  }
-
   void generate(const GenerationRequest& r, httplib::Response& res) {
-    std::vector<int32_t> prompt = prompt_of(r);
-    if (int64_t(prompt.size()) + 1 > o.n_ctx)
-      throw bad_request(r.chat ? "messages" : "prompt", "the prompt has " + std::to_string(prompt.size()) +
-                                                             " tokens; the context holds " + std::to_string(o.n_ctx));
-    auto pr = std::make_shared<Progress>();
-    const uint64_t id = engine.submit(job_from(r, std::move(prompt), pr, tok));
-    const ResponseHead head{new_id(r.chat ? "chatcmpl" : "cmpl"), now_seconds(), r.model.empty() ? o.model_name : r.model};
+    const AnswerContext ctx{engine, tok, chat, o.model_name, o.n_ctx};
+    std::shared_ptr<Answer> answer = Answer::start(ctx, r);
     if (!r.stream) {
-      std::unique_lock<std::mutex> lk(pr->m);
-      pr->cv.wait(lk, [&] { return pr->done; });
-      if (!pr->error.empty()) throw ApiError(500, "server_error", "", pr->error);
-      const Usage u{pr->counts.prompt_tokens, pr->counts.completion_tokens, pr->counts.cached_tokens};
-      const std::vector<TokenLogprob>* lp = pr->want_logprobs ? &pr->logprobs : nullptr;
-      const json j = r.chat ? chat_completion(head, pr->text, pr->finish_reason, u, lp)
-                            : text_completion(head, pr->text, pr->finish_reason, u, lp);
-      res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      answer->wait_done(std::chrono::hours(24 * 365));
+      res.set_content(answer->whole().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
       return;
     }
-    GenerationEngine* eng = &engine;
-    const bool chat_mode = r.chat, usage = r.include_usage;
-    auto first = std::make_shared<bool>(true);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream", [pr, head, id, eng, chat_mode, usage, first](size_t, httplib::DataSink& sink) {
-          std::unique_lock<std::mutex> lk(pr->m);
-          pr->cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return pr->done || !pr->text.empty(); });
+        "text/event-stream", [answer](size_t, httplib::DataSink& sink) {
           std::string out;
-          if (chat_mode && *first) {
-            const std::string role = "assistant";
-            out += sse_event(chat_chunk(head, &role, "", "", nullptr));
-            *first = false;
-          }
-          // Log-probabilities go with the text they came with (or with the
-          // last chunk, for tokens whose text a stop string held back).
-          std::vector<TokenLogprob> lps;
-          const std::vector<TokenLogprob>* lp = pr->want_logprobs ? &lps : nullptr;
-          if (!pr->text.empty()) {
-            lps.swap(pr->logprobs);
-            out += sse_event(chat_mode ? chat_chunk(head, nullptr, pr->text, "", lp) : text_chunk(head, pr->text, "", lp));
-            pr->text.clear();
-            lps.clear();
-          }
-          const bool done = pr->done;
-          const std::string error = pr->error, reason = pr->finish_reason;
-          const Usage u{pr->counts.prompt_tokens, pr->counts.completion_tokens, pr->counts.cached_tokens};
-          if (done) lps.swap(pr->logprobs);
-          lk.unlock();
-          if (done) {
-            if (!error.empty()) out += sse_event(error_json(ApiError(500, "server_error", "", error)));
-            else out += sse_event(chat_mode ? chat_chunk(head, nullptr, "", reason, lp) : text_chunk(head, "", reason, lp));
-            if (usage && error.empty()) out += sse_event(usage_chunk(head, chat_mode, u));
-            out += sse_done();
-          }
+          for (const json& chunk : answer->next_chunks(std::chrono::milliseconds(100))) out += sse_event(chunk);
+          if (answer->ended()) out += sse_done();
           if (!out.empty() && !sink.write(out.data(), out.size())) {
-            eng->cancel(id);  // the client went away
+            answer->cancel();  // the client went away
             return false;
           }
           if (!sink.is_writable()) {
-            eng->cancel(id);
+            answer->cancel();
             return false;
           }
-          if (done) sink.done();
+          if (answer->ended()) sink.done();
           return true;
         },
-        [pr, id, eng](bool success) {
-          std::lock_guard<std::mutex> lk(pr->m);
-          if (!success && !pr->done) eng->cancel(id);
+        [answer](bool success) {
+          if (!success) answer->cancel();
         });
   }
 

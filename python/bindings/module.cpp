@@ -1,0 +1,227 @@
+// weir._weir: the engine under the Python package (python/weir). One
+// Model holds a loaded GGUF, its backend, one session and the
+// continuous-batching engine of weir serve; requests go in as OpenAI
+// request bodies (JSON text) and come back as the server's response
+// objects, whole or chunk by chunk, so that Python sees exactly what the
+// HTTP API returns. Every call that may take a while releases the GIL.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/session.h"
+#include "server/generation_engine.h"
+#include "server/openai_answer.h"
+#include "server/openai_request.h"
+#include "text/chat_template.h"
+#include "tools/common.h"
+
+namespace nb = nanobind;
+using namespace weir;
+using tools::UsageError;
+
+namespace {
+
+struct ModelOptions {
+  int64_t n_ctx = 4096;
+  int n_gpu_layers = 0;  // -1: all
+  int n_threads = 0;     // 0: all CPUs
+  int64_t n_batch = 512;
+  int n_parallel = 1;    // requests generated side by side (from several Python threads)
+  std::string chat_template;  // a Jinja template instead of the model's ("" : the model's)
+};
+
+class PyModel {
+ public:
+  PyModel(const std::string& path, const ModelOptions& o) {
+    if (o.n_ctx < 16) throw UsageError("n_ctx: expected at least 16, got " + std::to_string(o.n_ctx));
+    if (o.n_batch < 1) throw UsageError("n_batch: expected at least 1, got " + std::to_string(o.n_batch));
+    if (o.n_parallel < 1 || o.n_parallel > 256)
+      throw UsageError("n_parallel: expected 1 to 256, got " + std::to_string(o.n_parallel));
+    if (o.n_gpu_layers < -1) throw UsageError("n_gpu_layers: expected -1 (all), 0 or more, got " + std::to_string(o.n_gpu_layers));
+    const int threads = o.n_threads > 0 ? o.n_threads : tools::default_threads();
+    tools::check_threads(threads, "n_threads");
+    model_ = tools::load_model(path);
+    if (!o.chat_template.empty()) {
+      chat_ = std::make_unique<ChatTemplate>(o.chat_template, "chat_template", model_->tokenizer().vocab());
+    } else {
+      try {
+        chat_ = std::make_unique<ChatTemplate>(tools::chat_template_for(*model_, ""));
+      } catch (const Error&) {
+        // No template: chat completions say so; completions work.
+      }
+    }
+    const int ngl = o.n_gpu_layers < 0 ? 1 << 20 : o.n_gpu_layers;
+    const DType kv_type = ngl > 0 ? DType::F16 : DType::F32;  // as weir serve: the GPU kernels' type, the CPU's fastest
+    tools::BackendFlags bf;
+    bf.n_gpu_layers = ngl;
+    bf.threads = threads;
+    bf.n_ctx = o.n_ctx;
+    bf.kv_type = kv_type;
+    choice_ = std::make_unique<tools::BackendChoice>(tools::make_backend(*model_, bf));
+    SessionParams p;
+    p.n_ctx = o.n_ctx;
+    p.kv_type = kv_type;
+    p.n_batch = std::min(o.n_batch, o.n_ctx);
+    choice_->join_group(p);
+    session_ = tools::make_session(*model_, *choice_->backend, p, "n_ctx");
+    server::EngineOptions eo;
+    eo.max_sequences = o.n_parallel;
+    eo.step_tokens = size_t(p.n_batch);
+    engine_ = std::make_unique<server::GenerationEngine>(*session_, model_->tokenizer(), eo);
+    engine_->start();
+    n_ctx_ = o.n_ctx;
+    placement_ = choice_->placement.empty() ? "the CPU, " + std::to_string(threads) + " threads" : choice_->placement;
+    path_ = path;
+  }
+  ~PyModel() { close(); }
+
+  void close() {
+    if (engine_) engine_->stop();
+    engine_.reset();
+    session_.reset();
+    choice_.reset();  // its own order: the loaded weights before the backends
+    chat_.reset();
+    model_.reset();
+  }
+
+  const Model& model() const {
+    if (!model_) throw Error("the model is closed");
+    return *model_;
+  }
+
+  std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool special) const {
+    const Tokenizer& tok = model().tokenizer();
+    return tok.encode(text, add_bos && tok.vocab().add_bos, special);
+  }
+
+  std::string detokenize(const std::vector<int32_t>& ids, bool special) const {
+    const Tokenizer& tok = model().tokenizer();
+    for (int32_t t : ids)
+      if (!tok.vocab().valid(t)) throw UsageError("token id " + std::to_string(t) + " is outside the vocabulary");
+    std::string text;
+    for (int32_t t : ids) text += tok.token_to_piece(t, special);
+    return text;
+  }
+
+  // body: an OpenAI request body (JSON text); chat picks which.
+  std::shared_ptr<server::Answer> start(bool chat, const std::string& body) {
+    const Model& m = model();
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(body);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(std::string("the request is not valid JSON: ") + e.what());
+    }
+    const server::GenerationRequest r = chat ? server::parse_chat_request(j) : server::parse_completion_request(j);
+    const server::AnswerContext ctx{*engine_, m.tokenizer(), chat_.get(), path_, n_ctx_};
+    return server::Answer::start(ctx, r);
+  }
+
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t n_vocab() const { return model().tokenizer().vocab().n_tokens(); }
+  int32_t token_eos() const { return model().tokenizer().vocab().eos; }
+  int32_t token_bos() const { return model().tokenizer().vocab().bos; }
+  bool has_chat_template() const { return chat_ != nullptr; }
+  std::string architecture() const { return model().hparams().arch; }
+  std::string placement() const { return placement_; }
+
+ private:
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ChatTemplate> chat_;
+  std::unique_ptr<tools::BackendChoice> choice_;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<server::GenerationEngine> engine_;
+  int64_t n_ctx_ = 0;
+  std::string placement_, path_;
+};
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(int64_t(std::max(0.0, seconds) * 1000.0));
+}
+
+}  // namespace
+
+NB_MODULE(_weir, m) {
+  m.doc() = "weir's engine (the weir package wraps it: use weir.Llama)";
+  // Errors: weir's own as weir.WeirError (a RuntimeError); bad arguments and
+  // refused requests as ValueError.
+  static nb::exception<Error> weir_error(m, "WeirError", PyExc_RuntimeError);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const server::ApiError& e) {
+      PyErr_SetString(e.status >= 500 ? PyExc_RuntimeError : PyExc_ValueError, e.what());
+    } catch (const UsageError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  nb::class_<ModelOptions>(m, "ModelOptions", "Options of a Model (weir.Llama's arguments)")
+      .def(nb::init<>())
+      .def_rw("n_ctx", &ModelOptions::n_ctx, "KV cache cells (all requests together)")
+      .def_rw("n_gpu_layers", &ModelOptions::n_gpu_layers, "layers on the GPU (-1: all)")
+      .def_rw("n_threads", &ModelOptions::n_threads, "CPU threads (0: all CPUs)")
+      .def_rw("n_batch", &ModelOptions::n_batch, "tokens a forward step takes")
+      .def_rw("n_parallel", &ModelOptions::n_parallel, "requests generated side by side")
+      .def_rw("chat_template", &ModelOptions::chat_template, "a Jinja chat template instead of the model's");
+
+  nb::class_<server::Answer>(m, "Answer", "A request running on the engine")
+      .def("wait_done", [](server::Answer& a, double timeout) {
+            nb::gil_scoped_release nogil;
+            return a.wait_done(millis(timeout));
+          }, nb::arg("timeout"), "Waits up to timeout seconds for the end; True once it came")
+      .def("whole", [](server::Answer& a) { return a.whole().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); },
+           "The whole response object (JSON text), after wait_done")
+      .def("next_chunks", [](server::Answer& a, double timeout) {
+            std::vector<std::string> out;
+            {
+              nb::gil_scoped_release nogil;
+              for (const nlohmann::json& c : a.next_chunks(millis(timeout)))
+                out.push_back(c.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+            }
+            return out;
+          }, nb::arg("timeout"), "The stream chunks (JSON text) since the last call, waiting up to timeout seconds")
+      .def_prop_ro("ended", &server::Answer::ended, "Whether the last chunk was returned")
+      .def("cancel", &server::Answer::cancel, "Stops the generation");
+
+  nb::class_<PyModel>(m, "Model", "A loaded model, its backend and its serving loop")
+      .def("__init__", [](PyModel* self, const std::string& path, const ModelOptions& o) {
+            nb::gil_scoped_release nogil;
+            new (self) PyModel(path, o);
+          }, nb::arg("path"), nb::arg("options"))
+      .def("close", [](PyModel& s) {
+            nb::gil_scoped_release nogil;
+            s.close();
+          }, "Stops the engine and frees the model")
+      .def("tokenize", [](const PyModel& s, nb::bytes text, bool add_bos, bool special) {
+            std::string t(text.c_str(), text.size());
+            nb::gil_scoped_release nogil;
+            return s.tokenize(t, add_bos, special);
+          }, nb::arg("text"), nb::arg("add_bos") = true, nb::arg("special") = false)
+      .def("detokenize", [](const PyModel& s, const std::vector<int32_t>& ids, bool special) {
+            std::string text;
+            {
+              nb::gil_scoped_release nogil;
+              text = s.detokenize(ids, special);
+            }
+            return nb::bytes(text.data(), text.size());
+          }, nb::arg("tokens"), nb::arg("special") = false)
+      .def("start", [](PyModel& s, bool chat, const std::string& body) {
+            nb::gil_scoped_release nogil;
+            return s.start(chat, body);
+          }, nb::arg("chat"), nb::arg("body"), "Queues an OpenAI request body (JSON text)")
+      .def_prop_ro("n_ctx", &PyModel::n_ctx)
+      .def_prop_ro("n_vocab", &PyModel::n_vocab)
+      .def_prop_ro("token_eos", &PyModel::token_eos)
+      .def_prop_ro("token_bos", &PyModel::token_bos)
+      .def_prop_ro("has_chat_template", &PyModel::has_chat_template)
+      .def_prop_ro("architecture", &PyModel::architecture)
+      .def_prop_ro("placement", &PyModel::placement);
+}

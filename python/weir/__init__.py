@@ -1,0 +1,290 @@
+"""weir: GGUF language models on CPUs and NVIDIA GPUs, from Python.
+
+The API has the shape llama-cpp-python's users know::
+
+    from weir import Llama
+    llm = Llama("gemma-3-270m-q4_k_m.gguf", n_ctx=2048)
+    out = llm("The capital of France is", max_tokens=16, temperature=0)
+    print(out["choices"][0]["text"])
+
+Completions and chat completions return the same objects as the OpenAI API
+(and weir serve): dicts whole, or an iterator of chunks with stream=True.
+The engine runs with the GIL released; Ctrl-C stops a generation (the
+KeyboardInterrupt comes within a tenth of a second).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+from . import _weir
+from ._weir import WeirError
+
+__all__ = ["Llama", "WeirError", "__version__"]
+__version__ = "0.5.0"
+
+_POLL_SECONDS = 0.1  # how long one wait holds before Python checks for Ctrl-C
+
+Stop = Union[str, Sequence[str], None]
+
+
+def _stop_list(stop: Stop) -> List[str]:
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        return [stop]
+    return list(stop)
+
+
+class Llama:
+    """A loaded GGUF model.
+
+    model_path: the GGUF file (the first of a split model's files).
+    n_ctx: KV cache cells, shared by requests that run side by side.
+    n_gpu_layers: layers on the GPU (-1: all; 0: the CPU alone).
+    seed: makes sampling repeatable: each call draws its seed from a
+        generator started with it (None: a random start).
+    n_threads: CPU threads (None: all CPUs).
+    n_batch: tokens a forward step takes.
+    n_parallel: requests generated side by side (calls from several Python
+        threads share the engine; more wait their turn).
+    chat_template: a Jinja chat template instead of the model's.
+    verbose: one line on stderr saying where the model runs.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        n_ctx: int = 4096,
+        n_gpu_layers: int = 0,
+        seed: Optional[int] = None,
+        n_threads: Optional[int] = None,
+        n_batch: int = 512,
+        n_parallel: int = 1,
+        chat_template: Optional[str] = None,
+        verbose: bool = False,
+    ) -> None:
+        self._model: Optional[_weir.Model] = None
+        model_path = os.fspath(model_path)
+        if not os.path.exists(model_path):
+            raise ValueError(f"Model path does not exist: {model_path}")
+        if os.path.isdir(model_path):
+            raise ValueError(f"Model path is a directory, not a GGUF file: {model_path}")
+        for name, value in (("n_ctx", n_ctx), ("n_gpu_layers", n_gpu_layers), ("n_batch", n_batch),
+                            ("n_parallel", n_parallel)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+        if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
+            raise ValueError(f"n_threads: expected a positive int or None, got {n_threads!r}")
+        if seed is not None and (not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"seed: expected a non-negative int or None, got {seed!r}")
+        o = _weir.ModelOptions()
+        o.n_ctx = n_ctx
+        o.n_gpu_layers = n_gpu_layers
+        o.n_threads = n_threads or 0
+        o.n_batch = n_batch
+        o.n_parallel = n_parallel
+        o.chat_template = chat_template or ""
+        self.model_path = model_path
+        self._model = _weir.Model(model_path, o)
+        self._seeds = random.Random(seed)
+        if verbose:
+            import sys
+
+            print(f"weir: {os.path.basename(model_path)} ({self._model.architecture}) on {self._model.placement}, "
+                  f"{self._model.n_ctx} cells", file=sys.stderr)
+
+    # --- the model ---------------------------------------------------------
+
+    def _m(self) -> _weir.Model:
+        if self._model is None:
+            raise ValueError("this Llama is closed")
+        return self._model
+
+    def n_ctx(self) -> int:
+        return self._m().n_ctx
+
+    def n_vocab(self) -> int:
+        return self._m().n_vocab
+
+    def token_eos(self) -> int:
+        return self._m().token_eos
+
+    def token_bos(self) -> int:
+        return self._m().token_bos
+
+    def close(self) -> None:
+        """Stops the engine and frees the model (also on garbage collection)."""
+        if self._model is not None:
+            self._model.close()
+            self._model = None
+
+    def __enter__(self) -> "Llama":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # --- tokens ------------------------------------------------------------
+
+    def tokenize(self, text: Union[bytes, str], add_bos: bool = True, special: bool = False) -> List[int]:
+        """Token ids of text (bytes, as llama-cpp-python, or str). add_bos: a
+        BOS first where the model's vocabulary asks for one; special: parse
+        special tokens' text ("<start_of_turn>") as those tokens."""
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        if not isinstance(text, (bytes, bytearray)):
+            raise TypeError(f"text: expected bytes or str, got {type(text).__name__}")
+        return self._m().tokenize(bytes(text), add_bos, special)
+
+    def detokenize(self, tokens: Sequence[int], special: bool = False) -> bytes:
+        """The bytes of tokens, concatenated (may end inside a character)."""
+        return self._m().detokenize(list(tokens), special)
+
+    # --- completions -------------------------------------------------------
+
+    def __call__(self, prompt: Union[str, List[int]], **kwargs: Any) -> Any:
+        return self.create_completion(prompt, **kwargs)
+
+    def create_completion(
+        self,
+        prompt: Union[str, List[int]],
+        suffix: Optional[str] = None,
+        max_tokens: Optional[int] = 16,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        echo: bool = False,
+        stop: Stop = None,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        top_k: int = 40,
+        stream: bool = False,
+        seed: Optional[int] = None,
+        logprobs: Optional[int] = None,
+        model: Optional[str] = None,
+        ignore_eos: bool = False,
+    ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """A text completion of prompt (text or token ids): a text_completion
+        dict, or with stream=True an iterator of its chunks. max_tokens None
+        or < 1: until the context is full or the model ends; ignore_eos (an
+        extension, as weir serve's): generate max_tokens whatever comes."""
+        if suffix is not None:
+            raise ValueError("suffix: fill-in-the-middle is not supported")
+        body = self._sampling(max_tokens, temperature, top_p, min_p, top_k, stop, frequency_penalty,
+                              presence_penalty, repeat_penalty, seed, model)
+        body["prompt"] = prompt
+        if ignore_eos:
+            body["ignore_eos"] = True
+        if logprobs is not None:
+            body["logprobs"] = logprobs
+        answer = self._start(False, body)
+        head = ""
+        if echo:
+            head = prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace")
+        if stream:
+            return self._stream(answer, head)
+        out = self._whole(answer)
+        if head:
+            out["choices"][0]["text"] = head + out["choices"][0]["text"]
+        return out
+
+    def create_chat_completion(
+        self,
+        messages: List[Dict[str, Any]],
+        temperature: float = 0.2,
+        top_p: float = 0.95,
+        top_k: int = 40,
+        min_p: float = 0.05,
+        stream: bool = False,
+        stop: Stop = None,
+        seed: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        logprobs: Optional[bool] = None,
+        top_logprobs: Optional[int] = None,
+        model: Optional[str] = None,
+    ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """An answer to messages ([{"role": ..., "content": ...}]) through the
+        model's chat template: a chat.completion dict, or with stream=True
+        an iterator of chat.completion.chunk dicts."""
+        body = self._sampling(max_tokens, temperature, top_p, min_p, top_k, stop, frequency_penalty,
+                              presence_penalty, repeat_penalty, seed, model)
+        body["messages"] = messages
+        if logprobs:
+            body["logprobs"] = True
+            if top_logprobs is not None:
+                body["top_logprobs"] = top_logprobs
+        answer = self._start(True, body)
+        return self._stream(answer, "") if stream else self._whole(answer)
+
+    # --- inside ------------------------------------------------------------
+
+    def _sampling(self, max_tokens: Optional[int], temperature: float, top_p: float, min_p: float, top_k: int,
+                  stop: Stop, frequency_penalty: float, presence_penalty: float, repeat_penalty: float,
+                  seed: Optional[int], model: Optional[str]) -> Dict[str, Any]:
+        if repeat_penalty != 1.0:
+            raise ValueError("repeat_penalty: not supported; use presence_penalty or frequency_penalty")
+        body: Dict[str, Any] = {
+            "temperature": temperature,
+            "top_p": top_p,
+            "min_p": min_p,
+            "top_k": top_k,
+            "stop": _stop_list(stop),
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
+            "seed": seed if seed is not None else self._seeds.getrandbits(63),
+        }
+        if max_tokens is not None and max_tokens > 0:
+            body["max_tokens"] = max_tokens
+        if model is not None:
+            body["model"] = model
+        else:
+            body["model"] = self.model_path
+        return body
+
+    def _start(self, chat: bool, body: Dict[str, Any]) -> "_weir.Answer":
+        try:
+            text = json.dumps(body)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"the request's arguments are not plain values: {e}") from None
+        return self._m().start(chat, text)
+
+    @staticmethod
+    def _whole(answer: "_weir.Answer") -> Dict[str, Any]:
+        try:
+            while not answer.wait_done(_POLL_SECONDS):
+                pass
+        except BaseException:
+            answer.cancel()  # Ctrl-C (KeyboardInterrupt) or another signal's exception
+            raise
+        return json.loads(answer.whole())
+
+    @staticmethod
+    def _stream(answer: "_weir.Answer", head: str) -> Iterator[Dict[str, Any]]:
+        first = True
+        try:
+            while not answer.ended:
+                for text in answer.next_chunks(_POLL_SECONDS):
+                    chunk = json.loads(text)
+                    if "error" in chunk:
+                        raise WeirError(chunk["error"].get("message", "generation failed"))
+                    if first and head and chunk.get("choices"):
+                        chunk["choices"][0]["text"] = head + chunk["choices"][0].get("text", "")
+                    first = False
+                    yield chunk
+        finally:
+            answer.cancel()  # a no-op once it ended; stops it when the caller stopped reading

@@ -1,0 +1,187 @@
+#include "server/openai_answer.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+
+#include "text/jinja/template.h"
+
+namespace weir::server {
+
+using nlohmann::json;
+
+// What a job has produced so far, shared by the engine's thread (writer)
+// and the reader.
+struct Answer::Progress {
+  std::mutex m;
+  std::condition_variable cv;
+  std::string text;  // not yet taken (streaming) or all (whole answers)
+  bool done = false;
+  std::string finish_reason, error;
+  JobCounts counts;
+  bool want_logprobs = false;
+  std::vector<TokenLogprob> logprobs;  // not yet taken (streaming) or all
+};
+
+namespace {
+
+std::string new_id(const char* prefix) {
+  static std::atomic<uint64_t> n{0};
+  static const uint64_t start = std::random_device{}();
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s-%016llx", prefix, static_cast<unsigned long long>(start + n++));
+  return buf;
+}
+
+int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std::shared_ptr<Answer::Progress>& pr,
+             const Tokenizer& tok) {
+  Job j;
+  j.presence_penalty = r.presence_penalty;
+  j.frequency_penalty = r.frequency_penalty;
+  if (r.logprobs) {
+    j.top_logprobs = r.top_logprobs;
+    pr->want_logprobs = true;
+    const Tokenizer* t = &tok;
+    j.on_token = [pr, t](const HostSample& h) {
+      TokenLogprob lp;
+      lp.token = t->token_to_piece(h.id, false);
+      lp.logprob = h.logprob;
+      for (const Alternative& a : h.top) lp.top.emplace_back(t->token_to_piece(a.id, false), a.logprob);
+      std::lock_guard<std::mutex> lk(pr->m);
+      pr->logprobs.push_back(std::move(lp));
+    };
+  }
+  j.prompt = std::move(prompt);
+  j.max_tokens = r.max_tokens;
+  j.temperature = r.temperature;
+  j.top_p = r.top_p;
+  j.top_k = r.top_k;
+  j.min_p = r.min_p;
+  j.seed = r.seed ? *r.seed : std::random_device{}();
+  j.stop = r.stop;
+  j.ignore_eos = r.ignore_eos;
+  j.on_text = [pr](const std::string& t) {
+    std::lock_guard<std::mutex> lk(pr->m);
+    pr->text += t;
+    pr->cv.notify_all();
+  };
+  j.on_done = [pr](const std::string& why, const JobCounts& n) {
+    std::lock_guard<std::mutex> lk(pr->m);
+    pr->done = true;
+    pr->finish_reason = why;
+    pr->counts = n;
+    pr->cv.notify_all();
+  };
+  j.on_error = [pr](const std::string& e) {
+    std::lock_guard<std::mutex> lk(pr->m);
+    pr->done = true;
+    pr->error = e;
+    pr->cv.notify_all();
+  };
+  return j;
+}
+
+}  // namespace
+
+std::vector<int32_t> prompt_tokens(const AnswerContext& c, const GenerationRequest& r) {
+  if (!r.chat) {
+    if (!r.prompt_tokens.empty()) {
+      for (int32_t t : r.prompt_tokens)
+        if (!c.tok.vocab().valid(t))
+          throw bad_request("prompt", "'prompt' holds the id " + std::to_string(t) + ", outside the vocabulary");
+      return r.prompt_tokens;
+    }
+    return c.tok.encode(r.prompt, c.tok.vocab().add_bos, true);
+  }
+  if (!c.chat) throw ApiError(400, "invalid_request_error", "messages", "this model has no chat template; use completions");
+  std::string text;
+  try {
+    text = c.chat->render(jinja::value_from_json(r.messages.dump()), true);
+  } catch (const Error& e) {
+    throw bad_request("messages", std::string("the chat template refused the messages: ") + e.what());
+  }
+  return c.tok.encode(text, false, true);
+}
+
+std::shared_ptr<Answer> Answer::start(const AnswerContext& c, const GenerationRequest& r) {
+  std::vector<int32_t> prompt = prompt_tokens(c, r);
+  if (int64_t(prompt.size()) + 1 > c.n_ctx)
+    throw bad_request(r.chat ? "messages" : "prompt", "the prompt has " + std::to_string(prompt.size()) +
+                                                          " tokens; the context holds " + std::to_string(c.n_ctx));
+  std::shared_ptr<Answer> a(new Answer());
+  a->engine_ = &c.engine;
+  a->pr_ = std::make_shared<Progress>();
+  a->chat_ = r.chat;
+  a->include_usage_ = r.include_usage;
+  a->head_ = ResponseHead{new_id(r.chat ? "chatcmpl" : "cmpl"), now_seconds(), r.model.empty() ? c.model_name : r.model};
+  a->id_ = c.engine.submit(job_from(r, std::move(prompt), a->pr_, c.tok));
+  return a;
+}
+
+Answer::~Answer() {
+  // A reader that stops early (an exception, a dropped stream) must not
+  // leave the job running.
+  bool done = false;
+  {
+    std::lock_guard<std::mutex> lk(pr_->m);
+    done = pr_->done;
+  }
+  if (!done) engine_->cancel(id_);
+}
+
+void Answer::cancel() { engine_->cancel(id_); }
+
+bool Answer::wait_done(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lk(pr_->m);
+  return pr_->cv.wait_for(lk, wait, [&] { return pr_->done; });
+}
+
+json Answer::whole() {
+  std::lock_guard<std::mutex> lk(pr_->m);
+  if (!pr_->error.empty()) throw ApiError(500, "server_error", "", pr_->error);
+  const Usage u{pr_->counts.prompt_tokens, pr_->counts.completion_tokens, pr_->counts.cached_tokens};
+  const std::vector<TokenLogprob>* lp = pr_->want_logprobs ? &pr_->logprobs : nullptr;
+  return chat_ ? chat_completion(head_, pr_->text, pr_->finish_reason, u, lp)
+               : text_completion(head_, pr_->text, pr_->finish_reason, u, lp);
+}
+
+std::vector<json> Answer::next_chunks(std::chrono::milliseconds wait) {
+  std::vector<json> out;
+  if (ended_) return out;
+  std::unique_lock<std::mutex> lk(pr_->m);
+  pr_->cv.wait_for(lk, wait, [&] { return pr_->done || !pr_->text.empty(); });
+  if (chat_ && !role_sent_) {
+    const std::string role = "assistant";
+    out.push_back(chat_chunk(head_, &role, "", "", nullptr));
+    role_sent_ = true;
+  }
+  // Log-probabilities go with the text they came with (or with the last
+  // chunk, for tokens whose text a stop string held back).
+  std::vector<TokenLogprob> lps;
+  const std::vector<TokenLogprob>* lp = pr_->want_logprobs ? &lps : nullptr;
+  if (!pr_->text.empty()) {
+    lps.swap(pr_->logprobs);
+    out.push_back(chat_ ? chat_chunk(head_, nullptr, pr_->text, "", lp) : text_chunk(head_, pr_->text, "", lp));
+    pr_->text.clear();
+    lps.clear();
+  }
+  if (!pr_->done) return out;
+  lps.swap(pr_->logprobs);
+  const Usage u{pr_->counts.prompt_tokens, pr_->counts.completion_tokens, pr_->counts.cached_tokens};
+  if (!pr_->error.empty()) {
+    out.push_back(error_json(ApiError(500, "server_error", "", pr_->error)));
+  } else {
+    out.push_back(chat_ ? chat_chunk(head_, nullptr, "", pr_->finish_reason, lp)
+                        : text_chunk(head_, "", pr_->finish_reason, lp));
+    if (include_usage_) out.push_back(usage_chunk(head_, chat_, u));
+  }
+  ended_ = true;
+  return out;
+}
+
+}  // namespace weir::server

@@ -1,0 +1,74 @@
+// One OpenAI-shaped request running on the GenerationEngine, whatever
+// carries it: weir serve's HTTP handlers and the Python package's Llama
+// both start an Answer and read it either whole (chat.completion /
+// text_completion) or as stream chunks (chat.completion.chunk, ...).
+// The prompt is the chat template's rendering of the messages, or the
+// completion's text or token ids.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/generation_engine.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace weir::server {
+
+struct AnswerContext {
+  GenerationEngine& engine;
+  const Tokenizer& tok;
+  const ChatTemplate* chat = nullptr;  // null: the model has none (chat requests get a 400)
+  std::string model_name;              // for responses whose request names none
+  int64_t n_ctx = 0;                   // for the "too long" error
+};
+
+// The prompt's token ids: the chat template applied to the messages, or the
+// completion's text (BOS as the vocabulary asks) or ids. Throws ApiError
+// (400) naming the field at fault.
+std::vector<int32_t> prompt_tokens(const AnswerContext& c, const GenerationRequest& r);
+
+class Answer {
+ public:
+  // Queues r on the engine. Throws ApiError (400: a bad or too long
+  // prompt), QueueFull.
+  static std::shared_ptr<Answer> start(const AnswerContext& c, const GenerationRequest& r);
+  ~Answer();
+
+  // Whole answers: waits up to `wait` for the end; true once it came.
+  bool wait_done(std::chrono::milliseconds wait);
+  // After wait_done: the chat.completion or text_completion object.
+  // Throws ApiError (500) when the engine failed.
+  nlohmann::json whole();
+
+  // Streams: waits up to `wait` for news and returns the chunks since the
+  // last call (the role first for chats; text with its log-probabilities;
+  // at the end the finish reason, the usage chunk when asked for, or an
+  // error object). Empty when nothing came in time.
+  std::vector<nlohmann::json> next_chunks(std::chrono::milliseconds wait);
+  // True once next_chunks has returned the last chunk.
+  bool ended() const { return ended_; }
+
+  // Stops the generation (a client gone, Ctrl-C); idempotent.
+  void cancel();
+  uint64_t job_id() const { return id_; }
+
+  struct Progress;
+
+ private:
+  Answer() = default;
+  GenerationEngine* engine_ = nullptr;
+  std::shared_ptr<Progress> pr_;
+  ResponseHead head_;
+  uint64_t id_ = 0;
+  bool chat_ = false, include_usage_ = false;
+  bool role_sent_ = false, ended_ = false;
+};
+
+}  // namespace weir::server
