@@ -25,6 +25,10 @@ const char* op_name(Op op) {
     case Op::Sample: return "sample";
     case Op::AllReduce: return "all_reduce";
     case Op::AllGather: return "all_gather";
+    case Op::TopK: return "top_k";
+    case Op::MoeWeights: return "moe_weights";
+    case Op::MulMatId: return "mul_mat_id";
+    case Op::MoeSum: return "moe_sum";
     case Op::Count: break;
   }
   return "?";
@@ -205,6 +209,46 @@ Tensor* Graph::sample(Tensor* logits, Tensor* params) {
   y->src[0] = logits;
   y->src[1] = params;
   return y;
+}
+
+Tensor* Graph::top_k(Tensor* x, int k) {
+  if (x->dtype != DType::F32 || k < 1 || k > x->ne[0]) shape_error("top_k", x, x);
+  Tensor* y = make(DType::I32, {int64_t(k), x->n_rows()}, Op::TopK, "top_k");
+  y->src[0] = x;
+  return y;
+}
+
+Tensor* Graph::moe_weights(Tensor* logits, Tensor* ids, bool normalize) {
+  if (logits->dtype != DType::F32 || ids->dtype != DType::I32 || ids->n_rows() != logits->n_rows() ||
+      ids->ne[0] > logits->ne[0])
+    shape_error("moe_weights", logits, ids);
+  Tensor* y = make(DType::F32, {ids->ne[0], ids->n_rows()}, Op::MoeWeights, "moe_weights");
+  y->src[0] = logits;
+  y->src[1] = ids;
+  y->iparams[0] = normalize ? 1 : 0;
+  return y;
+}
+
+Tensor* Graph::mul_mat_id(Tensor* w, Tensor* x, Tensor* ids) {
+  const int64_t K = w->ne[0], N = w->ne[1], k = ids->ne[0], T = ids->ne[1];
+  if (x->dtype != DType::F32 || ids->dtype != DType::I32 || x->ne[0] != K || x->ne[2] != T ||
+      (x->ne[1] != 1 && x->ne[1] != k) || x->ne[3] != 1 || w->ne[3] != 1 || ids->ne[2] != 1)
+    shape_error("mul_mat_id", w, x);
+  Tensor* y = make(DType::F32, {N, k, T}, Op::MulMatId, "mul_mat_id");
+  y->src[0] = w;
+  y->src[1] = x;
+  y->src[2] = ids;
+  return y;
+}
+
+Tensor* Graph::moe_sum(Tensor* y, Tensor* w) {
+  if (y->dtype != DType::F32 || w->dtype != DType::F32 || w->ne[0] != y->ne[1] || w->ne[1] != y->ne[2] ||
+      y->ne[3] != 1)
+    shape_error("moe_sum", y, w);
+  Tensor* out = make(DType::F32, {y->ne[0], y->ne[2]}, Op::MoeSum, "moe_sum");
+  out->src[0] = y;
+  out->src[1] = w;
+  return out;
 }
 
 Tensor* Graph::all_reduce(Tensor* x, Collective* comm) {

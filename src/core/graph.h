@@ -42,6 +42,20 @@
 //       of comm's group (every rank gets the same bits: core/collective.h)
 //   all_gather(x [n_r, T], total, comm)           -> [total, T]: rank r's rows
 //       at split_range(total, size, r) of every column, on every rank
+// Mixture of experts (a token's FFN is the weighted sum of k of E experts'):
+//   top_k(x [E, T], k)                            -> I32 [k, T]: the indices of the k
+//       largest values of each column, largest first; ties: the lower index
+//       first; NaN counts as -inf
+//   moe_weights(logits [E, T], ids I32 [k, T], normalize)
+//                                                 -> [k, T]: p = softmax(logits[:, t])
+//       (max subtracted, float sums in index order), w[j, t] = p[ids[j, t]],
+//       then divided by their sum (in j order) when normalize (iparams[0])
+//   mul_mat_id(W [K, N, E], x [K, X, T], ids I32 [k, T])
+//                                                 -> [N, k, T]: y[:, j, t] = W_e x[:, j', t]
+//       with e = ids[j, t] and W_e = W[:, :, e]; X = 1 (j' = 0: every expert
+//       reads the token's x) or X = k (j' = j: slot j its own input)
+//   moe_sum(y [N, k, T], w [k, T])                -> [N, T]: sum over j of w[j, t] y[:, j, t],
+//       j in order
 #pragma once
 #include <deque>
 #include <functional>
@@ -87,6 +101,10 @@ class Graph {
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
+  Tensor* top_k(Tensor* x, int k);
+  Tensor* moe_weights(Tensor* logits, Tensor* ids, bool normalize);
+  Tensor* mul_mat_id(Tensor* w, Tensor* x, Tensor* ids);
+  Tensor* moe_sum(Tensor* y, Tensor* w);
   Tensor* all_reduce(Tensor* x, Collective* comm);
   Tensor* all_gather(Tensor* x, int64_t total, Collective* comm);
 

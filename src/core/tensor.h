@@ -32,6 +32,10 @@ enum class Op : uint8_t {
   Sample,    // a token id per row of logits (greedy, temperature, top-k/p, min-p)
   AllReduce, // sum over the ranks of a tensor-parallel group (core/collective.h)
   AllGather, // rows split over the ranks, gathered on every rank
+  TopK,      // indices of the k largest values of each column (expert routing)
+  MoeWeights,// the routing weights of the chosen experts (softmax, normalized)
+  MulMatId,  // y = W[expert] x for each token's chosen experts
+  MoeSum,    // the experts' outputs weighted and summed
   Count,
 };
 const char* op_name(Op op);

@@ -65,6 +65,14 @@ HParams HParams::from_gguf(const GGUFFile& f) {
   h.n_swa = u_or("attention.sliding_window", 0);
   h.is_swa.assign(size_t(h.n_layer), false);
   h.attn_scale = 1.0f / std::sqrt(float(h.head_dim_k));
+  h.n_expert = u_or("expert_count", 0);
+  if (h.n_expert > 0) {
+    h.n_expert_used = u("expert_used_count");
+    if (h.n_expert_used < 1 || h.n_expert_used > h.n_expert)
+      throw Error(f.name() + ": " + p + "expert_used_count (" + std::to_string(h.n_expert_used) +
+                  ") must be 1 to expert_count (" + std::to_string(h.n_expert) + ")");
+    h.n_ff_exp = u_or("expert_feed_forward_length", h.n_ff);
+  }
   return h;
 }
 

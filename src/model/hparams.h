@@ -29,6 +29,11 @@ struct HParams {
   std::vector<bool> is_swa;        // per layer
   float attn_scale = 1.0f;         // applied to q before attention
   float embd_scale = 1.0f;         // applied to the token embeddings
+  // Mixture of experts (0 experts: a dense FFN): each token's FFN is the
+  // weighted sum of n_expert_used of n_expert expert FFNs n_ff_exp wide.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
 
   int64_t n_embd_k() const { return head_dim_k * n_head_kv; }
   int64_t n_embd_v() const { return head_dim_v * n_head_kv; }

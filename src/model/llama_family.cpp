@@ -9,6 +9,11 @@
 //               x += Wo attention(q, k, v; scale 1/sqrt(head_dim)) (+bo)
 //               x += W_down (silu(W_gate h2) * W_up h2),  h2 = rms_norm(x) * ffn_norm
 //   logits = output (or token_embd when absent) @ (rms_norm(x) * output_norm)
+// Mixture of experts (mixtral: llama with llama.expert_count; qwen3moe:
+// qwen3's attention): every layer's FFN is
+//               ids = the expert_used_count largest of Wr h2 (Wr: ffn_gate_inp)
+//               w = softmax(Wr h2)[ids], divided by their sum
+//               x += sum_j w_j We_down (silu(We_gate h2) * We_up h2),  e = ids_j
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,15 +30,31 @@ struct Flavor {
   RopeMode rope_mode;
   bool qkv_bias_required;  // qwen2 always has them; llama may
   bool qk_norm;            // qwen3
+  bool experts_required;   // qwen3moe (llama has experts when expert_count says so: mixtral)
 };
+
+// Keys of MoE variants this builder does not compute: refused by name.
+void refuse_other_moe(const GGUFFile& f, const std::string& arch) {
+  const std::string p = arch + ".";
+  if (f.get_uint_or(p + "expert_shared_count", 0) > 0)
+    throw Error(f.name() + ": " + p + "expert_shared_count > 0: shared experts are not supported");
+  if (f.get_uint_or(p + "expert_gating_func", 1) != 1)
+    throw Error(f.name() + ": " + p + "expert_gating_func " + std::to_string(f.get_uint_or(p + "expert_gating_func", 1)) +
+                ": only softmax gating (1) is supported");
+  if (const double s = f.get_float_or(p + "expert_weights_scale", 1.0); s != 1.0)
+    throw Error(f.name() + ": " + p + "expert_weights_scale " + std::to_string(s) + ": scaled expert weights are not supported");
+  if (f.get_uint_or(p + "expert_group_count", 0) > 1)
+    throw Error(f.name() + ": " + p + "expert_group_count > 1: grouped expert routing is not supported");
+}
 
 class LlamaFamily final : public Model {
  public:
   LlamaFamily(GGUFFile f, Flavor fl) : Model(std::move(f)), fl_(fl) {
-    const std::string experts = hp_.arch + ".expert_count";
-    if (file_.get_uint_or(experts, 0) > 0)  // Mixtral (arch llama): expert FFNs are not built yet
-      throw Error(file_.name() + ": " + experts + " > 0: mixture-of-experts models are not supported yet");
+    if (fl_.experts_required && hp_.n_expert == 0)
+      throw Error(file_.name() + ": " + hp_.arch + ".expert_count is missing or 0; a " + hp_.arch + " model has experts");
+    if (hp_.n_expert > 0) refuse_other_moe(file_, hp_.arch);
     const int64_t E = hp_.n_embd, V = hp_.n_vocab, F = hp_.n_ff;
+    const int64_t NE = hp_.n_expert, FE = hp_.n_ff_exp;
     const int64_t Dk = hp_.head_dim_k, Dv = hp_.head_dim_v;
     const int64_t Nq = Dk * hp_.n_head, Nk = Dk * hp_.n_head_kv, Nv = Dv * hp_.n_head_kv;
     tok_embd_ = &weight("token_embd.weight", {E, V});
@@ -61,9 +82,16 @@ class LlamaFamily final : public Model {
       L.wo = &weight(b + "attn_output.weight", {Dv * hp_.n_head, E});
       L.bo = vector_f32_opt(b + "attn_output.bias", E);
       L.ffn_norm = &vector_f32(b + "ffn_norm.weight", E);
-      L.gate = &weight(b + "ffn_gate.weight", {E, F});
-      L.up = &weight(b + "ffn_up.weight", {E, F});
-      L.down = &weight(b + "ffn_down.weight", {F, E});
+      if (NE > 0) {
+        L.router = &weight(b + "ffn_gate_inp.weight", {E, NE});
+        L.gate = &weight(b + "ffn_gate_exps.weight", {E, FE, NE});
+        L.up = &weight(b + "ffn_up_exps.weight", {E, FE, NE});
+        L.down = &weight(b + "ffn_down_exps.weight", {FE, E, NE});
+      } else {
+        L.gate = &weight(b + "ffn_gate.weight", {E, F});
+        L.up = &weight(b + "ffn_up.weight", {E, F});
+        L.down = &weight(b + "ffn_down.weight", {F, E});
+      }
       layers_.push_back(L);
     }
   }
@@ -76,6 +104,8 @@ class LlamaFamily final : public Model {
     const HeadShard hs = shard_heads(h, tp);
     const int64_t Hq = hs.nq, Hkv = hs.nkv;
     const bool split = tp.size > 1;
+    if (split && h.n_expert > 0)
+      throw Error("tensor parallel (--tp) of mixture-of-experts models is not supported yet");
     ForwardGraph fg = begin_forward(T, n_kv, n_out, false, separate_tokens);
     Graph& g = *fg.graph;
     auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
@@ -92,7 +122,7 @@ class LlamaFamily final : public Model {
     Tensor* x = g.get_rows(leaf(g, *tok_embd_), fg.tokens);  // [E, T]
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
-      const Range ff = shard_ffn(h.n_ff, L.down->dtype, tp);
+      const Range ff = h.n_expert > 0 ? Range{0, h.n_ff_exp} : shard_ffn(h.n_ff, L.down->dtype, tp);
       Tensor* cur = norm(x, L.attn_norm);
       Tensor* q = g.reshape(linear_rows(L.wq, L.bq, cur, hs.q0 * Dk, (hs.q0 + Hq) * Dk), {Dk, Hq, T});
       Tensor* k = g.reshape(linear_rows(L.wk, L.bk, cur, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk), {Dk, Hkv, T});
@@ -114,6 +144,10 @@ class LlamaFamily final : public Model {
       if (L.bo) cur = g.add(cur, leaf(g, *L.bo));
       x = g.add(cur, x);
       cur = norm(x, L.ffn_norm);
+      if (L.router) {
+        x = g.add(expert_ffn(g, L, cur), x);
+        continue;
+      }
       cur = g.silu_mul(g.mul_mat(leaf_rows(g, *L.gate, ff.begin, ff.end), cur),
                        g.mul_mat(leaf_rows(g, *L.up, ff.begin, ff.end), cur));  // [F, T]
       x = g.add(reduce(g.mul_mat(leaf_cols(g, *L.down, ff.begin, ff.end), cur)), x);
@@ -132,9 +166,21 @@ class LlamaFamily final : public Model {
  private:
   struct Layer {
     const GGUFTensorInfo *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *gate, *up, *down;
+    const GGUFTensorInfo* router = nullptr;  // MoE: gate, up, down are the experts' [.., .., n_expert]
     const GGUFTensorInfo *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional
     const GGUFTensorInfo *q_norm = nullptr, *k_norm = nullptr;                    // qwen3
   };
+  // The MoE FFN of h [E, T]: [E, T].
+  Tensor* expert_ffn(Graph& g, const Layer& L, Tensor* h) const {
+    const int64_t E = hp_.n_embd, T = h->ne[1];
+    Tensor* logits = g.mul_mat(leaf(g, *L.router), h);  // [n_expert, T]
+    Tensor* ids = g.top_k(logits, int(hp_.n_expert_used));
+    Tensor* w = g.moe_weights(logits, ids, true);
+    Tensor* x = g.reshape(h, {E, 1, T});
+    Tensor* par = g.silu_mul(g.mul_mat_id(leaf(g, *L.gate), x, ids), g.mul_mat_id(leaf(g, *L.up), x, ids));
+    return g.moe_sum(g.mul_mat_id(leaf(g, *L.down), par, ids), w);  // [E, T]
+  }
+
   Flavor fl_;
   const GGUFTensorInfo* tok_embd_ = nullptr;
   const GGUFTensorInfo* output_norm_ = nullptr;
@@ -146,13 +192,16 @@ class LlamaFamily final : public Model {
 }  // namespace
 
 std::unique_ptr<Model> make_llama(GGUFFile f) {
-  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Normal, false, false});
+  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Normal, false, false, false});
 }
 std::unique_ptr<Model> make_qwen2(GGUFFile f) {
-  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Neox, true, false});
+  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Neox, true, false, false});
 }
 std::unique_ptr<Model> make_qwen3(GGUFFile f) {
-  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Neox, false, true});
+  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Neox, false, true, false});
+}
+std::unique_ptr<Model> make_qwen3moe(GGUFFile f) {
+  return std::make_unique<LlamaFamily>(std::move(f), Flavor{RopeMode::Neox, false, true, true});
 }
 
 }  // namespace weir

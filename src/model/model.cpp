@@ -22,6 +22,7 @@ std::unique_ptr<Model> make_gemma3(GGUFFile f);  // model/gemma3.cpp
 std::unique_ptr<Model> make_llama(GGUFFile f);   // model/llama_family.cpp
 std::unique_ptr<Model> make_qwen2(GGUFFile f);   // model/llama_family.cpp
 std::unique_ptr<Model> make_qwen3(GGUFFile f);   // model/llama_family.cpp
+std::unique_ptr<Model> make_qwen3moe(GGUFFile f);  // model/llama_family.cpp
 
 const std::map<std::string, ModelFactory>& architectures() {
   static const std::map<std::string, ModelFactory> r = {
@@ -29,6 +30,7 @@ const std::map<std::string, ModelFactory>& architectures() {
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
+      {"qwen3moe", make_qwen3moe},
   };
   return r;
 }

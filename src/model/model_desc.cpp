@@ -86,11 +86,16 @@ std::string model_description(const GGUFFile& f) {
 
 uint64_t decode_weight_bytes(const GGUFFile& f) {
   const bool tied = f.find_tensor("output.weight") == nullptr;
+  const std::string arch(f.get_str_or("general.architecture", ""));
+  const uint64_t n_expert = arch.empty() ? 0 : f.get_uint_or(arch + ".expert_count", 0);
+  const uint64_t n_used = arch.empty() ? 0 : f.get_uint_or(arch + ".expert_used_count", 0);
   uint64_t n = 0;
   for (const auto& t : f.tensors()) {
     if (t.name == "token_embd.weight") {
       const uint64_t row = row_bytes(t.dtype, t.ne[0]);
       n += tied ? t.nbytes + row : row;
+    } else if (n_expert > 0 && n_used <= n_expert && std::string_view(t.name).find("_exps.") != std::string_view::npos) {
+      n += t.nbytes / n_expert * n_used;  // the chosen experts' matrices
     } else {
       n += t.nbytes;
     }

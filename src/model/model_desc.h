@@ -22,7 +22,8 @@ std::string model_description(const GGUFFile& f);
 
 // Weight bytes one decoded token reads: every tensor in full, except the
 // token embedding, whose lookup reads one row; when the output projection is
-// tied to it (no output.weight), the projection reads it in full.
+// tied to it (no output.weight), the projection reads it in full; of a
+// mixture of experts' expert tensors, expert_used_count / expert_count.
 uint64_t decode_weight_bytes(const GGUFFile& f);
 
 // KV cache bytes the attention of one decoded token reads at a context of

@@ -88,9 +88,17 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
     r.push_back(tensor(b + "attn_output.weight", {Q, E}, 0, res / std::sqrt(float(Q))));
     if (p.post_norms) r.push_back(tensor(b + "post_attention_norm.weight", {E}, 1, norm_std));
     r.push_back(tensor(b + "ffn_norm.weight", {E}, 1, norm_std));
-    r.push_back(tensor(b + "ffn_gate.weight", {E, F}, 0, in_std));
-    r.push_back(tensor(b + "ffn_up.weight", {E, F}, 0, in_std));
-    r.push_back(tensor(b + "ffn_down.weight", {F, E}, 0, res / std::sqrt(float(F))));
+    if (p.n_expert > 0) {  // router logits of std ~1; each expert as a dense FFN
+      const int64_t NE = p.n_expert, FE = p.n_ff_exp > 0 ? p.n_ff_exp : F;
+      r.push_back(tensor(b + "ffn_gate_inp.weight", {E, NE}, 0, in_std));
+      r.push_back(tensor(b + "ffn_gate_exps.weight", {E, FE, NE}, 0, in_std));
+      r.push_back(tensor(b + "ffn_up_exps.weight", {E, FE, NE}, 0, in_std));
+      r.push_back(tensor(b + "ffn_down_exps.weight", {FE, E, NE}, 0, res / std::sqrt(float(FE))));
+    } else {
+      r.push_back(tensor(b + "ffn_gate.weight", {E, F}, 0, in_std));
+      r.push_back(tensor(b + "ffn_up.weight", {E, F}, 0, in_std));
+      r.push_back(tensor(b + "ffn_down.weight", {F, E}, 0, res / std::sqrt(float(F))));
+    }
     if (p.post_norms) r.push_back(tensor(b + "post_ffw_norm.weight", {E}, 1, norm_std));
   }
   r.push_back(tensor("output_norm.weight", {E}, 1, norm_std));
@@ -141,6 +149,11 @@ void write_synth_metadata(GGUFWriter& w, const SynthPreset& p, FileType ft) {
   if (p.n_swa > 0) w.set_u32(a + "attention.sliding_window", uint32_t(p.n_swa));
   if (p.write_vocab_size) w.set_u32(a + "vocab_size", uint32_t(p.n_vocab));
   if (p.write_rope_dim) w.set_u32(a + "rope.dimension_count", uint32_t(p.head_dim));
+  if (p.n_expert > 0) {
+    w.set_u32(a + "expert_count", uint32_t(p.n_expert));
+    w.set_u32(a + "expert_used_count", uint32_t(p.n_expert_used));
+    if (p.write_ff_exp) w.set_u32(a + "expert_feed_forward_length", uint32_t(p.n_ff_exp));
+  }
   w.set_u32("general.file_type", uint32_t(ft));
   if (ft != FileType::ALL_F32 && ft != FileType::MOSTLY_F16 && ft != FileType::MOSTLY_BF16)
     w.set_u32("general.quantization_version", 2);

@@ -76,6 +76,53 @@ std::vector<SynthPreset> make_presets() {
     v.push_back(p);
   }
   {
+    // Qwen/Qwen3-30B-A3B: qwen3's attention, 128 experts of 768, 8 a token.
+    SynthPreset p;
+    p.name = "qwen3-30b-a3b";
+    p.arch = "qwen3moe";
+    p.display_name = "Qwen3 30B A3B";
+    p.n_vocab = 151936;
+    p.n_ctx_train = 40960;
+    p.n_embd = 2048;
+    p.n_layer = 48;
+    p.n_head = 32;
+    p.n_head_kv = 4;
+    p.head_dim = 128;
+    p.n_ff = 6144;
+    p.rms_eps = 1e-6f;
+    p.rope_base = 1000000.0f;
+    p.write_head_dim = true;
+    p.qk_norm = true;
+    p.n_expert = 128;
+    p.n_expert_used = 8;
+    p.n_ff_exp = 768;
+    p.write_ff_exp = true;
+    v.push_back(p);
+  }
+  {
+    // mistralai/Mixtral-8x7B-v0.1: llama with 8 experts of 14336, 2 a token.
+    SynthPreset p;
+    p.name = "mixtral-8x7b";
+    p.arch = "llama";
+    p.display_name = "Mixtral 8x7B";
+    p.n_vocab = 32000;
+    p.n_ctx_train = 32768;
+    p.n_embd = 4096;
+    p.n_layer = 32;
+    p.n_head = 32;
+    p.n_head_kv = 8;
+    p.head_dim = 128;
+    p.n_ff = 14336;
+    p.rms_eps = 1e-5f;
+    p.rope_base = 1000000.0f;
+    p.write_vocab_size = true;
+    p.write_rope_dim = true;
+    p.n_expert = 8;
+    p.n_expert_used = 2;
+    p.n_ff_exp = 14336;
+    v.push_back(p);
+  }
+  {
     // google/gemma-3-270m (keys as in the llama.cpp-converted GGUF).
     SynthPreset p;
     p.name = "gemma3-270m";
@@ -102,7 +149,7 @@ std::vector<SynthPreset> make_presets() {
   // (multiples of 256 where K-quants need them).
   for (const SynthPreset& big : std::vector<SynthPreset>(v)) {
     if (big.name != "llama-3.2-1b" && big.name != "qwen2.5-7b" && big.name != "qwen3-8b" &&
-        big.name != "gemma3-270m")
+        big.name != "gemma3-270m" && big.name != "qwen3-30b-a3b")
       continue;
     SynthPreset p = big;
     p.name = "tiny";
@@ -120,6 +167,11 @@ std::vector<SynthPreset> make_presets() {
       p.rope_llama3_orig_ctx = 1024;  // so the scaling factors vary over the rope dims
     }
     if (p.arch == "gemma3") p.n_swa = 128;
+    if (p.n_expert > 0) {
+      p.n_expert = 8;
+      p.n_expert_used = 3;
+      p.n_ff_exp = 256;
+    }
     v.push_back(p);
   }
   return v;

@@ -11,7 +11,7 @@ namespace weir {
 
 struct SynthPreset {
   std::string name;  // "llama-3.1-8b"
-  std::string arch;  // general.architecture: llama, qwen2, qwen3, gemma3
+  std::string arch;  // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma3
   std::string display_name;  // general.name
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
@@ -37,6 +37,12 @@ struct SynthPreset {
   float rope_llama3_low_freq = 1.0f;
   float rope_llama3_high_freq = 4.0f;
   int64_t rope_llama3_orig_ctx = 8192;
+  // Mixture of experts (n_expert > 0): every layer's FFN is n_expert experts
+  // n_ff_exp wide, n_expert_used a token, and a router (ffn_gate_inp).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  bool write_ff_exp = false;  // <arch>.expert_feed_forward_length (qwen3moe; mixtral's is feed_forward_length)
 };
 
 // Every preset, real models first, then one small "tiny" per architecture

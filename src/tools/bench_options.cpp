@@ -55,7 +55,9 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .flag("-dio,--direct-io", &o->direct_io, "read the weights with O_DIRECT, around the page cache")
       .opt("--tp", &o->tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t, or N GPUs with -ngl 99)")
       .opt("-sm,--split-mode", &o->split_mode, "MODE", "several GPUs (from --device on): layer, tensor or none")
-      .opt("-ts,--tensor-split", &o->tensor_split, "A,B...", "-sm layer: the layers' shares per GPU");
+      .opt("-ts,--tensor-split", &o->tensor_split, "A,B...", "-sm layer: the layers' shares per GPU")
+      .flag("-cmoe,--cpu-moe", &o->cpu_moe, "mixture of experts: the expert weights on the CPU, their products there")
+      .opt("-ncmoe,--n-cpu-moe", &o->n_cpu_moe, "N", "mixture of experts: the expert weights of the first N layers on the CPU");
   if (!a.parse(argc, argv)) return false;
   o->warmup = !no_warmup;
   o->op_offload = !no_op_offload;

@@ -27,6 +27,8 @@ struct BenchOptions {
   int tp = 1;  // --tp: tensor parallel ranks (CPU ranks splitting -t, or GPUs with -ngl 99)
   std::string split_mode = "auto";  // -sm: none, layer, tensor (GPUs from --device on)
   std::string tensor_split;         // -ts
+  bool cpu_moe = false;             // --cpu-moe: expert weights on the CPU
+  int n_cpu_moe = 0;                // --n-cpu-moe N: those of the first N layers
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
   bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }
 };

@@ -41,6 +41,8 @@ BackendFlags flags_for(const BenchTest& t, const BenchOptions& o, const CpuOptio
   gf.devices = {o.device};
   gf.split_mode = o.split_mode;
   gf.tensor_split = o.tensor_split;
+  gf.cpu_moe = o.cpu_moe;
+  gf.n_cpu_moe = o.n_cpu_moe;
   gf.apply(f);
   f.direct_io = o.direct_io;
   const int device = o.device;

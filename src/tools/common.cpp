@@ -220,7 +220,13 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   PlacementRequest req;
   req.n_gpu_layers = f.n_gpu_layers;
   req.split = f.tensor_split;
+  // Expert weights on the CPU: as asked, and always for now where a GPU
+  // would get them (the CUDA backend has no expert kernels yet). After the
+  // user's -ot rules: the first rule that matches a tensor decides.
   for (const std::string& o : f.overrides) req.overrides.push_back(parse_tensor_override(o));
+  const bool gpu_layers = f.n_gpu_layers > 0;
+  for (const std::string& o : cpu_expert_overrides(m, f.cpu_moe || gpu_layers, f.n_cpu_moe))
+    req.overrides.push_back(parse_tensor_override(o));
   std::string why;
   const auto gpus = cuda_devices(&why);
   // The GPUs asked for: --device's list, or the first one from --device on
@@ -367,13 +373,25 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   return c;
 }
 
+std::vector<std::string> cpu_expert_overrides(const Model& m, bool cpu_moe, int n_cpu_moe) {
+  if (m.hparams().n_expert == 0) return {};
+  if (cpu_moe) return {"\\.ffn_(gate|up|down)_exps\\.=CPU"};
+  const int64_t n = std::min<int64_t>(n_cpu_moe, m.hparams().n_layer);
+  if (n <= 0) return {};
+  std::string layers;
+  for (int64_t i = 0; i < n; ++i) layers += (i ? "|" : "") + std::to_string(i);
+  return {"^blk\\.(" + layers + ")\\.ffn_(gate|up|down)_exps\\.=CPU"};
+}
+
 void GpuFlags::add_to(Args& a) {
   a.opt_list("--device", &devices, "N[,M...]",
              "the GPU(s) to use with -ngl (default 0); several: a layer split (-sm layer) or --tp over them")
       .opt("-sm,--split-mode", &split_mode, "MODE",
            "several GPUs: layer (consecutive layers on each), tensor (= --tp over --device's GPUs) or none; "
            "default: layer when the model does not fit one GPU")
-      .opt("-ts,--tensor-split", &tensor_split, "A,B...", "a layer split's shares of the layers per GPU, e.g. 3,1");
+      .opt("-ts,--tensor-split", &tensor_split, "A,B...", "a layer split's shares of the layers per GPU, e.g. 3,1")
+      .flag("--cpu-moe", &cpu_moe, "mixture of experts: every layer's expert weights in CPU memory, their products on the CPU")
+      .opt("--n-cpu-moe", &n_cpu_moe, "N", "mixture of experts: the expert weights of the first N layers on the CPU");
 }
 
 void GpuFlags::apply(BackendFlags& f) const {
@@ -383,6 +401,9 @@ void GpuFlags::apply(BackendFlags& f) const {
   f.device = devices[0];
   if (devices.size() > 1) f.devices = devices;
   f.split_mode = split_mode;
+  if (n_cpu_moe < 0) throw UsageError("--n-cpu-moe: expected 0 or more layers, got " + std::to_string(n_cpu_moe));
+  f.cpu_moe = cpu_moe;
+  f.n_cpu_moe = n_cpu_moe;
   f.tensor_split.clear();
   for (size_t at = 0; !tensor_split.empty() && at <= tensor_split.size();) {
     const size_t end = tensor_split.find(',', at);

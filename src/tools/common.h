@@ -71,6 +71,11 @@ struct BackendFlags {
   std::vector<int> devices;
   std::string split_mode = "auto";
   std::vector<double> tensor_split;
+  // Mixture of experts: --cpu-moe keeps every layer's expert weights in CPU
+  // memory (their products run there), --n-cpu-moe N those of the first N
+  // layers, as llama.cpp spells them (both are -ot rules on *_exps).
+  bool cpu_moe = false;
+  int n_cpu_moe = 0;
   int load_threads = default_load_threads();
   size_t load_buffer_bytes = size_t(4) << 20;  // each pinned staging buffer (WEIR_LOAD_BUFFER_MB)
 };
@@ -97,6 +102,9 @@ struct BackendChoice {
 // that does not fit (bytes needed vs free). The CPU backend stops between
 // graph segments on a stop signal.
 BackendChoice make_backend(const Model& m, const BackendFlags& f);
+// The -ot rules that keep expert weights on the CPU: every layer's
+// (cpu_moe), or those of layers [0, n_cpu_moe); none for a dense model.
+std::vector<std::string> cpu_expert_overrides(const Model& m, bool cpu_moe, int n_cpu_moe);
 // --temp, --top-k, --top-p, --min-p (run and chat).
 void add_sampling_flags(Args& a, SamplerParams* sp);
 // UsageError naming the sampling flag out of range.
@@ -106,12 +114,14 @@ BackendSampling backend_sampling(const SamplerParams& sp, uint64_t seed);
 // --chat-template-file's template when given, else the model's own or a
 // built-in one (ChatTemplate::for_model; throws Error when there is none).
 ChatTemplate chat_template_for(const Model& m, const std::string& template_file);
-// The GPU flags of run and perplexity, as given: --device 0[,1...], -sm,
-// -ts; apply() checks them into BackendFlags.
+// The GPU flags of run, perplexity and serve, as given: --device 0[,1...],
+// -sm, -ts, --cpu-moe, --n-cpu-moe; apply() checks them into BackendFlags.
 struct GpuFlags {
   std::vector<int> devices = {0};
   std::string split_mode = "auto";
   std::string tensor_split;
+  bool cpu_moe = false;  // --cpu-moe, --n-cpu-moe N (BackendFlags)
+  int n_cpu_moe = 0;
   void add_to(Args& a);
   void apply(BackendFlags& f) const;
 };

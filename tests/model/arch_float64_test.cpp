@@ -101,7 +101,11 @@ INSTANTIATE_TEST_SUITE_P(Tiny, ArchFloat64,
                                            Case{"gemma3", false}, Case{"llama3-q4_0", false},
                                            Case{"qwen2-q8_0", false},
                                            Case{"llama3-q4_0", true},
-                                           Case{"qwen2-q8_0", true}),
+                                           Case{"qwen2-q8_0", true},
+                                           // Mixtures of experts
+                                           Case{"qwen3moe", false}, Case{"mixtral", false},
+                                           Case{"qwen3moe-q8_0", false},
+                                           Case{"qwen3moe-q8_0", true}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.name) +
                                            (info.param.llama_rounding ? "_rounded" : "_exact");

@@ -85,6 +85,8 @@ TEST(Synth, PresetsMatchTheRealModelsParameterCounts) {
   EXPECT_EQ(params("qwen2", "qwen2.5-7b"), 7615616512u);
   EXPECT_EQ(params("qwen3", "qwen3-8b"), 8190735360u);
   EXPECT_EQ(params("gemma3", "gemma3-270m"), 268098176u);
+  EXPECT_EQ(params("qwen3moe", "qwen3-30b-a3b"), 30532122624u);  // "30.5B"
+  EXPECT_EQ(params("llama", "mixtral-8x7b"), 46702792704u);       // "46.7B"
   EXPECT_THROW(find_synth_preset("llama", "qwen3-8b"), Error);
   EXPECT_THROW(find_synth_preset("llama", "nope"), Error);
   EXPECT_THROW(find_synth_preset("nope", "tiny"), Error);
@@ -156,6 +158,16 @@ TEST(Synth, TinyQwen2Generates4096Tokens) {
 TEST(Synth, TinyQwen3Generates4096Tokens) {
   REQUIRE_ARCH("qwen3");
   generate(synth_tiny("qwen3", "f16"), 4096);
+}
+
+// A mixture of experts in K-quants (the router stays F32, as llama.cpp
+// keeps it).
+TEST(Synth, TinyQwen3MoeKQuantsGenerate) {
+  generate(synth_tiny("qwen3moe", "kq", [](const SynthTensor& t) {
+             if (t.n_dims < 2 || t.name.find("ffn_gate_inp") != std::string::npos) return DType::F32;
+             return t.name.find("ffn_down") != std::string::npos ? DType::Q6_K : DType::Q4_K;
+           }),
+           512);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Independent float64 forward pass of a GGUF decoder (llama, qwen2, qwen3,
-gemma3), written from the published model definitions (Meta's Llama, HF
-transformers' Qwen2/Qwen3/Gemma3), not from weir's code. The `gguf` package
-reads and dequantizes the weights.
+gemma3, and the mixture-of-experts qwen3moe and Mixtral, which GGUF calls
+llama), written from the published model definitions (Meta's Llama, HF
+transformers' Qwen2/Qwen3/Gemma3/Qwen3Moe/Mixtral), not from weir's code.
+The `gguf` package reads and dequantizes the weights.
 
 Facts about the GGUF layout it relies on:
 - a weight of GGUF shape [in, out] is a numpy [out, in] matrix: y = W @ x;
@@ -10,12 +11,18 @@ Facts about the GGUF layout it relies on:
   adjacent pairs (2i, 2i+1), as Meta's original code does; qwen2/qwen3/gemma3
   keep HF's rotate_half layout: pairs (i, i + n_rot/2);
 - Llama 3 rope scaling is stored as rope_freqs.weight: pair i's angle is
-  divided by it; linear scaling divides positions by rope.scaling.factor.
+  divided by it; linear scaling divides positions by rope.scaling.factor;
+- a mixture-of-experts layer (llama.cpp's names) has ffn_gate_inp.weight
+  [n_embd, n_expert] (the router) and ffn_{gate,up,down}_exps.weight, GGUF
+  [n_embd, n_ff_exp, n_expert] / [n_ff_exp, n_embd, n_expert], numpy
+  [n_expert, out, in]; ARCH.expert_used_count experts run per token.
 
 With round_acts=True it also models llama.cpp's CPU rounding of activations
 before products with Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights: x is quantized to
 Q8_0 blocks of 32 (scale amax/127 stored as fp16, x * 127/amax rounded half
-to even in float32) and the product uses those values.
+to even in float32) and the product uses those values (for experts too: the
+normed input before the gate and up products, each expert's silu(gate) * up
+before its down product; the router's F32 product is not rounded).
 
     reference_forward.py MODEL.gguf ID [ID ...]
         prints JSON {"top": [[id, logit], ...]} (top 50 of the last token)
@@ -65,6 +72,11 @@ class Forward:
         self.pos_scale = 1.0 / g("rope.scaling.factor", 1.0) if g("rope.scaling.type") == "linear" else 1.0
         self.window = g("attention.sliding_window", 0)
         self.gemma = self.arch == "gemma3"
+        self.n_expert = g("expert_count", 0)
+        self.n_expert_used = g("expert_used_count", 0)
+        # Smallest gap between the k-th and (k+1)-th router logit seen by
+        # forward(): when tiny, float32 could choose another expert.
+        self.router_margin = math.inf
 
     def W(self, name):
         return self.t[name]
@@ -91,11 +103,48 @@ class Forward:
 
     def mm(self, h, name):
         """h @ W^T for the weight called name."""
+        return self.round_for(h, name) @ self.W(name).T
+
+    def round_for(self, h, name):
+        """h as a product with weight `name` sees it (rounded when round_acts)."""
         if self.round_acts and self.types[name] != "F32":
             if self.types[name] not in Q8_0_ACTIVATIONS:
                 raise NotImplementedError(f"activation rounding for {self.types[name]} weights")
             h = round_q8_0(h)
-        return h @ self.W(name).T
+        return h
+
+    def moe(self, h, b, act):
+        """Sparse MoE block (HF Qwen3MoeSparseMoeBlock with norm_topk_prob, and
+        MixtralSparseMoeBlock): softmax over the router logits, the k most
+        probable experts (ties: lower id first), their probabilities
+        renormalized to sum 1, and the weighted sum of their SwiGLU outputs."""
+        k = self.n_expert_used
+        router = self.W(b + "ffn_gate_inp.weight")  # [n_expert, n_embd]
+        gate_e, up_e = self.W(b + "ffn_gate_exps.weight"), self.W(b + "ffn_up_exps.weight")
+        down_e = self.W(b + "ffn_down_exps.weight")  # [n_expert, n_embd, n_ff_exp]
+        n_expert = router.shape[0]
+        if n_expert != self.n_expert or not 0 < k <= n_expert:
+            raise ValueError(f"{b}: router has {n_expert} experts, expert_count {self.n_expert}, used {k}")
+        logits = self.mm(h, b + "ffn_gate_inp.weight")  # [T, n_expert]
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        chosen = np.argsort(-p, axis=1, kind="stable")[:, :k]  # stable: equal p keep the lower id first
+        if k < n_expert:
+            top = np.sort(logits, axis=1)[:, ::-1]
+            self.router_margin = min(self.router_margin, float((top[:, k - 1] - top[:, k]).min()))
+        weight = np.take_along_axis(p, chosen, axis=1)
+        weight /= weight.sum(axis=1, keepdims=True)
+        hg = self.round_for(h, b + "ffn_gate_exps.weight")
+        hu = self.round_for(h, b + "ffn_up_exps.weight")
+        out = np.zeros_like(h)
+        for e in range(n_expert):
+            rows, slot = np.nonzero(chosen == e)
+            if len(rows) == 0:
+                continue
+            f = act(hg[rows] @ gate_e[e].T) * (hu[rows] @ up_e[e].T)
+            f = self.round_for(f, b + "ffn_down_exps.weight") @ down_e[e].T
+            out[rows] += weight[rows, slot][:, None] * f
+        return out
 
     def lin(self, h, prefix):
         y = self.mm(h, prefix + ".weight")
@@ -145,6 +194,9 @@ class Forward:
             else:
                 x = x + a
             h = self.rms(x, self.W(b + "ffn_norm.weight"))
+            if b + "ffn_gate_inp.weight" in self.t:  # qwen3moe, Mixtral: every layer's FFN is MoE
+                x = x + self.moe(h, b, silu)
+                continue
             gate, up = self.mm(h, b + "ffn_gate.weight"), self.mm(h, b + "ffn_up.weight")
             f = self.mm((gelu(gate) if self.gemma else silu(gate)) * up, b + "ffn_down.weight")
             x = x + (self.rms(f, self.W(b + "post_ffw_norm.weight")) if self.gemma else f)

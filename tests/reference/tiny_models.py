@@ -55,6 +55,21 @@ MODELS = {
     # Gemma 3: 6 layers (the 6th global), window 5 < prompt, q/k norms, MQA.
     "gemma3": dict(arch="gemma3", n_embd=64, n_layer=6, n_head=4, n_head_kv=1, n_ff=128,
                    key_length=16, rope_base=1e6, qk_norm=True, window=5, tied=True),
+    # Qwen3-MoE (as Qwen3-30B-A3B): qwen3 attention (head_dim 16, GQA 4:2, q/k
+    # norms), every layer's FFN a router over 8 experts of width 32
+    # (expert_feed_forward_length), 3 used per token, no shared expert, own
+    # output matrix. feed_forward_length (96) is written but no tensor has it.
+    "qwen3moe": dict(arch="qwen3moe", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96,
+                     key_length=16, rope_base=1e6, qk_norm=True, n_expert=8, n_expert_used=3, n_ff_exp=32),
+    # The same with Q8_0 matrices, embeddings and experts (router F32).
+    "qwen3moe-q8_0": dict(arch="qwen3moe", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96,
+                          key_length=16, rope_base=1e6, qk_norm=True, n_expert=8, n_expert_used=3, n_ff_exp=32,
+                          quant="Q8_0"),
+    # Mixtral, architecture "llama" as llama.cpp writes it: llama attention
+    # (adjacent-pair rope, GQA 4:2), every layer's FFN 4 experts of width
+    # feed_forward_length (96), 2 used per token.
+    "mixtral": dict(arch="llama", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96,
+                    rope_base=1e6, n_expert=4, n_expert_used=2),
 }
 
 # Broken variants of llama3: name -> (what is broken, as the test expects it named).
@@ -131,6 +146,13 @@ def write_model(path, spec, rng, broken=None):
     if broken != "broken-key":
         w.add_uint32(p + "block_count", L)
     w.add_uint32(p + "feed_forward_length", F)
+    n_expert = spec.get("n_expert", 0)
+    F_exp = spec.get("n_ff_exp", F)  # width of one expert (Mixtral: feed_forward_length)
+    if n_expert:
+        w.add_uint32(p + "expert_count", n_expert)
+        w.add_uint32(p + "expert_used_count", spec["n_expert_used"])
+        if "n_ff_exp" in spec:
+            w.add_uint32(p + "expert_feed_forward_length", F_exp)
     w.add_uint32(p + "attention.head_count", Hq)
     w.add_uint32(p + "attention.head_count_kv", Hkv)
     eps = {"broken-eps-nan": float("nan"), "broken-eps-zero": 0.0}.get(broken, 1e-6)
@@ -171,6 +193,10 @@ def write_model(path, spec, rng, broken=None):
         else:
             w.add_tensor(name, a.astype(np.float32))
 
+    def experts(name, n_out, n_in, scale=1.0):
+        """n_expert matrices [n_out, n_in], GGUF [n_in, n_out, n_expert]."""
+        add_weight(name, rng.normal(0.0, scale / math.sqrt(n_in), size=(n_expert, n_out, n_in)))
+
     def vec(name, n, mean, scale):
         a = (mean + rng.normal(0.0, scale, size=n)).astype(np.float32)
         if broken == "broken-nan-weights" and name == BROKEN[broken]:
@@ -206,9 +232,18 @@ def write_model(path, spec, rng, broken=None):
             vec(b + "attn_k_norm.weight", D, 1.0, 0.1)
         mat(b + "attn_output.weight", E, Hq * D)
         vec(b + "ffn_norm.weight", E, 1.0, 0.1)
-        mat(b + "ffn_gate.weight", F, E, 2.0)
-        mat(b + "ffn_up.weight", F, E)
-        mat(b + "ffn_down.weight", E, F)
+        if n_expert:
+            # Router logits with a standard deviation of about 2, so tokens
+            # spread over the experts (main() checks the top-k margin). F32.
+            w.add_tensor(b + "ffn_gate_inp.weight",
+                         rng.normal(0.0, 2.0 / math.sqrt(E), size=(n_expert, E)).astype(np.float32))
+            experts(b + "ffn_gate_exps.weight", F_exp, E, 2.0)
+            experts(b + "ffn_up_exps.weight", F_exp, E)
+            experts(b + "ffn_down_exps.weight", E, F_exp)
+        else:
+            mat(b + "ffn_gate.weight", F, E, 2.0)
+            mat(b + "ffn_up.weight", F, E)
+            mat(b + "ffn_down.weight", E, F)
         if arch == "gemma3":
             vec(b + "post_attention_norm.weight", E, 1.0, 0.1)
             vec(b + "post_ffw_norm.weight", E, 1.0, 0.1)
@@ -234,9 +269,14 @@ def main():
         write_model(path, MODELS.get(name, MODELS["llama3"]), rng, None if name in MODELS else name)
         if name in MODELS:
             ids = [1] + [int(t) for t in rng.integers(3, N_VOCAB, size=PROMPT_LEN - 1)]
-            ref = {"ids": ids, "logits": reference_forward.Forward(path).forward(ids).tolist()}
-            if "quant" in MODELS[name]:  # and as llama.cpp's rounding of activations sees it
-                ref["logits_rounded"] = reference_forward.Forward(path, round_acts=True).forward(ids).tolist()
+            runs = [("logits", False)] + ([("logits_rounded", True)] if "quant" in MODELS[name] else [])
+            ref = {"ids": ids}
+            for key, round_acts in runs:  # rounded: as llama.cpp's rounding of activations sees it
+                fwd = reference_forward.Forward(path, round_acts=round_acts)
+                ref[key] = fwd.forward(ids).tolist()
+                if fwd.router_margin < 1e-3:  # an expert choice float32 could make differently
+                    print(f"tiny_models.py: {name}: router top-k margin {fwd.router_margin:.2e}", file=sys.stderr)
+                    return 1
             with open(os.path.join(out, name + ".json"), "w") as f:
                 json.dump(ref, f)
     return 0

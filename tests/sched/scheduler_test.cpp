@@ -202,7 +202,7 @@ TEST_P(SchedulerChaos, LayerSplitOverTwoDevices) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, SchedulerChaos, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Archs, SchedulerChaos, ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "qwen3moe"),
                          [](const auto& info) { return info.param; });
 
 // Host waits per decoded token, for random placements: the same every step,

@@ -206,6 +206,21 @@ TEST(InspectCli, BrokenFilesGiveOneLineAndExitTwo) {
   EXPECT_EQ(run_weir("inspect --frobnicate x").code, 2);
 }
 
+// A mixture of experts: the parameters a token uses, each expert tensor
+// counted at expert_used_count / expert_count (tiny qwen3moe: 2 layers of
+// 3 expert tensors of 256 x 256 x 8, 3 experts a token).
+TEST(InspectCli, MixtureOfExpertsActiveParameters) {
+  const std::string path = test::own_dir() + "/tiny-qwen3moe.gguf";
+  ASSERT_EQ(run_weir("synth --arch qwen3moe --preset tiny --type Q4_K_M -o " + shell_quote(path)).code, 0);
+  const json::Value d = inspect_json(path);
+  const int64_t experts = 2 * 3 * 256 * 256 * 8;
+  EXPECT_EQ(d["n_expert"].as_int(), 8);
+  EXPECT_EQ(d["n_expert_used"].as_int(), 3);
+  EXPECT_EQ(d["n_params_active"].as_int(), d["n_params"].as_int() - experts / 8 * 5);
+  const test::CliResult r = run_weir("inspect " + shell_quote(path));
+  EXPECT_NE(r.out.find("active: 1.84 M parameters a token (1840640; 3 of 8 experts)"), std::string::npos) << r.out;
+}
+
 TEST(InspectCli, RealModel) {
   WEIR_REQUIRE_MODEL(model);
   check_file(model, false, false);

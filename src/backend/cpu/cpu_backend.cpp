@@ -213,7 +213,11 @@ bool CpuBackend::owns(const void* p) const { return owned_.contains(p); }
 bool CpuBackend::supports(const Tensor& t) const {
   switch (t.op) {
     case Op::MulMat:
+    case Op::MulMatId:
     case Op::GetRows: return traits(t.src[0]->dtype).dequantizable;
+    case Op::TopK:
+    case Op::MoeWeights:
+    case Op::MoeSum:
     case Op::RmsNorm:
     case Op::Mul:
     case Op::Add:
@@ -299,7 +303,8 @@ void CpuBackend::plan_node_barriers(Plan& p) const {
 // Multiply-adds of a node, roughly: what its run costs.
 static double node_macs(const Tensor& t) {
   switch (t.op) {
-    case Op::MulMat: return double(t.n_elements()) * double(t.src[0]->ne[0]);
+    case Op::MulMat:
+    case Op::MulMatId: return double(t.n_elements()) * double(t.src[0]->ne[0]);
     case Op::Attention: return 2.0 * double(t.src[0]->n_elements()) * double(t.src[1]->ne[2]);
     default: return double(t.n_elements());
   }
@@ -332,7 +337,8 @@ void CpuBackend::plan(Graph& g) {
     return bool(cpu::qdot_kernels(t.src[0]->dtype)) ? cpu::activation_type(t.src[0]->dtype) : DType::F32;
   };
   auto rounds = [&](const Tensor& t) {
-    return t.op == Op::MulMat && opts_.llama_rounding && cpu::activation_type(t.src[0]->dtype) != DType::F32;
+    return (t.op == Op::MulMat || t.op == Op::MulMatId) && opts_.llama_rounding &&
+           cpu::activation_type(t.src[0]->dtype) != DType::F32;
   };
   using ShadowKey = std::pair<const Tensor*, DType>;
   std::map<ShadowKey, size_t> shadow_of;  // -> index in `extra` and `shadow_x`
@@ -446,6 +452,10 @@ void CpuBackend::run_graph(Graph& g) {
           case Op::Sample: cpu::op_sample(*t, ctx); break;
           case Op::AllReduce: cpu::op_all_reduce(*t, ctx); break;
           case Op::AllGather: cpu::op_all_gather(*t, ctx); break;
+          case Op::TopK: cpu::op_top_k(*t, ctx); break;
+          case Op::MoeWeights: cpu::op_moe_weights(*t, ctx); break;
+          case Op::MulMatId: cpu::op_mul_mat_id(*t, ctx); break;
+          case Op::MoeSum: cpu::op_moe_sum(*t, ctx); break;
           default: throw Error(std::string("cpu backend: no kernel for op ") + op_name(t->op));
         }
       } catch (...) {

@@ -54,6 +54,11 @@ void op_sample(const Tensor& dst, const OpContext& c);
 // The group's collective (t.comm), called by thread 0 alone.
 void op_all_reduce(const Tensor& t, const OpContext& ctx);
 void op_all_gather(const Tensor& t, const OpContext& ctx);
+// Mixture of experts (ops_moe.cpp).
+void op_top_k(const Tensor& dst, const OpContext& c);
+void op_moe_weights(const Tensor& dst, const OpContext& c);
+void op_mul_mat_id(const Tensor& dst, const OpContext& c);
+void op_moe_sum(const Tensor& dst, const OpContext& c);
 // One row of sample (core/graph.h): V logits, params (temperature, top_k,
 // top_p, min_p, u); the token id, or -1 when every logit is -inf or NaN.
 int32_t sample_logits_row(const float* logits, int64_t V, const float* params);
@@ -66,6 +71,7 @@ void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpContext& c);
 
 // Plain single-threaded references for the optimized kernels, kept for tests.
 void ref_mul_mat(const Tensor& dst);
+void ref_mul_mat_id(const Tensor& dst);  // float x: a float64 dot per (slot, token, row)
 void ref_silu_mul(const Tensor& dst);  // a / (1 + expf(-a)) * b
 
 }  // namespace weir::cpu
