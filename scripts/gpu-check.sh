@@ -41,6 +41,9 @@
 #               latency table (NVLink kernel vs NCCL), the tensor-parallel tests,
 #               TP vs one GPU on the selected models (KL, greedy), then weir bench
 #               -ngl 99 on one GPU, --tp 2 (and 4), -sm layer (not run by default)
+#     moe       mixtures of experts (WEIR_GPU_BENCH_MODELS=qwen3-30b-a3b-q4km): weir
+#               bench -ngl 99 and -ngl 0 with every core, the experts' products on
+#               the CPU (not run by default)
 #     mpi       the same as processes: mpirun -np 2 weir run --tp 2 (text against
 #               two threads' run) and weir bench --tp 2, with the host's mpirun and a
 #               weir linked against MPI (WEIR_PACK_MPI=1 --pack-bins) (not run by default)
@@ -247,6 +250,7 @@ all_models=(
   "llama-1b-f16:llama-3.2-1b:llama:F16"
   "qwen2.5-7b-q4km:qwen2.5-7b:qwen2:Q4_K_M:$carry/qwen2-vocab-deepseek-r1.gguf"
   "llama-70b-q4km:llama-3.1-70b:llama:Q4_K_M"
+  "qwen3-30b-a3b-q4km:qwen3-30b-a3b:qwen3moe:Q4_K_M"
 )
 want=${WEIR_GPU_BENCH_MODELS:-}
 selected=()
@@ -410,6 +414,21 @@ if has mpi; then
       echo "  (the same as threads of one process)"
     done
   fi
+fi
+
+if has moe; then
+  # Mixtures of experts: the experts' products on the CPU (all cores), the
+  # rest on the GPU (-ngl 99) or the CPU too (-ngl 0).
+  step "mixture of experts (experts on the CPU)"
+  for m in "${selected[@]}"; do
+    p=$(path_of "${m%%:*}")
+    [ -f "$p" ] || continue
+    "$build/weir" inspect "$p" | tail -2
+    for ngl in 99 0; do
+      TAIL=8 run_logged moe "$log_dir/moe-bench.log" timeout 400 "$build/weir" bench -m "$p" -ngl $ngl -t "$(nproc)" \
+        -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
+    done
+  done
 fi
 
 if has ppl; then

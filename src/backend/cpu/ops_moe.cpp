@@ -182,6 +182,35 @@ void op_mul_mat_id(const Tensor& dst, const OpContext& c) {
   const int64_t R = std::min<int64_t>(N, tokens_avg >= kTileMax ? 64 : 16);
   const int64_t chunks = (N + R - 1) / R;
   const size_t xbytes = quantized_x ? act_row_bytes(W.dtype, K) : size_t(K) * sizeof(float);
+  if (k * T < E) {
+    // Few (slot, token) pairs (decode): an item is a pair's chunk of rows of
+    // its expert, so that only the chosen experts' work is counted out (an
+    // item per expert would mostly be empty ones, each a claim on the
+    // shared counter). Two pairs with the same expert read its rows twice:
+    // rare at this size.
+    for_each_chunk(c, k * T * chunks, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t item = i0; item < i1; ++item) {
+        const int32_t flat = int32_t(item / chunks);
+        const int32_t e = ids.row_ptr<const int32_t>(flat / k)[flat % k];
+        if (e < 0 || e >= E)
+          throw Error("mul_mat_id: expert id " + std::to_string(e) + " outside 0.." + std::to_string(E - 1));
+        const int64_t r0 = (item % chunks) * R, r1 = std::min(N, r0 + R);
+        const uint8_t* w = wbase + size_t(e) * W.nb[2];
+        float* y = y_row(flat);
+        if (quantized_x) {
+          kern.tile(K, w + r0 * ws, ws, int(r1 - r0), x_row(flat), xbytes, 1, y + r0, size_t(r1 - r0));
+        } else {
+          float* wrow = c.scratch->floats(size_t(K));
+          const auto* xf = reinterpret_cast<const float*>(x_row(flat));
+          for (int64_t n = r0; n < r1; ++n) {
+            dequantize_row(W.dtype, w + size_t(n) * ws, wrow, K);
+            y[n] = dot_f32(wrow, xf, K);
+          }
+        }
+      }
+    });
+    return;
+  }
   for_each_chunk(c, E * chunks, 1, [&](int64_t i0, int64_t i1) {
     if (!have_routes) {
       if (std::string err = check_routes(ids, E); !err.empty()) throw Error(err);
