@@ -248,6 +248,33 @@ TEST(SchedulerWaits, FormulaOnAKnownPlacement) {
   EXPECT_EQ(s.sched->stats().host_waits - b0, 2u);  // 1 + one device -> host boundary
 }
 
+// A mixture of experts with every layer on the device but its expert
+// weights on the CPU (-ngl 99 --cpu-moe): the expert products run on the
+// CPU, which waits for each layer's device results on its own queue (an
+// event wait, not the host's), so a decoded token costs the one host wait
+// for its logits and no more; the logits are the CPU's bit for bit.
+TEST(SchedulerWaits, ExpertsOnTheCpuCostNoExtraHostWait) {
+  const auto m = tiny("qwen3moe");
+  const auto prompt = tokens(*m, 40, 3);
+  CpuBackend cpu(kThreads);
+  const auto want = run(*m, cpu, prompt, 4);
+  PlacementRequest r;
+  r.n_gpu_layers = 99;
+  r.overrides.push_back(parse_tensor_override("\\.ffn_(gate|up|down)_exps\\.=CPU"));
+  const ModelPlacement p = place_model(*m, {"CPU", "TEST0"}, r);
+  SCOPED_TRACE(p.summary());
+  Split s = make_split(*m, p, 12);
+  const auto got = run(*m, *s.sched, prompt, 4);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "step " << i;
+  Session session(*m, *s.sched, params());
+  const int32_t t[1] = {3};
+  session.eval(t);
+  session.eval(t);
+  const uint64_t b0 = s.sched->stats().host_waits;
+  session.eval(t);
+  EXPECT_EQ(s.sched->stats().host_waits - b0, 1u);
+}
+
 // One wait left out on purpose: the chaos backend must notice (some step's
 // logits differ from the CPU's), or the tests above prove nothing.
 TEST(SchedulerChaosCatches, AMissingWait) {
