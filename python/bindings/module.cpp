@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,14 @@ class PyModel {
   ~PyModel() { close(); }
 
   void close() {
+    // Generations nobody reads to the end (an abandoned stream) stop now:
+    // the engine's stop() would otherwise finish them first.
+    {
+      std::lock_guard<std::mutex> lk(answers_m_);
+      for (const std::weak_ptr<server::Answer>& w : answers_)
+        if (const std::shared_ptr<server::Answer> a = w.lock()) a->cancel();
+      answers_.clear();
+    }
     if (engine_) engine_->stop();
     engine_.reset();
     session_.reset();
@@ -121,7 +130,11 @@ class PyModel {
     }
     const server::GenerationRequest r = chat ? server::parse_chat_request(j) : server::parse_completion_request(j);
     const server::AnswerContext ctx{*engine_, m.tokenizer(), chat_.get(), path_, n_ctx_};
-    return server::Answer::start(ctx, r);
+    std::shared_ptr<server::Answer> a = server::Answer::start(ctx, r);
+    std::lock_guard<std::mutex> lk(answers_m_);
+    std::erase_if(answers_, [](const std::weak_ptr<server::Answer>& w) { return w.expired(); });
+    answers_.push_back(a);
+    return a;
   }
 
   int64_t n_ctx() const { return n_ctx_; }
@@ -138,6 +151,8 @@ class PyModel {
   std::unique_ptr<tools::BackendChoice> choice_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<server::GenerationEngine> engine_;
+  std::mutex answers_m_;  // start() may run on several Python threads (the GIL released)
+  std::vector<std::weak_ptr<server::Answer>> answers_;
   int64_t n_ctx_ = 0;
   std::string placement_, path_;
 };

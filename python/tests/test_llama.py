@@ -246,6 +246,17 @@ def test_ctrl_c_stops_a_generation(llm):
     assert_both_slots_free(llm)
 
 
+def test_close_stops_an_abandoned_stream(model_path):
+    m = weir.Llama(model_path, n_ctx=2048, n_threads=THREADS)
+    stream = m(PROMPT, max_tokens=1500, temperature=0, ignore_eos=True, stream=True)
+    next(stream)  # started; then nobody reads on
+    t0 = time.monotonic()
+    m.close()
+    assert time.monotonic() - t0 < 2.0  # not the 1,500 tokens' 20 s or more
+    with pytest.raises(ValueError, match="closed"):
+        m(PROMPT)
+
+
 def test_gil_is_released_while_the_engine_runs(llm):
     # A long tokenization and a generation in a second thread; the main
     # thread's loop must keep running meanwhile (with the GIL held by a C++
