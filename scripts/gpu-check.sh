@@ -41,9 +41,9 @@
 #               latency table (NVLink kernel vs NCCL), the tensor-parallel tests,
 #               TP vs one GPU on the selected models (KL, greedy), then weir bench
 #               -ngl 99 on one GPU, --tp 2 (and 4), -sm layer (not run by default)
-#     moe       mixtures of experts (WEIR_GPU_BENCH_MODELS=qwen3-30b-a3b-q4km): weir
-#               bench -ngl 99 and -ngl 0 with every core, the experts' products on
-#               the CPU (not run by default)
+#     moe       mixtures of experts (WEIR_GPU_BENCH_MODELS=qwen3-30b-a3b-q4km): the
+#               expert ops vs the CPU, greedy tokens GPU vs CPU, weir bench -ngl 99,
+#               -ngl 99 --cpu-moe -nopo and -ngl 0 with every core (not run by default)
 #     mpi       the same as processes: mpirun -np 2 weir run --tp 2 (text against
 #               two threads' run) and weir bench --tp 2, with the host's mpirun and a
 #               weir linked against MPI (WEIR_PACK_MPI=1 --pack-bins) (not run by default)
@@ -417,16 +417,22 @@ if has mpi; then
 fi
 
 if has moe; then
-  # Mixtures of experts: the experts' products on the CPU (all cores), the
-  # rest on the GPU (-ngl 99) or the CPU too (-ngl 0).
-  step "mixture of experts (experts on the CPU)"
+  # Mixtures of experts: the GPU's expert ops against the CPU, the models'
+  # greedy tokens GPU vs CPU, then weir bench all on the GPU, with the
+  # experts on the CPU (--cpu-moe, every core) and all on the CPU.
+  step "mixture of experts"
+  TAIL=6 run_logged moe "$log_dir/moe-ops.log" "$build/tests/weir_cuda_tests" --gtest_filter='CudaOps.MixtureOfExperts*'
   for m in "${selected[@]}"; do
     p=$(path_of "${m%%:*}")
     [ -f "$p" ] || continue
     "$build/weir" inspect "$p" | tail -2
-    for ngl in 99 0; do
-      TAIL=8 run_logged moe "$log_dir/moe-bench.log" timeout 400 "$build/weir" bench -m "$p" -ngl $ngl -t "$(nproc)" \
+    WEIR_GPU_COMPARE_MODELS=$p TAIL=8 run_logged moe "$log_dir/moe-compare.log" timeout 300 \
+      "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels'
+    for flags in "-ngl 99" "-ngl 99 --cpu-moe -nopo" "-ngl 0"; do
+      # shellcheck disable=SC2086
+      TAIL=8 run_logged moe "$log_dir/moe-bench.log" timeout 400 "$build/weir" bench -m "$p" $flags -t "$(nproc)" \
         -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
+      echo "  ($flags)"
     done
   done
 fi

@@ -85,14 +85,19 @@ class PyModel {
 
   void close() {
     // Generations nobody reads to the end (an abandoned stream) stop now:
-    // the engine's stop() would otherwise finish them first.
+    // the engine's stop() would otherwise finish them first. Answers that
+    // outlive the engine (a stream object Python still holds) then leave
+    // it alone.
+    std::vector<std::shared_ptr<server::Answer>> live;
     {
       std::lock_guard<std::mutex> lk(answers_m_);
       for (const std::weak_ptr<server::Answer>& w : answers_)
-        if (const std::shared_ptr<server::Answer> a = w.lock()) a->cancel();
+        if (std::shared_ptr<server::Answer> a = w.lock()) live.push_back(std::move(a));
       answers_.clear();
     }
+    for (const auto& a : live) a->cancel();
     if (engine_) engine_->stop();
+    for (const auto& a : live) a->detach();
     engine_.reset();
     session_.reset();
     choice_.reset();  // its own order: the loaded weights before the backends

@@ -255,6 +255,15 @@ def test_close_stops_an_abandoned_stream(model_path):
     assert time.monotonic() - t0 < 2.0  # not the 1,500 tokens' 20 s or more
     with pytest.raises(ValueError, match="closed"):
         m(PROMPT)
+    # The stream outlives its engine: it ends, and dropping it touches
+    # nothing freed (this crashed the heap before answers were detached).
+    t0 = time.monotonic()
+    list(stream)
+    del stream
+    import gc
+
+    gc.collect()
+    assert time.monotonic() - t0 < 2.0
 
 
 def test_gil_is_released_while_the_engine_runs(llm):

@@ -25,6 +25,7 @@ const Tensor* pinning_weight(const Tensor& n, const AssignRules& rules) {
   const Tensor* w = nullptr;
   switch (n.op) {
     case Op::MulMat:
+    case Op::MulMatId:  // a mixture's experts: where their weights are (--cpu-moe: the CPU)
     case Op::GetRows: w = n.src[0]; break;
     case Op::Mul:
     case Op::Add: w = n.src[1]; break;
@@ -83,7 +84,7 @@ Assignment assign_backends(const Graph& g, const AssignRules& rules) {
     }
     if (const Tensor* w = pinning_weight(t, rules)) {
       const int home = rules.weight_home(t, *w);
-      if (t.op == Op::MulMat && !is_device(home) && offloads(t, rules)) {
+      if ((t.op == Op::MulMat || t.op == Op::MulMatId) && !is_device(home) && offloads(t, rules)) {
         mine = rules.offload_backend;
         a.streamed[size_t(t.id)] = true;
       } else {

@@ -131,10 +131,18 @@ Answer::~Answer() {
     std::lock_guard<std::mutex> lk(pr_->m);
     done = pr_->done;
   }
-  if (!done) engine_->cancel(id_);
+  if (!done) cancel();
 }
 
-void Answer::cancel() { engine_->cancel(id_); }
+void Answer::cancel() {
+  std::lock_guard<std::mutex> lk(engine_m_);
+  if (engine_) engine_->cancel(id_);
+}
+
+void Answer::detach() {
+  std::lock_guard<std::mutex> lk(engine_m_);
+  engine_ = nullptr;
+}
 
 bool Answer::wait_done(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lk(pr_->m);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,13 +58,17 @@ class Answer {
 
   // Stops the generation (a client gone, Ctrl-C); idempotent.
   void cancel();
+  // The engine is going away before this answer: cancel() and the
+  // destructor leave it alone from now on (any thread).
+  void detach();
   uint64_t job_id() const { return id_; }
 
   struct Progress;
 
  private:
   Answer() = default;
-  GenerationEngine* engine_ = nullptr;
+  std::mutex engine_m_;
+  GenerationEngine* engine_ = nullptr;  // null once detached
   std::shared_ptr<Progress> pr_;
   ResponseHead head_;
   uint64_t id_ = 0;

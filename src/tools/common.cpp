@@ -220,12 +220,10 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   PlacementRequest req;
   req.n_gpu_layers = f.n_gpu_layers;
   req.split = f.tensor_split;
-  // Expert weights on the CPU: as asked, and always for now where a GPU
-  // would get them (the CUDA backend has no expert kernels yet). After the
-  // user's -ot rules: the first rule that matches a tensor decides.
+  // Expert weights on the CPU as --cpu-moe / --n-cpu-moe ask, after the
+  // user's -ot rules (the first rule that matches a tensor decides).
   for (const std::string& o : f.overrides) req.overrides.push_back(parse_tensor_override(o));
-  const bool gpu_layers = f.n_gpu_layers > 0;
-  for (const std::string& o : cpu_expert_overrides(m, f.cpu_moe || gpu_layers, f.n_cpu_moe))
+  for (const std::string& o : cpu_expert_overrides(m, f.cpu_moe, f.n_cpu_moe))
     req.overrides.push_back(parse_tensor_override(o));
   std::string why;
   const auto gpus = cuda_devices(&why);

@@ -6,6 +6,7 @@
 // replay a recorded CUDA graph, and must follow new inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -280,6 +281,61 @@ TEST_F(CudaOps, GetRowsEveryType) {
     };
     EXPECT_EQ(compare(b, {{"ids", ints({3, 0, 49, 3, 17})}}), 0.0) << dtype_name(wt);  // bit for bit
   }
+}
+
+// Mixture of experts: top_k and the routing weights, mul_mat_id of several
+// weight types (a shared and a per-slot input, decode and prefill token
+// counts), moe_sum, and a whole expert FFN as the model builds it.
+TEST_F(CudaOps, MixtureOfExpertsOps) {
+  const int64_t E = 8, k = 3, K = 256, N = 40;
+  for (int64_t T : {1, 13}) {
+    std::vector<float> logits = randn(size_t(E * T), 11, 2.0f);
+    logits[3] = logits[5];  // a tie: the lower index first
+    std::vector<int32_t> ids(size_t(k * T));
+    std::mt19937 rng{uint32_t(T)};
+    for (int64_t t = 0; t < T; ++t) {  // k distinct experts a token
+      std::vector<int32_t> e(static_cast<size_t>(E));
+      for (int32_t i = 0; i < E; ++i) e[size_t(i)] = i;
+      std::shuffle(e.begin(), e.end(), rng);
+      for (int64_t j = 0; j < k; ++j) ids[size_t(t * k + j)] = e[size_t(j)];
+    }
+    const Inputs in = {{"logits", floats(logits)}, {"ids", ints(ids)}, {"x", floats(randn(size_t(K * T), 12))},
+                       {"xs", floats(randn(size_t(K * k * T), 13))}, {"y", floats(randn(size_t(N * k * T), 14))},
+                       {"w", floats(randn(size_t(k * T), 15))}};
+    auto L = [&](Graph& g) { return g.input(DType::F32, {E, T}, "logits"); };
+    auto I = [&](Graph& g) { return g.input(DType::I32, {k, T}, "ids"); };
+    const Builder topk = [&](Graph& g) { return g.top_k(L(g), int(k)); };
+    EXPECT_EQ(run_on(*gpu_, topk, in, 3), run_on(*cpu_, topk, in)) << "top_k, T " << T;
+    for (bool norm : {false, true})
+      EXPECT_LT(compare([&](Graph& g) { return g.moe_weights(L(g), I(g), norm); }, in), 1e-6) << "T " << T;
+    EXPECT_LT(compare([&](Graph& g) {
+                return g.moe_sum(g.input(DType::F32, {N, k, T}, "y"), g.input(DType::F32, {k, T}, "w"));
+              }, in), 1e-6) << "T " << T;
+    for (DType wt : {DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+      const auto w = random_weights(wt, K, N * E, 16);
+      auto W = [&](Graph& g) { return g.external(wt, {K, N, E}, const_cast<uint8_t*>(w.data()), "experts"); };
+      EXPECT_LT(compare([&](Graph& g) { return g.mul_mat_id(W(g), g.input(DType::F32, {K, 1, T}, "x"), I(g)); }, in),
+                1e-5) << dtype_name(wt) << " shared x, T " << T;
+      EXPECT_LT(compare([&](Graph& g) { return g.mul_mat_id(W(g), g.input(DType::F32, {K, k, T}, "xs"), I(g)); }, in),
+                1e-5) << dtype_name(wt) << " a slot's own x, T " << T;
+    }
+  }
+  // The FFN of a layer: router, top-k, weights, gate/up, GLU, down, sum.
+  const int64_t T = 5, F = 64;
+  const auto router = random_weights(DType::F32, K, E, 21), gate = random_weights(DType::Q4_K, K, F * E, 22),
+             up = random_weights(DType::Q4_K, K, F * E, 23), down = random_weights(DType::Q8_0, F, K * E, 24);
+  const Builder ffn = [&](Graph& g) {
+    Tensor* h = g.input(DType::F32, {K, T}, "h");
+    Tensor* logits = g.mul_mat(g.external(DType::F32, {K, E}, const_cast<uint8_t*>(router.data()), "router"), h);
+    Tensor* ids = g.top_k(logits, int(k));
+    Tensor* w = g.moe_weights(logits, ids, true);
+    Tensor* x = g.reshape(h, {K, 1, T});
+    Tensor* par = g.silu_mul(
+        g.mul_mat_id(g.external(DType::Q4_K, {K, F, E}, const_cast<uint8_t*>(gate.data()), "gate"), x, ids),
+        g.mul_mat_id(g.external(DType::Q4_K, {K, F, E}, const_cast<uint8_t*>(up.data()), "up"), x, ids));
+    return g.moe_sum(g.mul_mat_id(g.external(DType::Q8_0, {F, K, E}, const_cast<uint8_t*>(down.data()), "down"), par, ids), w);
+  };
+  EXPECT_LT(compare(ffn, {{"h", floats(randn(size_t(K * T), 25))}}), 1e-4);
 }
 
 TEST_F(CudaOps, ElementwiseOps) {

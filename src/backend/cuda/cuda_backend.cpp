@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch_plan.h"
+#include "backend/cuda/moe_ops.h"
 #include "backend/cuda/pdl.h"
 #include "core/collective.h"
 #include "core/error.h"
@@ -221,6 +222,10 @@ bool CudaBackend::supports(const Tensor& t) const {
   switch (t.op) {
     case Op::MulMat:
     case Op::GetRows: return traits(t.src[0]->dtype).dequantizable;
+    case Op::MulMatId: return mul_mat_id_supported(t);
+    case Op::TopK: return t.src[0]->ne[0] < (int64_t(1) << 30);
+    case Op::MoeWeights: return t.ne[0] <= 32;
+    case Op::MoeSum:
     case Op::RmsNorm:
     case Op::Mul:
     case Op::Add:
@@ -473,6 +478,10 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       case Op::Rope: op_rope(*t, c); break;
       case Op::Attention: op_attention(*t, c); break;
       case Op::Sample: op_sample(*t, c); break;
+      case Op::TopK: op_top_k(*t, c); break;
+      case Op::MoeWeights: op_moe_weights(*t, c); break;
+      case Op::MulMatId: op_mul_mat_id(*t, c); break;
+      case Op::MoeSum: op_moe_sum(*t, c); break;
       // The group's collectives, queued on this stream (recorded with the
       // rest of the graph): core/collective.h, comm/gpu_comm.h.
       case Op::AllReduce:
