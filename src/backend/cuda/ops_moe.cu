@@ -77,7 +77,7 @@ __global__ void moe_weights_kernel(Rows logits, int64_t E, const int32_t* ids, i
   if (lane < k) w[t * k + lane] = wj;
 }
 
-// y [N, k, T] (contiguous) += nothing: y[:, j, t] = W[:, :, ids[j, t]] x[:, j', t].
+// y [N, k, T] (contiguous): y[:, j, t] = W[:, :, ids[j, t]] x[:, j', t].
 // Block: kWarpsPerBlock warps, each `rows` rows of one pair (blockIdx.y).
 template <DType WT>
 __global__ void mul_mat_id_kernel(const uint8_t* w, size_t w_row, size_t w_expert, int64_t E, Rows x,
