@@ -59,7 +59,7 @@ class PyModel {
       }
     }
     const int ngl = o.n_gpu_layers < 0 ? 1 << 20 : o.n_gpu_layers;
-    const DType kv_type = ngl > 0 ? DType::F16 : DType::F32;  // as weir serve: the GPU kernels' type, the CPU's fastest
+    const DType kv_type = tools::serving_kv_type(ngl);  // as weir serve's
     tools::BackendFlags bf;
     bf.n_gpu_layers = ngl;
     bf.threads = threads;

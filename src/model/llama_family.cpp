@@ -122,7 +122,6 @@ class LlamaFamily final : public Model {
     Tensor* x = g.get_rows(leaf(g, *tok_embd_), fg.tokens);  // [E, T]
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
-      const Range ff = h.n_expert > 0 ? Range{0, h.n_ff_exp} : shard_ffn(h.n_ff, L.down->dtype, tp);
       Tensor* cur = norm(x, L.attn_norm);
       Tensor* q = g.reshape(linear_rows(L.wq, L.bq, cur, hs.q0 * Dk, (hs.q0 + Hq) * Dk), {Dk, Hq, T});
       Tensor* k = g.reshape(linear_rows(L.wk, L.bk, cur, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk), {Dk, Hkv, T});
@@ -148,6 +147,7 @@ class LlamaFamily final : public Model {
         x = g.add(expert_ffn(g, L, cur), x);
         continue;
       }
+      const Range ff = shard_ffn(h.n_ff, L.down->dtype, tp);
       cur = g.silu_mul(g.mul_mat(leaf_rows(g, *L.gate, ff.begin, ff.end), cur),
                        g.mul_mat(leaf_rows(g, *L.up, ff.begin, ff.end), cur));  // [F, T]
       x = g.add(reduce(g.mul_mat(leaf_cols(g, *L.down, ff.begin, ff.end), cur)), x);

@@ -84,18 +84,28 @@ std::string model_description(const GGUFFile& f) {
   return arch + " " + size + " " + type;
 }
 
+ExpertShare expert_share(const GGUFFile& f) {
+  const std::string arch(f.get_str_or("general.architecture", ""));
+  if (arch.empty()) return {};
+  ExpertShare s{f.get_uint_or(arch + ".expert_count", 0), f.get_uint_or(arch + ".expert_used_count", 0)};
+  if (s.n_expert == 0 || s.n_used == 0 || s.n_used > s.n_expert) return {};
+  return s;
+}
+
+bool ExpertShare::is_expert(const GGUFTensorInfo& t) const {
+  return n_expert > 0 && std::string_view(t.name).find("_exps.") != std::string_view::npos;
+}
+
 uint64_t decode_weight_bytes(const GGUFFile& f) {
   const bool tied = f.find_tensor("output.weight") == nullptr;
-  const std::string arch(f.get_str_or("general.architecture", ""));
-  const uint64_t n_expert = arch.empty() ? 0 : f.get_uint_or(arch + ".expert_count", 0);
-  const uint64_t n_used = arch.empty() ? 0 : f.get_uint_or(arch + ".expert_used_count", 0);
+  const ExpertShare experts = expert_share(f);
   uint64_t n = 0;
   for (const auto& t : f.tensors()) {
     if (t.name == "token_embd.weight") {
       const uint64_t row = row_bytes(t.dtype, t.ne[0]);
       n += tied ? t.nbytes + row : row;
-    } else if (n_expert > 0 && n_used <= n_expert && std::string_view(t.name).find("_exps.") != std::string_view::npos) {
-      n += t.nbytes / n_expert * n_used;  // the chosen experts' matrices
+    } else if (experts.is_expert(t)) {
+      n += experts.used(t.nbytes);  // the chosen experts' matrices
     } else {
       n += t.nbytes;
     }

@@ -20,6 +20,16 @@ const char* file_type_description(uint32_t file_type);
 // llama.cpp does (" (guessed)").
 std::string model_description(const GGUFFile& f);
 
+// A mixture of experts' share of its expert tensors (blk.N.ffn_*_exps)
+// that one token uses: expert_used_count of expert_count. Dense models and
+// files whose counts make no sense: no experts (every tensor used whole).
+struct ExpertShare {
+  uint64_t n_expert = 0, n_used = 0;
+  bool is_expert(const GGUFTensorInfo& t) const;
+  uint64_t used(uint64_t whole) const { return whole / n_expert * n_used; }  // of an expert tensor
+};
+ExpertShare expert_share(const GGUFFile& f);
+
 // Weight bytes one decoded token reads: every tensor in full, except the
 // token embedding, whose lookup reads one row; when the output projection is
 // tied to it (no output.weight), the projection reads it in full; of a

@@ -22,9 +22,6 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(error_json(e).dump(), "application/json");
 }
 
-int64_t now_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 

@@ -34,9 +34,6 @@ std::string new_id(const char* prefix) {
   return buf;
 }
 
-int64_t now_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std::shared_ptr<Answer::Progress>& pr,
              const Tokenizer& tok) {

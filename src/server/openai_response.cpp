@@ -1,8 +1,14 @@
 #include "server/openai_response.h"
 
+#include <chrono>
+
 namespace weir::server {
 
 using nlohmann::json;
+
+int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 namespace {
 

@@ -25,6 +25,9 @@ struct ResponseHead {
   std::string model;
 };
 
+// Seconds since the epoch: the `created` of response objects.
+int64_t now_seconds();
+
 nlohmann::json usage_json(const Usage& u);
 // A whole answer. finish_reason: "stop" or "length".
 nlohmann::json chat_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,

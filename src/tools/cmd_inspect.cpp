@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "model/model_desc.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
@@ -263,9 +264,8 @@ struct DTypeStats {
 struct Summary {
   std::vector<std::pair<DType, DTypeStats>> by_dtype;  // by dtype id
   uint64_t params = 0, bytes = 0;
-  // A mixture of experts: the parameters and bytes one token uses (each
-  // expert tensor's share expert_used_count / expert_count).
-  uint64_t n_expert = 0, n_expert_used = 0;
+  // A mixture of experts: the parameters and bytes one token uses.
+  ExpertShare experts;
   uint64_t active_params = 0, active_bytes = 0;
   double bpw() const { return params ? 8.0 * double(bytes) / double(params) : 0.0; }
 };
@@ -273,10 +273,7 @@ struct Summary {
 Summary summarize(const GGUFFile& f) {
   std::map<uint32_t, DTypeStats> m;
   Summary s;
-  const std::string arch(f.get_str_or("general.architecture", ""));
-  s.n_expert = arch.empty() ? 0 : f.get_uint_or(arch + ".expert_count", 0);
-  s.n_expert_used = arch.empty() ? 0 : f.get_uint_or(arch + ".expert_used_count", 0);
-  const bool moe = s.n_expert > 0 && s.n_expert_used > 0 && s.n_expert_used <= s.n_expert;
+  s.experts = expert_share(f);
   for (const GGUFTensorInfo& t : f.tensors()) {
     DTypeStats& d = m[uint32_t(t.dtype)];
     d.count += 1;
@@ -284,11 +281,10 @@ Summary summarize(const GGUFFile& f) {
     d.bytes += t.nbytes;
     s.params += uint64_t(t.n_elements());
     s.bytes += t.nbytes;
-    const bool expert = moe && std::string_view(t.name).find("_exps.") != std::string_view::npos;
-    s.active_params += expert ? uint64_t(t.n_elements()) / s.n_expert * s.n_expert_used : uint64_t(t.n_elements());
-    s.active_bytes += expert ? t.nbytes / s.n_expert * s.n_expert_used : t.nbytes;
+    const bool expert = s.experts.is_expert(t);
+    s.active_params += expert ? s.experts.used(uint64_t(t.n_elements())) : uint64_t(t.n_elements());
+    s.active_bytes += expert ? s.experts.used(t.nbytes) : t.nbytes;
   }
-  if (!moe) s.n_expert = s.n_expert_used = 0;
   for (const auto& [id, st] : m) s.by_dtype.emplace_back(DType(id), st);
   return s;
 }
@@ -361,9 +357,9 @@ std::string text_report(const GGUFFile& f, bool all) {
   out += "\ntotal: " + std::to_string(f.tensors().size()) + " tensors, " + human_count(s.params) + " parameters (" +
          std::to_string(s.params) + "), " + human_bytes(s.bytes) + " of tensor data, " + bpw_text(s.bytes, s.params) +
          " bits per weight\n";
-  if (s.n_expert)
+  if (s.experts.n_expert)
     out += "active: " + human_count(s.active_params) + " parameters a token (" + std::to_string(s.active_params) +
-           "; " + std::to_string(s.n_expert_used) + " of " + std::to_string(s.n_expert) + " experts), " +
+           "; " + std::to_string(s.experts.n_used) + " of " + std::to_string(s.experts.n_expert) + " experts), " +
            human_bytes(s.active_bytes) + " of weights\n";
   return out;
 }
@@ -415,10 +411,10 @@ std::string json_report(const GGUFFile& f, bool all) {
   }
   out += first ? "}" : "\n  }";
   out += ",\n  \"n_params\": " + std::to_string(s.params);
-  if (s.n_expert)
+  if (s.experts.n_expert)
     out += ",\n  \"n_params_active\": " + std::to_string(s.active_params) + ",\n  \"active_bytes\": " +
-           std::to_string(s.active_bytes) + ",\n  \"n_expert\": " + std::to_string(s.n_expert) +
-           ",\n  \"n_expert_used\": " + std::to_string(s.n_expert_used);
+           std::to_string(s.active_bytes) + ",\n  \"n_expert\": " + std::to_string(s.experts.n_expert) +
+           ",\n  \"n_expert_used\": " + std::to_string(s.experts.n_used);
   out += ",\n  \"tensor_bytes\": " + std::to_string(s.bytes);
   out += ",\n  \"bits_per_weight\": " + (s.params ? fmt("%.4f", s.bpw()) : std::string("null"));
   out += "\n}\n";

@@ -371,6 +371,8 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   return c;
 }
 
+DType serving_kv_type(int n_gpu_layers) { return n_gpu_layers > 0 ? DType::F16 : DType::F32; }
+
 std::vector<std::string> cpu_expert_overrides(const Model& m, bool cpu_moe, int n_cpu_moe) {
   if (m.hparams().n_expert == 0) return {};
   if (cpu_moe) return {"\\.ffn_(gate|up|down)_exps\\.=CPU"};

@@ -133,6 +133,11 @@ std::function<void(const LoadProgress&)> load_progress_bar();
 // Whether any layer goes to a GPU with these flags.
 bool wants_gpu(const Model& m, int n_gpu_layers);
 
+// The KV cache type a server-style session takes by default: F16 where
+// layers run on a GPU (its attention kernels' type), F32 on the CPU (faster
+// there).
+DType serving_kv_type(int n_gpu_layers);
+
 // A Session on this backend; memory the KV cache cannot get is an error that
 // says how much the context (--ctx-size) asked for and to lower it. Sets p.stop to the stop
 // flag (signals.h).

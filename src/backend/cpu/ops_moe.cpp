@@ -56,8 +56,7 @@ void build_routes(const Tensor& ids, int64_t E, Routes* r) {
   }
   for (int64_t e = 0; e < E; ++e) r->offset[size_t(e) + 1] += r->offset[size_t(e)];
   r->rows.resize(size_t(k * T));
-  std::vector<int32_t>& fill = r->offset;  // advanced per expert, then restored
-  std::vector<int32_t> next(fill.begin(), fill.end() - 1);
+  std::vector<int32_t> next(r->offset.begin(), r->offset.end() - 1);  // each expert's next free place
   for (int64_t t = 0; t < T; ++t) {
     const int32_t* id = ids.row_ptr<const int32_t>(t);
     for (int64_t j = 0; j < k; ++j) r->rows[size_t(next[size_t(id[j])]++)] = int32_t(j + k * t);

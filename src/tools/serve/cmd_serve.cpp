@@ -48,9 +48,9 @@ int cmd_serve(int argc, char** argv) {
   if (parallel < 1 || parallel > 256) throw UsageError("--parallel: expected 1 to 256, got " + std::to_string(parallel));
   if (n_ctx < 16) throw UsageError("--ctx-size: expected at least 16 cells, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
-  if (ctk.empty()) ctk = ngl > 0 ? "f16" : "f32";
-  if (ctk != "f16" && ctk != "f32") throw UsageError("--cache-type-k: expected f16 or f32, got '" + ctk + "'");
-  const DType kv_type = ctk == "f16" ? DType::F16 : DType::F32;
+  if (!ctk.empty() && ctk != "f16" && ctk != "f32")
+    throw UsageError("--cache-type-k: expected f16 or f32, got '" + ctk + "'");
+  const DType kv_type = ctk.empty() ? serving_kv_type(ngl) : ctk == "f16" ? DType::F16 : DType::F32;
   if (kept < 0) throw UsageError("--cache-prompts: expected 0 or more, got " + std::to_string(kept));
   if (queue < 0) throw UsageError("--queue: expected 0 or more, got " + std::to_string(queue));
 
