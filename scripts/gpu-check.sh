@@ -43,7 +43,8 @@
 #               -ngl 99 on one GPU, --tp 2 (and 4), -sm layer (not run by default)
 #     moe       mixtures of experts (WEIR_GPU_BENCH_MODELS=qwen3-30b-a3b-q4km): the
 #               expert ops vs the CPU, greedy tokens GPU vs CPU, weir bench -ngl 99,
-#               -ngl 99 --cpu-moe -nopo and -ngl 0 with every core (not run by default)
+#               -ngl 99 --cpu-moe -nopo and -ngl 0 with every core (WEIR_GPU_MOE_FLAGS: those
+#               flag sets, ';'-separated) (not run by default)
 #     mpi       the same as processes: mpirun -np 2 weir run --tp 2 (text against
 #               two threads' run) and weir bench --tp 2, with the host's mpirun and a
 #               weir linked against MPI (WEIR_PACK_MPI=1 --pack-bins) (not run by default)
@@ -77,7 +78,8 @@
 #               reference logits and tokens, vs the float64 forward pass) and
 #               CudaModel.RepeatsBitForBit
 # Environment: WEIR_GPU_BENCH_MODELS (space-separated names from the list
-# below) narrows the models; OUT, when set, receives the logs.
+# below) narrows the models (default: all but the big ones: 70B and the
+# mixtures of experts, taken only when named); OUT, when set, receives the logs.
 #
 # The real model (253 MB) does not fit one call's 64 MiB of carried files:
 #   scripts/gpu-check.sh --pack-model [FILE]   splits FILE (default: the one
@@ -251,12 +253,16 @@ all_models=(
   "qwen2.5-7b-q4km:qwen2.5-7b:qwen2:Q4_K_M:$carry/qwen2-vocab-deepseek-r1.gguf"
   "llama-70b-q4km:llama-3.1-70b:llama:Q4_K_M"
   "qwen3-30b-a3b-q4km:qwen3-30b-a3b:qwen3moe:Q4_K_M"
+  "mixtral-8x7b-q4km:mixtral-8x7b:llama:Q4_K_M"
 )
 want=${WEIR_GPU_BENCH_MODELS:-}
 selected=()
 for m in "${all_models[@]}"; do
   name=${m%%:*}
-  if [ -z "$want" ] || [[ " $want " == *" $name "* ]]; then selected+=("$m"); fi
+  # The big ones (70B, the mixtures of experts: 18-40 GB each; together
+  # more than the hosts' disk) only when named.
+  case $name in llama-70b-* | qwen3-30b-* | mixtral-*) big=1 ;; *) big=0 ;; esac
+  if { [ -z "$want" ] && [ $big = 0 ]; } || [[ " $want " == *" $name "* ]]; then selected+=("$m"); fi
 done
 path_of() { echo "$models/$1.gguf"; }
 
@@ -421,14 +427,16 @@ if has moe; then
   # greedy tokens GPU vs CPU, then weir bench all on the GPU, with the
   # experts on the CPU (--cpu-moe, every core) and all on the CPU.
   step "mixture of experts"
-  TAIL=6 run_logged moe "$log_dir/moe-ops.log" "$build/tests/weir_cuda_tests" --gtest_filter='CudaOps.MixtureOfExperts*'
+  TAIL=6 run_logged moe "$log_dir/moe-ops.log" "$build/tests/weir_cuda_tests" \
+    --gtest_filter='CudaOps.MixtureOfExperts*:CudaOps.Expert*'
   for m in "${selected[@]}"; do
     p=$(path_of "${m%%:*}")
     [ -f "$p" ] || continue
     "$build/weir" inspect "$p" | tail -2
     WEIR_GPU_COMPARE_MODELS=$p TAIL=8 run_logged moe "$log_dir/moe-compare.log" timeout 300 \
       "$build/tests/weir_cuda_tests" --gtest_filter='CudaModel.ListedModels'
-    for flags in "-ngl 99" "-ngl 99 --cpu-moe -nopo" "-ngl 0"; do
+    IFS=';' read -r -a moe_flags <<< "${WEIR_GPU_MOE_FLAGS:--ngl 99;-ngl 99 --cpu-moe -nopo;-ngl 0}"
+    for flags in "${moe_flags[@]}"; do
       # shellcheck disable=SC2086
       TAIL=8 run_logged moe "$log_dir/moe-bench.log" timeout 400 "$build/weir" bench -m "$p" $flags -t "$(nproc)" \
         -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"

@@ -26,6 +26,7 @@ struct CudaOptions {
   bool row_jobs = true;    // WEIR_CUDA_ROW_JOBS: the q/k/v launch ropes and writes the KV cache itself
   bool tile_group = true;  // WEIR_CUDA_TILE_GROUP: tile products on the same x in one launch
   bool vec_group = true;   // WEIR_CUDA_VEC_GROUP: float decode products on the same x in one launch
+  bool moe_fuse = true;    // WEIR_CUDA_MOE_FUSE: experts' routing, GLU and sum in the launches around them
 
   // Kernel choices and tuning.
   bool pdl = true;             // WEIR_CUDA_PDL: programmatic dependent launch (Hopper and later)

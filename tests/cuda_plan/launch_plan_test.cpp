@@ -81,11 +81,11 @@ TEST_P(LaunchPlanTest, EachFusionSavesItsLaunchesAndKeepsThePromise) {
   // Each fusion off costs launches, never saves any; all off costs the
   // most, and no plan breaks its promise.
   CudaOptions none;
-  none.glu_fuse = none.norm_fold = none.row_jobs = none.tile_group = none.vec_group = false;
+  none.glu_fuse = none.norm_fold = none.row_jobs = none.tile_group = none.vec_group = none.moe_fuse = false;
   size_t most = 0;
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < 5; ++k) {
     CudaOptions o;
-    (k == 0 ? o.glu_fuse : k == 1 ? o.norm_fold : k == 2 ? o.row_jobs : o.vec_group) = false;
+    (k == 0 ? o.glu_fuse : k == 1 ? o.norm_fold : k == 2 ? o.row_jobs : k == 3 ? o.vec_group : o.moe_fuse) = false;
     LaunchPlan q = plan_launches(*s.fg.graph, o);
     EXPECT_GE(q.launches(), fused) << "knob " << k;
     most = std::max(most, q.launches());
@@ -99,7 +99,8 @@ TEST_P(LaunchPlanTest, EachFusionSavesItsLaunchesAndKeepsThePromise) {
 INSTANTIATE_TEST_SUITE_P(Archs, LaunchPlanTest,
                          ::testing::Values(Case{"llama", FileType::Q4_K_M}, Case{"llama", FileType::Q8_0},
                                            Case{"llama", FileType::MOSTLY_F16}, Case{"qwen2", FileType::Q4_0},
-                                           Case{"qwen3", FileType::Q4_K_M}, Case{"gemma3", FileType::Q8_0}),
+                                           Case{"qwen3", FileType::Q4_K_M}, Case{"gemma3", FileType::Q8_0},
+                                           Case{"qwen3moe", FileType::Q4_K_M}, Case{"qwen3moe", FileType::Q8_0}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.arch) + "_" + file_type_name(info.param.ft);
                            for (char& ch : n)
@@ -132,6 +133,34 @@ TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
   EXPECT_EQ(glu, s.layers()) << "the GLU in the gate/up launch";
   EXPECT_EQ(jobs, s.layers()) << "rope and cache writes run by the q/k/v launch";
   EXPECT_GE(folds, s.layers()) << "residual norms folded into the products";
+}
+
+// A mixture-of-experts layer: the routing in one launch, gate/up with the
+// GLU handing 8-bit blocks to down, and for decode down with the weighted
+// sum; the promise kept, decode and prefill.
+TEST(LaunchPlan, ExpertLaunchesOfAQwen3MoeLayer) {
+  for (int64_t T : {1, 40}) {
+    Step s("qwen3moe", FileType::Q4_K_M, T);
+    LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+    std::map<LaunchPlan::Moe, int> n;
+    for (size_t i = 0; i < p.nodes.size(); i += p.span(i)) ++n[p.moe[i]];
+    EXPECT_EQ(n[LaunchPlan::Moe::Route], s.layers()) << "T " << T;
+    EXPECT_EQ(n[LaunchPlan::Moe::ExpertGlu], s.layers()) << "T " << T;
+    // Prefill: 120 pairs take the sorted tiles, but for the last layer's
+    // FFN, which runs on the one token whose logits are asked for.
+    EXPECT_EQ(n[LaunchPlan::Moe::DownSum], T == 1 ? s.layers() : 1) << "T " << T;
+    int handed = 0;
+    for (size_t i = 0; i < p.nodes.size(); ++i) handed += p.x_handed[i] && p.nodes[i]->op == Op::MulMatId;
+    EXPECT_EQ(handed, s.layers()) << "down reads the GLU's 8-bit blocks";
+    int shared = 0;
+    for (size_t i = 0; i < p.nodes.size(); ++i) shared += p.moe[i] == LaunchPlan::Moe::ExpertGlu && p.x_quantized[i];
+    EXPECT_EQ(shared, s.layers()) << "the FFN norm's launch writes gate/up's 8-bit x";
+    check_placed(*s.fg.graph, p);
+    CudaOptions off;
+    off.moe_fuse = false;
+    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(),
+              p.launches() + size_t(3 * s.layers() + n[LaunchPlan::Moe::DownSum]));
+  }
 }
 
 // Prefill (the tile kernels, cuBLAS): fewer launches than nodes, and the

@@ -388,6 +388,8 @@ void CudaBackend::plan(Graph& g) {
   for (size_t i = 0; i < plan->nodes.size(); ++i)
     if (plan->glu[i] && mul_mat_quantizes_x(*plan->nodes[i]))
       hand = std::max(hand, glu_hand_bytes(*plan->nodes[i + 2]));
+    else if (plan->moe[i] == LaunchPlan::Moe::ExpertGlu)
+      hand = std::max(hand, expert_glu_hand_bytes(*plan->nodes[i + 2]));
   if (hand) ensure(&hand_, &hand_bytes_, hand);
   // Collectives make their device buffers now: none may be made while the
   // graph is recorded.
@@ -438,6 +440,16 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
     c.x_handed = p.x_handed[i];
     c.fold_eps = c.x_folded ? p.nodes[size_t(p.fold_from[i]) + 2]->fparams[0] : 0.0f;
     c.fold_product = c.x_folded ? p.nodes[size_t(p.fold_from[i])] : nullptr;
+    switch (p.moe[i]) {
+      case LaunchPlan::Moe::None: break;
+      case LaunchPlan::Moe::Route: op_route(*t, *p.nodes[i + 1], c); break;
+      case LaunchPlan::Moe::ExpertGlu: op_expert_glu(*t, *p.nodes[i + 1], *p.nodes[i + 2], c); break;
+      case LaunchPlan::Moe::DownSum: op_expert_down_sum(*t, *p.nodes[i + 1], c); break;
+    }
+    if (p.moe[i] != LaunchPlan::Moe::None) {
+      i += p.span(i) - 1;
+      continue;
+    }
     if (p.glu[i]) {
       op_mul_mat_glu(*t, *p.nodes[i + 1], *p.nodes[i + 2], c);
       i += 2;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/moe_ops.h"
 #include "core/error.h"
 
 namespace weir::cuda {
@@ -13,6 +14,7 @@ size_t scratch_for(const Tensor& t, const CudaOptions& o) {
     case Op::MulMat: return mul_mat_scratch_bytes(t, o);
     case Op::Attention: return attention_scratch_bytes(t, o);
     case Op::Sample: return sample_scratch_bytes(t);
+    case Op::MulMatId: return expert_scratch_bytes(t);
     default: return 0;
   }
 }
@@ -21,6 +23,7 @@ void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers);
 void plan_norm_folds(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_row_jobs(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_glu(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
+void plan_moe(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 
 // Kernels that can run as one: an rms_norm whose only reader is the mul
 // right after it (by a row of weights), together with the add right before
@@ -42,6 +45,7 @@ void plan_fusion(LaunchPlan& p, const Graph& g, const CudaOptions& o) {
   p.mem_end.assign(n, 0);
   p.glu.assign(n, false);
   p.x_handed.assign(n, false);
+  p.moe.assign(n, LaunchPlan::Moe::None);
   const auto only_reader_is_next = [&](size_t i) { return readers[size_t(p.nodes[i]->id)] == 1; };
   for (size_t i = 0; i + 1 < n; ++i) {
     if (i + 2 < n && only_reader_is_next(i + 1) &&
@@ -115,6 +119,69 @@ void plan_fusion(LaunchPlan& p, const Graph& g, const CudaOptions& o) {
   plan_norm_folds(p, readers, o);
   plan_row_jobs(p, readers, o);
   plan_glu(p, readers, o);
+  plan_moe(p, readers, o);
+}
+
+// The experts' launches: routing (top_k, then moe_weights of its picks);
+// gate/up with the GLU where only the down product reads it, on 8-bit x;
+// down with moe_sum where only the sum reads it. Nodes of other launches
+// are left alone.
+void plan_moe(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
+  using Moe = LaunchPlan::Moe;
+  const size_t n = p.nodes.size();
+  const auto free_at = [&](size_t i, size_t len) {
+    for (size_t k = i; k < i + len; ++k)
+      if (k >= n || p.skip[k] || p.fused[k] || p.group[k] != 1 || p.glu[k] || p.fold[k] || p.fold_from[k] >= 0 ||
+          !p.row_jobs[k].empty() || p.rope_store[k] || p.moe[k] != Moe::None)
+        return false;
+    return true;
+  };
+  for (size_t i = 0; o.moe_fuse && i < n; ++i) {
+    const Tensor& t = *p.nodes[i];
+    if (t.op == Op::TopK && free_at(i, 2) && can_fuse_route(t, *p.nodes[i + 1])) {
+      p.moe[i] = Moe::Route;
+      ++i;
+    } else if (t.op == Op::MulMatId && free_at(i, 3) && can_fuse_expert_glu(t, *p.nodes[i + 1], *p.nodes[i + 2]) &&
+               readers[size_t(t.id)] == 1 && readers[size_t(p.nodes[i + 1]->id)] == 1 &&
+               readers[size_t(p.nodes[i + 2]->id)] == 1 && i + 3 < n && !p.x_handed[i + 3] &&
+               p.nodes[i + 3]->op == Op::MulMatId && p.nodes[i + 3]->src[1] == p.nodes[i + 2] &&
+               has_expert_q8(*p.nodes[i + 3]) && free_at(i + 3, 1)) {
+      p.moe[i] = Moe::ExpertGlu;
+      p.x_handed[i + 3] = true;
+      i += 2;
+    }
+  }
+  for (size_t i = 0; o.moe_fuse && i + 1 < n; ++i)
+    if (p.nodes[i]->op == Op::MulMatId && free_at(i, 2) && readers[size_t(p.nodes[i]->id)] == 1 &&
+        can_fuse_expert_down_sum(*p.nodes[i], *p.nodes[i + 1]))
+      p.moe[i] = Moe::DownSum;
+  // The gate/up launch's x as 8-bit blocks from the norm launch that makes
+  // it (the FFN's add + rms_norm + mul), where the launches between (the
+  // router's float product, the routing) leave scratch alone.
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < n; i += p.span(i))
+    if (!p.skip[i]) starts.push_back(i);
+  for (size_t s = 0; o.moe_fuse && s < starts.size(); ++s) {
+    const size_t i = starts[s];
+    if (p.moe[i] != Moe::ExpertGlu) continue;
+    const Tensor* x = p.nodes[i]->src[1];
+    if (!x->is_contiguous() || x->view_offset != 0 || x->ne[0] % 32) continue;
+    for (size_t b = s; b-- > 0;) {
+      const size_t j = starts[b];
+      const Tensor& out = *p.nodes[j + size_t(p.fused[j])];
+      if (&out == x->storage()) {
+        if ((p.fused[j] > 0 || out.op == Op::RmsNorm) && !p.quantize_out[j] && out.dtype == DType::F32 &&
+            out.ne[0] == x->ne[0] && out.is_contiguous()) {
+          p.quantize_out[j] = true;
+          p.x_quantized[i] = true;
+        }
+        break;
+      }
+      bool scratch = false;
+      for (size_t k = j; k < j + p.span(j); ++k) scratch = scratch || p.scratch[k] > 0;
+      if (scratch || p.moe[j] == Moe::ExpertGlu || p.glu[j] || p.fold[j]) break;
+    }
+  }
 }
 
 // gate/up products read only by a GLU that the next product launch alone
@@ -333,7 +400,7 @@ size_t LaunchPlan::launches() const {
 
 std::string profile_key(const Tensor& t) {
   std::string k = op_name(t.op);
-  if (t.op == Op::MulMat) {
+  if (t.op == Op::MulMat || t.op == Op::MulMatId) {
     const Tensor& w = *t.src[0];
     k += " " + std::string(dtype_name(w.dtype)) + " " + std::to_string(w.ne[1]) + "x" + std::to_string(w.ne[0]) + " T" +
          std::to_string(t.n_rows());
@@ -358,6 +425,10 @@ std::string LaunchPlan::label(size_t i) const {
   if (!p.row_jobs[i].empty()) key += " +rope/set_rows";
   if (p.glu[i])
     key += " +" + std::string(op_name(p.nodes[i + 2]->op)) + (mul_mat_quantizes_x(*p.nodes[i]) ? " +q8" : "");
+  if (p.moe[i] != Moe::None)
+    key = p.moe[i] == Moe::Route       ? "top_k+moe_weights" + rows
+          : p.moe[i] == Moe::ExpertGlu ? "2 x " + profile_key(*p.nodes[i]) + " +" + op_name(p.nodes[i + 2]->op) + " +q8"
+                                       : profile_key(*p.nodes[i]) + " +moe_sum";
   if (p.group[i] > 1) key = std::to_string(p.group[i]) + " x " + key;
   return key + (p.fold_from[i] >= 0 ? " (x folded)"
                 : p.x_handed[i]     ? " (x handed)"

@@ -53,10 +53,17 @@ struct LaunchPlan {
   // blocks (op_mul_mat_glu); that launch has x_handed.
   std::vector<bool> glu;
   std::vector<bool> x_handed;
+  // Mixture-of-experts launches from node i (moe_ops.h): top_k with the
+  // moe_weights after it; gate/up mul_mat_id with the GLU (i .. i + 2),
+  // handing it to the down launch as 8-bit blocks (x_handed); down with the
+  // moe_sum after it (decode).
+  enum class Moe : unsigned char { None, Route, ExpertGlu, DownSum };
+  std::vector<Moe> moe;
   // The nodes planned as one for memory from launch i: [i, unit_end(i)).
   size_t unit_end(size_t i) const { return std::max(i + span(i), mem_end[i]); }
   size_t span(size_t i) const {
     if (jobs_end[i]) return jobs_end[i] - i;
+    if (moe[i] != Moe::None) return moe[i] == Moe::ExpertGlu ? 3 : 2;
     return size_t(fold[i]             ? 4
                   : rope_store[i] > 0 ? rope_store[i]
                   : glu[i]            ? 3

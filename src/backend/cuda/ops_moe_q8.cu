@@ -1,0 +1,470 @@
+// The experts' products on 8-bit activations (moe_ops.h): x quantized per
+// 32 elements as for the dense decode products, the weights' quants dotted
+// with it by dp4a through the same per-type chunk readers (q8_dot.cuh).
+//
+// Which rows a block reads comes from ids on the device, so a CUDA graph
+// replays any routing. Two ways to pair tokens with experts:
+// - a block a (slot, token) pair (up to kDirectPairs pairs: decode), only
+//   the chosen experts' rows read, once a pair;
+// - more pairs (prefill): a sort kernel lists the pairs by expert and cuts
+//   each expert's list into tiles of up to 4 (GLU) or 8 pairs; a block takes
+//   a tile and reads its expert's rows once for all its tokens.
+// A pair's sums run in the same order whatever its tile, so results do not
+// depend on how the sort ordered a list.
+//
+// Launches: gate and up with the GLU (a block 32 outputs of a pair or a
+// tile, written only as 8-bit blocks for the down product); a product alone
+// (F32 results a pair); for decode, down with moe_sum (a block R rows of a
+// token, every one of its experts; the weighted sum in slot order).
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/glu.cuh"
+#include "backend/cuda/moe_ops.h"
+#include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/q8_act.cuh"
+#include "backend/cuda/q8_dot.cuh"
+
+namespace weir::cuda {
+namespace {
+
+constexpr int64_t kDirectPairs = 64;  // up to this many pairs: a block a pair
+constexpr int kGluTile = 4;            // pairs of a tile (more pairs): the GLU's (4 rows a warp)
+constexpr int kProductTile = 8;        // a product's (2 rows a warp)
+constexpr int kWarps = 16;             // warps of a product block: 32 rows (GLU: 32 outputs)
+
+// The experts' weights: W [K, N, E] of row stride `row` and expert stride `expert`.
+struct ExpertW {
+  const uint8_t* w;
+  size_t row, expert;
+};
+// Where a pair's x and ids are: pair p = j + k t (slot j of token t).
+struct Route {
+  const int32_t* ids;
+  int k;
+  int64_t E;
+  int x_per_token;  // 1: the token's x for every slot; k: slot j its own row
+  __device__ __forceinline__ int64_t x_row(int64_t p) const { return x_per_token == 1 ? p / k : p; }
+};
+// A tile: expert e (-1: pairs whose id is out of range), pairs
+// order[start .. start + n).
+struct Tiles {
+  const int32_t* order;  // null: a block a pair (blockIdx.y)
+  const int4* tile;      // (e, start, n, 0)
+  const int* count;
+};
+
+// The pairs of the block's tile, as XQRows and pair indices; n valid (the
+// slots past n repeat the last pair: computed, never stored). False: no
+// such tile (the grid is sized for the most there can be).
+template <int NT>
+__device__ __forceinline__ bool tile_pairs(const Tiles& tl, const Route& rt, int* e, int* n, int64_t (&pair)[NT]) {
+  if (!tl.order) {
+    pair[0] = blockIdx.y;
+    *e = rt.ids[blockIdx.y];
+    *n = 1;
+  } else {
+    if (int(blockIdx.y) >= *tl.count) return false;
+    const int4 t = tl.tile[blockIdx.y];
+    *e = t.x, *n = t.z;
+#pragma unroll
+    for (int s = 0; s < NT; ++s) pair[s] = tl.order[t.y + min(s, t.z - 1)];
+  }
+  if (*e < 0 || *e >= rt.E) *e = -1;
+  return true;
+}
+
+// R rows of a warp over a row's chunks, U a step (all loaded, then dotted).
+template <class D, int NT, int R, int U, class X>
+__device__ __forceinline__ void rows_dot(const uint8_t* const (&w)[R], int64_t K, const X& x, Acc<R, NT>& acc,
+                                         int lane) {
+  const int64_t chunks = K / D::QK * D::CHUNKS;
+  typename D::Raw raw[U][R];
+  for (int64_t i0 = lane; i0 < chunks; i0 += 32 * U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = min(i0 + 32 * u, chunks - 1), blk = i / D::CHUNKS;
+#pragma unroll
+      for (int r = 0; r < R; ++r) D::load(w[r] + blk * D::BYTES, int(i % D::CHUNKS), raw[u][r]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = i0 + 32 * u;
+      if (i < chunks) D::template dot<NT, R>(raw[u], int(i % D::CHUNKS), x, i / D::CHUNKS * D::QK, acc);
+    }
+  }
+}
+
+__device__ __forceinline__ float nan_f() { return __int_as_float(0x7fc00000); }
+
+// gate and up of a pair or tile with the GLU: warp w takes gate rows j, j + 1
+// and up rows j, j + 1 (j = 32 blockIdx.x + 2 w); warp s < n stores pair s's
+// 32 outputs as one 8-bit block of h (rows: pairs).
+template <class D, int NT, int U>
+__device__ __forceinline__ void glu_body(ExpertW gate, ExpertW up, int64_t K, XQ xb, Route rt, Tiles tl, Q8Act h,
+                                         bool gelu) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  pdl_wait();
+  int e, n;
+  int64_t pair[NT];
+  if (!tile_pairs<NT>(tl, rt, &e, &n, pair)) return;
+  XQRows<NT> x{xb.q, xb.ds, K, {}};
+#pragma unroll
+  for (int s = 0; s < NT; ++s) x.row[s] = rt.x_row(pair[s]);
+  const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
+  const size_t eo = size_t(max(e, 0));
+  const uint8_t* const w[4] = {gate.w + eo * gate.expert + size_t(j) * gate.row,
+                               gate.w + eo * gate.expert + size_t(j + 1) * gate.row,
+                               up.w + eo * up.expert + size_t(j) * up.row, up.w + eo * up.expert + size_t(j + 1) * up.row};
+  float acc[4][NT];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int s = 0; s < NT; ++s) acc[r][s] = 0.0f;
+  if (e >= 0) rows_dot<D, NT, 4, U>(w, K, x, acc, lane);
+  __shared__ float sh[NT][32];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int s = 0; s < NT; ++s) acc[r][s] = warp_sum(acc[r][s]);
+  if (lane < 2) {
+#pragma unroll
+    for (int s = 0; s < NT; ++s) {
+      const float g = lane ? acc[1][s] : acc[0][s], u = lane ? acc[3][s] : acc[2][s];
+      sh[s][2 * warp + lane] = e < 0 ? nan_f() : gelu ? GeluMulF{}(g, u) : SiluMulF{}(g, u);
+    }
+  }
+  __syncthreads();
+  if (warp < n && warp < NT) q8_store_block(h, pair[warp], blockIdx.x, sh[warp][lane]);
+}
+// A block a pair: 64 registers, so that two blocks of 16 warps share a SM
+// (qwen3-30b-a3b: 24 blocks a pair, 192 a token, all resident at once).
+template <class D>
+__global__ void __launch_bounds__(32 * kWarps, 2)
+    expert_glu_pair_kernel(ExpertW gate, ExpertW up, int64_t K, XQ x, Route rt, Tiles tl, Q8Act h, bool gelu) {
+  glu_body<D, 1, 1>(gate, up, K, x, rt, tl, h, gelu);
+}
+template <class D>
+__global__ void __launch_bounds__(32 * kWarps)
+    expert_glu_tile_kernel(ExpertW gate, ExpertW up, int64_t K, XQ x, Route rt, Tiles tl, Q8Act h, bool gelu) {
+  glu_body<D, kGluTile, 1>(gate, up, K, x, rt, tl, h, gelu);
+}
+
+// One product: warp w takes rows 32 blockIdx.x + 2 w, + 1 of the pair's or
+// tile's expert; y [N, pairs] F32.
+template <class D, int NT, int U>
+__device__ __forceinline__ void product_body(ExpertW W, int64_t K, int64_t N, XQ xb, Route rt, Tiles tl, float* y) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  pdl_wait();
+  int e, n;
+  int64_t pair[NT];
+  if (!tile_pairs<NT>(tl, rt, &e, &n, pair)) return;
+  XQRows<NT> x{xb.q, xb.ds, K, {}};
+#pragma unroll
+  for (int s = 0; s < NT; ++s) x.row[s] = rt.x_row(pair[s]);
+  const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
+  const size_t eo = size_t(max(e, 0));
+  const uint8_t* const w[2] = {W.w + eo * W.expert + size_t(j) * W.row, W.w + eo * W.expert + size_t(j + 1) * W.row};
+  float acc[2][NT];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int s = 0; s < NT; ++s) acc[r][s] = 0.0f;
+  if (e >= 0) rows_dot<D, NT, 2, U>(w, K, x, acc, lane);
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int s = 0; s < NT; ++s) acc[r][s] = warp_sum(acc[r][s]);
+  if (lane == 0)
+#pragma unroll
+    for (int s = 0; s < NT; ++s)
+      if (s < n)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) y[pair[s] * N + j + r] = e < 0 ? nan_f() : acc[r][s];
+}
+template <class D>
+__global__ void __launch_bounds__(32 * kWarps)
+    expert_product_pair_kernel(ExpertW W, int64_t K, int64_t N, XQ x, Route rt, Tiles tl, float* y) {
+  product_body<D, 1, 2>(W, K, N, x, rt, tl, y);
+}
+template <class D>
+__global__ void __launch_bounds__(32 * kWarps)
+    expert_product_tile_kernel(ExpertW W, int64_t K, int64_t N, XQ x, Route rt, Tiles tl, float* y) {
+  product_body<D, kProductTile, 1>(W, K, N, x, rt, tl, y);
+}
+
+// down with moe_sum, token blockIdx.y: the block's threads take (slot,
+// chunk) items of its R rows, each item's sums weighted by the slot's
+// weight; the block's partial sums are added warp by warp in a fixed order.
+constexpr int kSumRows = 2;
+constexpr int kSumWarps = 8;
+constexpr int kMaxSlots = 32;  // experts a token
+template <class D>
+__global__ void __launch_bounds__(32 * kSumWarps)
+    expert_down_sum_kernel(ExpertW W, int64_t K, int64_t N, XQ xb, Route rt, const float* wts, float* out) {
+  constexpr int R = kSumRows, U = 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = blockIdx.y, n0 = int64_t(blockIdx.x) * R;
+  const int chunks = int(K / D::QK * D::CHUNKS), items = chunks * rt.k, stride = int(blockDim.x);
+  // The token's slots: each one's rows, weight and x row, once a block.
+  __shared__ const uint8_t* rows[kMaxSlots];
+  __shared__ float wt[kMaxSlots];
+  __shared__ int64_t xrow[kMaxSlots];
+  __shared__ int any_bad;
+  pdl_wait();
+  if (threadIdx.x == 0) any_bad = 0;
+  __syncthreads();
+  if (int(threadIdx.x) < rt.k) {
+    const int64_t p = t * rt.k + threadIdx.x;
+    const int32_t e = rt.ids[p];
+    if (e < 0 || e >= rt.E) any_bad = 1;
+    rows[threadIdx.x] = W.w + size_t(e >= 0 && e < rt.E ? e : 0) * W.expert + size_t(n0) * W.row;
+    wt[threadIdx.x] = wts[p];
+    xrow[threadIdx.x] = rt.x_row(p);
+  }
+  __syncthreads();
+  float acc[R] = {};
+  typename D::Raw raw[U][R];
+  // Item i = (slot j, chunk c), i = j chunks + c; a thread's items advance
+  // by the block's stride without dividing.
+  const int sj = stride / chunks, sc = stride % chunks;
+  int j = int(threadIdx.x) / chunks, c = int(threadIdx.x) % chunks;
+  for (int i0 = threadIdx.x; i0 < items; i0 += stride * U) {
+    int js[U], cs[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      js[u] = j, cs[u] = c;
+      j += sj, c += sc;
+      if (c >= chunks) c -= chunks, ++j;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const bool in = i0 + stride * u < items;  // past the end: the step's first item again, not used
+      const int ju = in ? js[u] : js[0], cu = in ? cs[u] : cs[0];
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        D::load(rows[ju] + size_t(r) * W.row + (cu / D::CHUNKS) * D::BYTES, cu % D::CHUNKS, raw[u][r]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (i0 + stride * u >= items) continue;
+      XQRows<1> x{xb.q, xb.ds, K, {xrow[js[u]]}};
+      float part[R][1] = {};
+      D::template dot<1, R>(raw[u], cs[u] % D::CHUNKS, x, int64_t(cs[u] / D::CHUNKS) * D::QK, part);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += wt[js[u]] * part[r][0];
+    }
+  }
+  __shared__ float sums[kSumWarps][R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) sums[warp][r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < R) {
+    float s = 0.0f;
+    for (int w = 0; w < stride / 32; ++w) s += sums[w][threadIdx.x];
+    out[t * N + n0 + threadIdx.x] = any_bad ? nan_f() : s;
+  }
+}
+
+// The pairs listed by expert (ids out of range: bucket E, tiles of e = -1)
+// and cut into tiles of up to `tile` pairs; one block. The order within an
+// expert's list is the atomics' (results do not depend on it).
+__global__ void expert_sort_kernel(const int32_t* ids, int64_t P, int64_t E, int tile, int32_t* order, int4* tiles,
+                                   int* count) {
+  extern __shared__ int sort_mem[];
+  int* cnt = sort_mem;             // E + 1
+  int* cursor = sort_mem + E + 1;  // E + 1
+  pdl_wait();
+  for (int64_t b = threadIdx.x; b <= E; b += blockDim.x) cnt[b] = 0;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
+    const int32_t e = ids[p];
+    atomicAdd(&cnt[e >= 0 && e < E ? e : E], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int start = 0, nt = 0;
+    for (int64_t b = 0; b <= E; ++b) {
+      cursor[b] = start;
+      for (int s = 0; s < cnt[b]; s += tile)
+        tiles[nt++] = make_int4(b == E ? -1 : int(b), start + s, min(tile, cnt[b] - s), 0);
+      start += cnt[b];
+    }
+    *count = nt;
+  }
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
+    const int32_t e = ids[p];
+    order[atomicAdd(&cursor[e >= 0 && e < E ? e : E], 1)] = int32_t(p);
+  }
+}
+
+// The most tiles P pairs make (each expert's last tile may be short): for
+// the smaller tile.
+int64_t max_tiles(int64_t P, int64_t E, int tile = std::min(kGluTile, kProductTile)) { return P / tile + E + 1; }
+
+// A launch's operands: the 8-bit x (quantized into scratch here, or handed
+// by the launch before), the route and, for many pairs, the sorted tiles
+// (in scratch after x).
+struct Setup {
+  XQ x;
+  Route rt;
+  Tiles tl{};
+  unsigned grid_y;
+};
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+// Scratch: x's 8-bit blocks (unless handed), then the sort's order, tiles and count.
+size_t scratch_bytes(int64_t K, int64_t x_rows, int64_t P, int64_t E) {
+  size_t b = align256(q8_act_bytes(K, x_rows));
+  if (P > kDirectPairs) b += align256(size_t(P) * 4) + align256(size_t(max_tiles(P, E)) * 16) + 256;
+  return b;
+}
+
+Setup setup(const Tensor& W, const Tensor& X, const Tensor& ids, int tile, const OpCtx& c) {
+  const int64_t K = W.ne[0], E = W.ne[2], k = ids.ne[0], T = ids.ne[1], P = k * T, x_rows = X.n_rows();
+  if (scratch_bytes(K, x_rows, P, E) > c.scratch_bytes) throw Error("cuda mul_mat_id: scratch too small");
+  Setup s;
+  s.rt = Route{static_cast<const int32_t*>(ids.data), int(k), E, int(x_rows / T)};
+  if (c.x_handed) {
+    if (!c.hand || q8_act_bytes(K, x_rows) > c.hand_bytes) throw Error("cuda mul_mat_id: no 8-bit x handed to it");
+    const Q8Act a = Q8Act::in(c.hand, K, x_rows);
+    s.x = XQ{a.q, a.ds, K};
+  } else {
+    if (!c.x_quantized) q8_quantize_rows(X, c);  // into the start of scratch (else the norm before wrote it there)
+    const Q8Act a = Q8Act::in(c.scratch, K, x_rows);
+    s.x = XQ{a.q, a.ds, K};
+  }
+  s.grid_y = unsigned(P);
+  if (P > kDirectPairs) {
+    char* base = static_cast<char*>(c.scratch) + align256(q8_act_bytes(K, x_rows));
+    auto* order = reinterpret_cast<int32_t*>(base);
+    auto* tiles = reinterpret_cast<int4*>(base + align256(size_t(P) * 4));
+    auto* count = reinterpret_cast<int*>(base + align256(size_t(P) * 4) + align256(size_t(max_tiles(P, E)) * 16));
+    launch_kernel(expert_sort_kernel, 1, 1024, size_t(2 * (E + 1)) * sizeof(int), c.stream, s.rt.ids, P, E, tile,
+                  order, tiles, count);
+    WEIR_CUDA_CHECK_LAUNCH();
+    s.tl = Tiles{order, tiles, count};
+    s.grid_y = unsigned(max_tiles(P, E, tile));
+  }
+  return s;
+}
+
+ExpertW expert_w(const Tensor& W) { return {static_cast<const uint8_t*>(W.data), W.nb[1], W.nb[2]}; }
+
+template <class F>
+bool dispatch_q8(DType t, F&& f) {
+  switch (t) {
+    case DType::Q4_0: f.template operator()<DotQ4_0>(); return true;
+    case DType::Q5_0: f.template operator()<DotQ5_0>(); return true;
+    case DType::Q8_0: f.template operator()<DotQ8_0>(); return true;
+    case DType::Q4_K: f.template operator()<DotQK45<false>>(); return true;
+    case DType::Q5_K: f.template operator()<DotQK45<true>>(); return true;
+    case DType::Q6_K: f.template operator()<DotQ6K>(); return true;
+    default: return false;
+  }
+}
+
+bool rows_aligned(const Tensor& W) {  // q4_K / q5_K rows are read as 16-byte words
+  const size_t a = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
+  return reinterpret_cast<uintptr_t>(W.data) % a == 0 && W.nb[1] % a == 0 && W.nb[2] % a == 0;
+}
+
+}  // namespace
+
+bool has_expert_q8(const Tensor& t) {
+  const Tensor* W = t.src[0];
+  const Tensor* X = t.src[1];
+  const Tensor* ids = t.src[2];
+  return t.op == Op::MulMatId && W && X && ids && has_q8_mat_vec(W->dtype) && W->ne[0] % 32 == 0 &&
+         W->ne[1] % 32 == 0 && X->dtype == DType::F32 && X->nb[0] == 4 && ids->dtype == DType::I32 &&
+         ids->is_contiguous() && t.is_contiguous() && rows_aligned(*W);
+}
+
+size_t expert_scratch_bytes(const Tensor& t) {
+  if (!has_expert_q8(t)) return 0;
+  const Tensor& W = *t.src[0];
+  return scratch_bytes(W.ne[0], t.src[1]->n_rows(), t.src[2]->n_elements(), W.ne[2]);
+}
+
+void expert_mul_mat_q8(const Tensor& dst, const OpCtx& c) {
+  if (!has_expert_q8(dst)) bad_operands("mul_mat_id", dst, "no 8-bit expert kernel for these operands");
+  const Tensor& W = *dst.src[0];
+  const int64_t K = W.ne[0], N = W.ne[1];
+  if (dst.src[2]->n_elements() == 0) return;
+  const Setup s = setup(W, *dst.src[1], *dst.src[2], kProductTile, c);
+  const dim3 grid(unsigned(N / 32), s.grid_y);
+  dispatch_q8(W.dtype, [&]<class D>() {
+    const auto kernel = s.tl.order ? expert_product_tile_kernel<D> : expert_product_pair_kernel<D>;
+    launch_kernel(kernel, grid, 32 * kWarps, 0, c.stream, expert_w(W), K, N, s.x, s.rt, s.tl,
+                  static_cast<float*>(dst.data));
+  });
+  WEIR_CUDA_CHECK_LAUNCH();
+}
+
+bool can_fuse_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
+  if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
+  const Tensor* gate = glu.src[0];
+  const Tensor* up = glu.src[1];
+  if (!gate || !up || gate == up || !((gate == &a && up == &b) || (gate == &b && up == &a))) return false;
+  return has_expert_q8(*gate) && has_expert_q8(*up) && gate->src[0]->dtype == up->src[0]->dtype &&
+         gate->src[1] == up->src[1] && gate->src[2] == up->src[2] && gate->src[0]->ne[0] == up->src[0]->ne[0] &&
+         gate->src[0]->ne[1] == up->src[0]->ne[1] && gate->src[0]->ne[2] == up->src[0]->ne[2] &&
+         glu.dtype == DType::F32 && glu.ne[0] == gate->ne[0] && glu.n_rows() == gate->n_rows();
+}
+
+size_t expert_glu_hand_bytes(const Tensor& glu) { return q8_act_bytes(glu.ne[0], glu.n_rows()); }
+
+void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
+  if (!can_fuse_expert_glu(a, b, glu)) bad_operands("mul_mat_id", a, "cannot apply " + glu.name + " in its launch");
+  if (c.x_handed) bad_operands("mul_mat_id", a, "reads the handed x it would write");
+  if (!c.hand || expert_glu_hand_bytes(glu) > c.hand_bytes) bad_operands("mul_mat_id", a, "no memory for " + glu.name);
+  const Tensor& gate = *glu.src[0];
+  const Tensor& up = *glu.src[1];
+  const Tensor& W = *gate.src[0];
+  const int64_t K = W.ne[0], N = W.ne[1];
+  if (gate.src[2]->n_elements() == 0) return;
+  const Setup s = setup(W, *gate.src[1], *gate.src[2], kGluTile, c);
+  const Q8Act h = Q8Act::in(c.hand, N, glu.n_rows());
+  const dim3 grid(unsigned(N / 32), s.grid_y);
+  dispatch_q8(W.dtype, [&]<class D>() {
+    const auto kernel = s.tl.order ? expert_glu_tile_kernel<D> : expert_glu_pair_kernel<D>;
+    launch_kernel(kernel, grid, 32 * kWarps, 0, c.stream, expert_w(W), expert_w(*up.src[0]), K, s.x, s.rt, s.tl, h,
+                  glu.op == Op::GeluMul);
+  });
+  WEIR_CUDA_CHECK_LAUNCH();
+}
+
+bool can_fuse_expert_down_sum(const Tensor& down, const Tensor& sum) {
+  return sum.op == Op::MoeSum && sum.src[0] == &down && sum.src[1] && sum.src[1]->dtype == DType::F32 &&
+         sum.src[1]->is_contiguous() && sum.is_contiguous() && has_expert_q8(down) &&
+         down.src[2]->n_elements() <= kDirectPairs && down.src[2]->ne[0] <= kMaxSlots &&
+         sum.src[1]->ne[0] == down.src[2]->ne[0] &&
+         sum.src[1]->ne[1] == down.src[2]->ne[1];
+}
+
+void op_expert_down_sum(const Tensor& down, const Tensor& sum, const OpCtx& c) {
+  if (!can_fuse_expert_down_sum(down, sum)) bad_operands("mul_mat_id", down, "cannot sum " + sum.name + " in its launch");
+  const Tensor& W = *down.src[0];
+  const int64_t K = W.ne[0], N = W.ne[1], k = down.src[2]->ne[0], T = down.src[2]->ne[1];
+  if (T == 0) return;
+  const Setup s = setup(W, *down.src[1], *down.src[2], 1, c);
+  const dim3 grid(unsigned(N / kSumRows), unsigned(T));
+  dispatch_q8(W.dtype, [&]<class D>() {
+    // Threads: enough that each has two items (U) where the items are few.
+    const int64_t items = K / D::QK * D::CHUNKS * k;
+    const int threads = int(std::clamp<int64_t>((items / 2 + 31) / 32 * 32, 32, 32 * kSumWarps));
+    launch_kernel(expert_down_sum_kernel<D>, grid, threads, 0, c.stream, expert_w(W), K, N, s.x, s.rt,
+                  static_cast<const float*>(sum.src[1]->data), static_cast<float*>(sum.data));
+  });
+  WEIR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace weir::cuda
