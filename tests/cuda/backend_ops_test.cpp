@@ -603,6 +603,50 @@ TEST_F(CudaOps, RopesAndCacheWritesInOneLaunch) {
   }
 }
 
+// qwen3's and gemma3's q and k norms (rms_norm + mul of a head's row) run
+// by the rope launch's jobs: one launch for the norms, the ropes and the
+// cache writes; head dims whose pairs are not whole warps (48) keep the
+// norm launches.
+TEST_F(CudaOps, QkNormsRunInTheRopeLaunch) {
+  const int64_t Hq = 4, Hkv = 2, N = 9;
+  for (int64_t D : {int64_t(64), int64_t(128), int64_t(48)})
+    for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
+      for (int64_t T : {int64_t(1), int64_t(3)}) {
+        const std::vector<float> wq = randn(size_t(D), 41), wk = randn(size_t(D), 42);
+        const auto build = [&](Graph& g) {
+          Tensor* pos = g.input(DType::I32, {T}, "pos");
+          Tensor* idx = g.input(DType::I32, {T}, "idx");
+          const RopeParams rp{int(D), 1000000.0f, 1.0f, mode, nullptr};
+          auto norm = [&](Tensor* x, const std::vector<float>& w, const char* name) {
+            return g.mul(g.rms_norm(x, 1e-6f), g.external(DType::F32, {D}, const_cast<float*>(w.data()), name));
+          };
+          Tensor* q = norm(g.input(DType::F32, {D, Hq, T}, "q"), wq, "q_norm");
+          Tensor* k = norm(g.input(DType::F32, {D, Hkv, T}, "k"), wk, "k_norm");
+          q = g.rope(q, pos, rp);
+          k = g.rope(k, pos, rp);
+          Tensor* kc = g.set_rows(g.input(DType::F16, {D * Hkv, N}, "kc"), g.reshape(k, {D * Hkv, T}), idx);
+          Tensor* vc = g.set_rows(g.input(DType::F16, {D * Hkv, N}, "vc"), g.input(DType::F32, {D * Hkv, T}, "v"), idx);
+          Tensor* ids = g.input(DType::I32, {3}, "ids");
+          return std::vector<Tensor*>{q, g.get_rows(kc, ids), g.get_rows(vc, ids)};
+        };
+        std::vector<uint8_t> cache(row_bytes(DType::F16, D * Hkv) * N, 0);
+        const Inputs in = {{"pos", ints(T == 1 ? std::vector<int32_t>{33} : std::vector<int32_t>{17, 4000, 5})},
+                           {"idx", ints(T == 1 ? std::vector<int32_t>{6} : std::vector<int32_t>{6, 2, 8})},
+                           {"ids", ints({2, 6, 0})},
+                           {"q", floats(randn(size_t(D * Hq * T), 43, 3.0f))},
+                           {"k", floats(randn(size_t(D * Hkv * T), 44, 3.0f))},
+                           {"v", floats(randn(size_t(D * Hkv * T), 45))},
+                           {"kc", cache},
+                           {"vc", cache}};
+        uint64_t launches = 0;
+        const auto c = run_outputs(*cpu_, build, in, 1);
+        const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+        EXPECT_EQ(launches, D == 48 ? 5u : 3u) << "D " << D;
+        for (size_t i = 0; i < c.size(); ++i)
+          EXPECT_LT(rel_err(gg[i], c[i]), 2e-5) << "D " << D << " T " << T << " output " << i;
+      }
+}
+
 // q, k and v products whose results are roped (normal mode) and written
 // into the KV caches by the products' own launch: no rope_store launch
 // after them (up to 4 tokens; 5, or the neox mode, take one).

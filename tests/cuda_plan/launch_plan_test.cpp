@@ -81,11 +81,17 @@ TEST_P(LaunchPlanTest, EachFusionSavesItsLaunchesAndKeepsThePromise) {
   // Each fusion off costs launches, never saves any; all off costs the
   // most, and no plan breaks its promise.
   CudaOptions none;
-  none.glu_fuse = none.norm_fold = none.row_jobs = none.tile_group = none.vec_group = none.moe_fuse = false;
+  none.glu_fuse = none.norm_fold = none.row_jobs = none.tile_group = none.vec_group = none.moe_fuse = none.rope_norm =
+      false;
   size_t most = 0;
-  for (int k = 0; k < 5; ++k) {
+  for (int k = 0; k < 6; ++k) {
     CudaOptions o;
-    (k == 0 ? o.glu_fuse : k == 1 ? o.norm_fold : k == 2 ? o.row_jobs : k == 3 ? o.vec_group : o.moe_fuse) = false;
+    (k == 0   ? o.glu_fuse
+     : k == 1 ? o.norm_fold
+     : k == 2 ? o.row_jobs
+     : k == 3 ? o.vec_group
+     : k == 4 ? o.moe_fuse
+              : o.rope_norm) = false;
     LaunchPlan q = plan_launches(*s.fg.graph, o);
     EXPECT_GE(q.launches(), fused) << "knob " << k;
     most = std::max(most, q.launches());
@@ -133,6 +139,23 @@ TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
   EXPECT_EQ(glu, s.layers()) << "the GLU in the gate/up launch";
   EXPECT_EQ(jobs, s.layers()) << "rope and cache writes run by the q/k/v launch";
   EXPECT_GE(folds, s.layers()) << "residual norms folded into the products";
+}
+
+// qwen3's q and k norms run in the rope launch: two launches fewer a
+// layer, decode and prefill, and the promise kept.
+TEST(LaunchPlan, Qwen3NormsInTheRopeLaunch) {
+  for (const char* arch : {"qwen3", "qwen3moe"})
+    for (int64_t T : {1, 16}) {
+      Step s(arch, FileType::Q4_K_M, T);
+      LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+      int normed = 0;
+      for (size_t i = 0; i < p.nodes.size(); ++i) normed += p.rope_norm[i] >= 0;
+      EXPECT_EQ(normed, 2 * s.layers()) << arch << " T " << T;
+      check_placed(*s.fg.graph, p);
+      CudaOptions off;
+      off.rope_norm = false;
+      EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(2 * s.layers())) << arch;
+    }
 }
 
 // A mixture-of-experts layer: the routing in one launch, gate/up with the

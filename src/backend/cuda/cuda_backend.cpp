@@ -428,7 +428,9 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       RopeStoreNode jobs[8];
       int nj = 0;
       for (size_t k = i; k < i + size_t(p.rope_store[i]); ++k)
-        if (!p.skip[k]) jobs[nj++] = {p.nodes[k], p.rope_into[k] >= 0 ? p.nodes[size_t(p.rope_into[k])] : nullptr};
+        if (!p.skip[k])
+          jobs[nj++] = {p.nodes[k], p.rope_into[k] >= 0 ? p.nodes[size_t(p.rope_into[k])] : nullptr,
+                        p.rope_norm[k] >= 0 ? p.nodes[size_t(p.rope_norm[k])] : nullptr};
       op_rope_store(jobs, nj, c);
       i += size_t(p.rope_store[i] - 1);
       continue;

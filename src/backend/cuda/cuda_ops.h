@@ -19,10 +19,14 @@
 namespace weir::cuda {
 
 // A rope or set_rows node run as a job (rope_job.cuh); a rope with `into`
-// writes its result straight into that set_rows' cache rows.
+// writes its result straight into that set_rows' cache rows; a rope with
+// `norm` (the rms_norm whose result, times a row of weights, the rope
+// reads: qwen3's q and k norms) normalizes its rows itself, from the norm's
+// input.
 struct RopeStoreNode {
   const Tensor* node;
   const Tensor* into = nullptr;
+  const Tensor* norm = nullptr;
 };
 
 struct OpCtx {
@@ -134,6 +138,9 @@ void op_rope(const Tensor& dst, const OpCtx& c);
 // rope's own result is not written): can_rope_into says when it may.
 bool can_rope_into(const Tensor& rope, const Tensor& set_rows);
 bool can_rope_store(const Tensor& t);  // a rope or set_rows this launch takes
+// Whether rope's job can take the rms_norm + mul before it (rope reads the
+// mul; RopeStoreNode::norm).
+bool can_rope_norm(const Tensor& rope, const Tensor& norm, const Tensor& mul);
 int rope_store_max_jobs();
 void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c);
 void op_attention(const Tensor& dst, const OpCtx& c);

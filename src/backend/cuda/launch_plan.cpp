@@ -20,6 +20,7 @@ size_t scratch_for(const Tensor& t, const CudaOptions& o) {
 }
 
 void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers);
+void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_norm_folds(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_row_jobs(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_glu(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
@@ -68,6 +69,7 @@ void plan_fusion(LaunchPlan& p, const Graph& g, const CudaOptions& o) {
     i = j;
   }
   plan_rope_store(p, readers);
+  plan_rope_norm(p, readers, o);
   // Products whose weights no kernel of the graph writes: leaves that no
   // set_rows targets (the KV cache is a leaf too).
   std::vector<bool> written(g.tensors().size(), false);
@@ -310,6 +312,33 @@ void plan_row_jobs(LaunchPlan& p, const std::vector<int>& readers, const CudaOpt
   }
 }
 
+// A rope of a rope_store launch whose input is an rms_norm + mul launch
+// that only it reads: the rope's job normalizes the rows itself, and the
+// norm's launch is skipped (its input kept until the rope's launch ends).
+void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
+  const size_t n = p.nodes.size();
+  p.rope_norm.assign(n, -1);
+  if (!o.rope_norm) return;
+  std::vector<int> index_of(readers.size(), -1);
+  for (size_t i = 0; i < n; ++i) index_of[size_t(p.nodes[i]->id)] = int(i);
+  for (size_t j = 0; j < n; ++j) {
+    if (p.rope_store[j] <= 0) continue;
+    const size_t end = j + size_t(p.rope_store[j]);
+    for (size_t r = j; r < end; ++r) {
+      const Tensor& rope = *p.nodes[r];
+      if (p.skip[r] || rope.op != Op::Rope || !rope.src[0] || rope.src[0]->op != Op::Mul) continue;
+      const int im = index_of[size_t(rope.src[0]->id)];
+      if (im < 1 || p.fused[size_t(im - 1)] != 1 || p.skip[size_t(im - 1)] || readers[size_t(rope.src[0]->id)] != 1 ||
+          !can_rope_norm(rope, *p.nodes[size_t(im - 1)], *rope.src[0]))
+        continue;
+      p.rope_norm[r] = im - 1;
+      p.skip[size_t(im - 1)] = p.skip[size_t(im)] = true;
+      p.mem_end[size_t(im - 1)] = end;
+    }
+    j = end - 1;
+  }
+}
+
 // The KV-cache writes of an attention block: a rope whose only reader is a
 // set_rows (through a reshape) writes into the cache itself, moved to the
 // rope's place when nothing in between touches the cache; then consecutive
@@ -413,13 +442,22 @@ std::string profile_key(const Tensor& t) {
   return k;
 }
 
+namespace {
+bool rope_norms(const LaunchPlan& p, size_t i) {
+  for (size_t k = i; k < i + size_t(p.rope_store[i]); ++k)
+    if (p.rope_norm[k] >= 0) return true;
+  return false;
+}
+}  // namespace
+
 std::string LaunchPlan::label(size_t i) const {
   const LaunchPlan& p = *this;
   const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
   std::string key = p.fold[i]         ? profile_key(*p.nodes[i]) + " +add+rms_norm+mul"
                     : p.fused[i] == 1 ? "rms_norm+mul" + rows
                     : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
-                    : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows
+                    : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows +
+                                            (rope_norms(p, i) ? " +rms_norm+mul" : "")
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
   if (!p.row_jobs[i].empty()) key += " +rope/set_rows";

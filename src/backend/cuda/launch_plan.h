@@ -34,6 +34,10 @@ struct LaunchPlan {
   std::vector<int> rope_store;
   std::vector<int> rope_into;
   std::vector<bool> skip;
+  // A rope of a rope_store launch that reads an rms_norm + mul alone
+  // (qwen3's q and k norms): the norm's node (its launch skipped, planned
+  // for memory as one with the rope's launch: mem_end); -1: none.
+  std::vector<int> rope_norm;
   // A product at node i that runs with the add, norm and mul after it,
   // the norm folded into it and into the products of the next launch
   // (mul_mat_q8.h): those have fold_from = i.

@@ -50,6 +50,8 @@ struct Jobs {
   int n;
 };
 
+// A job's blocks are whole warps of items, so a normalized rope's warp
+// takes 32 pairs of one row.
 __global__ void rope_store_kernel(Jobs jobs) {
   pdl_wait();
   int ji = 0;
@@ -65,7 +67,14 @@ __global__ void rope_store_kernel(Jobs jobs) {
       rope_angle(J.pos[t], p, J.theta_scale, J.freq_scale, J.ff, &s, &co);
       const float* src = reinterpret_cast<const float*>(J.x.row(r));
       const int a = p * J.step, b = a + J.other;
-      const float x0 = src[a], x1 = src[b];
+      float x0 = src[a], x1 = src[b];
+      if (J.nw) {  // the row's norm: its half pairs are whole warps (half % 32 == 0, can_rope_norm)
+        float ss = 0.0f;
+        for (int64_t k = threadIdx.x & 31; k < J.D; k += 32) ss += src[k] * src[k];
+        const float scale = 1.0f / sqrtf(warp_sum(ss) / float(J.D) + J.neps);
+        x0 = (x0 * scale) * J.nw[a];
+        x1 = (x1 * scale) * J.nw[b];
+      }
       put(J, t, h, a, x0 * co - x1 * s);
       put(J, t, h, b, x0 * s + x1 * co);
     } else {
@@ -119,6 +128,14 @@ bool can_rope_store(const Tensor& t) {
 
 int rope_store_max_jobs() { return kMaxJobs; }
 
+bool can_rope_norm(const Tensor& rope, const Tensor& norm, const Tensor& mul) {
+  const Tensor* x = norm.src[0];
+  const Tensor* w = mul.src[1];
+  return can_rope_store(rope) && rope.op == Op::Rope && rope.src[0] == &mul && can_fuse_rms_norm_mul(norm, mul) &&
+         x && x->ne[0] == mul.ne[0] && x->ne[1] == mul.ne[1] && x->ne[2] == mul.ne[2] && x->ne[3] == mul.ne[3] &&
+         mul.is_contiguous() && w->is_contiguous() && rope.iparams[0] == mul.ne[0] && (mul.ne[0] / 2) % 32 == 0;
+}
+
 RopeJob make_rope_job(const RopeStoreNode& n) {
   const Tensor& t = *n.node;
   RopeJob J{};
@@ -128,6 +145,12 @@ RopeJob make_rope_job(const RopeStoreNode& n) {
     if (t.iparams[0] != x.ne[0] || t.ne[3] != 1) bad_operands("rope", t, "partial rope cannot be fused");
     J.rope = true;
     J.x = rows_of(x);
+    if (n.norm) {
+      if (!can_rope_norm(t, *n.norm, x)) bad_operands("rope", t, "cannot normalize its rows itself");
+      J.x = rows_of(*n.norm->src[0]);
+      J.nw = static_cast<const float*>(x.src[1]->data);
+      J.neps = n.norm->fparams[0];
+    }
     J.D = x.ne[0], J.H = x.ne[1], J.T = x.ne[2];
     J.pos = static_cast<const int32_t*>(t.src[1]->data);
     J.ff = t.src[2] ? static_cast<const float*>(t.src[2]->data) : nullptr;

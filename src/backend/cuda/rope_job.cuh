@@ -43,6 +43,8 @@ struct RopeJob {
   int n_rot, step, other;
   float theta_scale, freq_scale;
   int64_t items;  // rope: pairs; copy: elements
+  const float* nw;  // rope: x's rows rms-normalized (eps neps) and times nw first; null: not
+  float neps;
 };
 
 __device__ __forceinline__ void put(const RopeJob& J, int64_t t, int64_t h, int64_t a, float v) {
