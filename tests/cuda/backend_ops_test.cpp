@@ -347,6 +347,9 @@ TEST_F(CudaOps, MixtureOfExpertsOps) {
 // order of the float sums differs): every integer type, a block a pair
 // and the tiles sorted by expert, shared and per-slot x, an id out of range.
 TEST_F(CudaOps, ExpertProductsAgreeWithDenseProducts) {
+  CudaOptions o;
+  o.tile_mma = false;  // the 8-bit tiles for 80 pairs (ExpertTilesOnTheTensorCores: the MMA tiles)
+  auto q8 = make_cuda_backend(o);
   const int64_t E = 6, k = 2, K = 512, N = 96;
   for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const auto w = random_weights(wt, K, N * E, 31);
@@ -359,7 +362,7 @@ TEST_F(CudaOps, ExpertProductsAgreeWithDenseProducts) {
       for (int64_t X : {int64_t(1), k}) {
         const auto x = randn(size_t(K * X * T), uint32_t(40 + X));
         const Inputs in = {{"x", floats(x)}, {"ids", ints(ids)}};
-        const auto got = as_floats(run_on(*gpu_, [&](Graph& g) {
+        const auto got = as_floats(run_on(*q8, [&](Graph& g) {
           return g.mul_mat_id(g.external(wt, {K, N, E}, const_cast<uint8_t*>(w.data()), "experts"),
                               g.input(DType::F32, {K, X, T}, "x"), g.input(DType::I32, {k, T}, "ids"));
         }, in, 2));
@@ -386,12 +389,60 @@ TEST_F(CudaOps, ExpertProductsAgreeWithDenseProducts) {
   }
 }
 
+// Prefill-sized expert products on the tensor cores (an expert's pairs in
+// tiles of 64 on the MMA tile kernel) against the dense products of each
+// expert over the x rows of its pairs, 9-64 tokens, which take the same
+// MMA tile kernel: the same results up to the order of K's partial sums.
+TEST_F(CudaOps, ExpertTilesOnTheTensorCores) {
+  const int64_t E = 3, k = 2, K = 512, N = 288, T = 40;  // N: a row block and a part
+  std::vector<int32_t> ids(size_t(k * T));
+  for (int64_t t = 0; t < T; ++t) ids[size_t(k * t)] = int32_t(t % E), ids[size_t(k * t + 1)] = int32_t((t + 1) % E);
+  for (DType wt : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    const auto w = random_weights(wt, K, N * E, 61);
+    const size_t expert_bytes = row_bytes(wt, K) * size_t(N);
+    for (int64_t X : {int64_t(1), k}) {
+      const auto x = randn(size_t(K * X * T), uint32_t(62 + X));
+      const auto got = as_floats(run_on(*gpu_, [&](Graph& g) {
+        return g.mul_mat_id(g.external(wt, {K, N, E}, const_cast<uint8_t*>(w.data()), "experts"),
+                            g.input(DType::F32, {K, X, T}, "x"), g.input(DType::I32, {k, T}, "ids"));
+      }, {{"x", floats(x)}, {"ids", ints(ids)}}, 2));
+      double worst = 0;
+      for (int32_t e = 0; e < E; ++e) {
+        std::vector<int64_t> pairs;
+        for (int64_t p = 0; p < k * T; ++p)
+          if (ids[size_t(p)] == e) pairs.push_back(p);
+        ASSERT_GE(pairs.size(), 9u);
+        std::vector<float> xe;
+        for (int64_t p : pairs) {
+          const int64_t row = X == 1 ? p / k : p;
+          xe.insert(xe.end(), x.begin() + row * K, x.begin() + (row + 1) * K);
+        }
+        const int64_t n = int64_t(pairs.size());
+        const auto want = as_floats(run_on(*gpu_, [&](Graph& g) {
+          return g.mul_mat(g.external(wt, {K, N}, const_cast<uint8_t*>(w.data() + size_t(e) * expert_bytes), "W_e"),
+                           g.input(DType::F32, {K, n}, "xe"));
+        }, {{"xe", floats(xe)}}));
+        for (size_t i = 0; i < pairs.size(); ++i) {
+          const std::vector<float> g_p(got.begin() + pairs[i] * N, got.begin() + (pairs[i] + 1) * N);
+          const std::vector<float> w_p(want.begin() + int64_t(i) * N, want.begin() + int64_t(i + 1) * N);
+          worst = std::max(worst, rel_err(g_p, w_p));
+        }
+      }
+      EXPECT_LT(worst, 1e-5) << dtype_name(wt) << " x rows a token " << X;
+    }
+  }
+}
+
 // The experts' fused launches (moe_ops.h) against the same graph with each
-// op a launch of its own (CudaOptions::moe_fuse off): the routing bit for
-// bit, the FFN up to the order of the weighted sum; decode and prefill
-// sizes, gate/up and down of different types.
+// op a launch of its own (CudaOptions::moe_fuse off), both on the 8-bit
+// kernels: the routing bit for bit, the FFN up to the order of the weighted
+// sum; decode and prefill sizes, gate/up and down of different types.
 TEST_F(CudaOps, ExpertLaunchesAgreeWithOneLaunchAnOp) {
+  // Both on the 8-bit kernels (prefill sizes would take the MMA tiles where
+  // a type has them, and those do not fuse the GLU).
   CudaOptions o;
+  o.tile_mma = false;
+  auto fused = make_cuda_backend(o);
   o.moe_fuse = false;
   auto apart = make_cuda_backend(o);
   const int64_t E = 40, k = 4, K = 256, F = 256;  // E: a lane holds two values, one lane of them past the end
@@ -419,8 +470,8 @@ TEST_F(CudaOps, ExpertLaunchesAgreeWithOneLaunchAnOp) {
         g.moe_weights(L, ids, kk < E);
         return g.get_rows(g.external(DType::F32, {8, E + 1}, index.data(), "index"), g.reshape(ids, {kk * 3}));
       };
-      EXPECT_EQ(run_on(*gpu_, route, in, 3), run_on(*apart, route, in)) << "k " << kk;
-      EXPECT_EQ(run_on(*gpu_, picks, in, 3), run_on(*cpu_, picks, in)) << "k " << kk;
+      EXPECT_EQ(run_on(*fused, route, in, 3), run_on(*apart, route, in)) << "k " << kk;
+      EXPECT_EQ(run_on(*fused, picks, in, 3), run_on(*cpu_, picks, in)) << "k " << kk;
     }
   }
   for (auto [gt, dt] : {std::pair{DType::Q4_K, DType::Q6_K}, std::pair{DType::Q4_0, DType::Q8_0},
@@ -451,8 +502,8 @@ TEST_F(CudaOps, ExpertLaunchesAgreeWithOneLaunchAnOp) {
                          w);
       };
       const Inputs in = {{"h", floats(randn(size_t(K * T), uint32_t(55 + T)))}};
-      EXPECT_EQ(run_on(*gpu_, weights, in, 3), run_on(*apart, weights, in)) << "routing, T " << T;
-      EXPECT_LT(rel_err(as_floats(run_on(*gpu_, ffn, in, 3)), as_floats(run_on(*apart, ffn, in))), 1e-5)
+      EXPECT_EQ(run_on(*fused, weights, in, 3), run_on(*apart, weights, in)) << "routing, T " << T;
+      EXPECT_LT(rel_err(as_floats(run_on(*fused, ffn, in, 3)), as_floats(run_on(*apart, ffn, in))), 1e-5)
           << dtype_name(gt) << "/" << dtype_name(dt) << " T " << T;
     }
   }

@@ -168,21 +168,23 @@ TEST(LaunchPlan, ExpertLaunchesOfAQwen3MoeLayer) {
     std::map<LaunchPlan::Moe, int> n;
     for (size_t i = 0; i < p.nodes.size(); i += p.span(i)) ++n[p.moe[i]];
     EXPECT_EQ(n[LaunchPlan::Moe::Route], s.layers()) << "T " << T;
-    EXPECT_EQ(n[LaunchPlan::Moe::ExpertGlu], s.layers()) << "T " << T;
-    // Prefill: 120 pairs take the sorted tiles, but for the last layer's
-    // FFN, which runs on the one token whose logits are asked for.
-    EXPECT_EQ(n[LaunchPlan::Moe::DownSum], T == 1 ? s.layers() : 1) << "T " << T;
-    int handed = 0;
-    for (size_t i = 0; i < p.nodes.size(); ++i) handed += p.x_handed[i] && p.nodes[i]->op == Op::MulMatId;
-    EXPECT_EQ(handed, s.layers()) << "down reads the GLU's 8-bit blocks";
-    int shared = 0;
-    for (size_t i = 0; i < p.nodes.size(); ++i) shared += p.moe[i] == LaunchPlan::Moe::ExpertGlu && p.x_quantized[i];
-    EXPECT_EQ(shared, s.layers()) << "the FFN norm's launch writes gate/up's 8-bit x";
+    // Prefill: 120 pairs take the MMA tiles, gate and up apart (the GLU
+    // fused only into the 8-bit kernels), down apart; but for the last
+    // layer's FFN, which runs on the one token whose logits are asked for.
+    const int fused = T == 1 ? int(s.layers()) : 1;
+    EXPECT_EQ(n[LaunchPlan::Moe::ExpertGlu], fused) << "T " << T;
+    EXPECT_EQ(n[LaunchPlan::Moe::DownSum], fused) << "T " << T;
+    int handed = 0, shared = 0;
+    for (size_t i = 0; i < p.nodes.size(); ++i) {
+      handed += p.x_handed[i] && p.nodes[i]->op == Op::MulMatId;
+      shared += p.moe[i] == LaunchPlan::Moe::ExpertGlu && p.x_quantized[i];
+    }
+    EXPECT_EQ(handed, fused) << "down reads the GLU's 8-bit blocks";
+    EXPECT_EQ(shared, fused) << "the FFN norm's launch writes gate/up's 8-bit x";
     check_placed(*s.fg.graph, p);
     CudaOptions off;
     off.moe_fuse = false;
-    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(),
-              p.launches() + size_t(3 * s.layers() + n[LaunchPlan::Moe::DownSum]));
+    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(s.layers() + 3 * fused));
   }
 }
 

@@ -143,7 +143,8 @@ void plan_moe(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions&
     if (t.op == Op::TopK && free_at(i, 2) && can_fuse_route(t, *p.nodes[i + 1])) {
       p.moe[i] = Moe::Route;
       ++i;
-    } else if (t.op == Op::MulMatId && free_at(i, 3) && can_fuse_expert_glu(t, *p.nodes[i + 1], *p.nodes[i + 2]) &&
+    } else if (t.op == Op::MulMatId && free_at(i, 3) && !expert_mma(t, o) &&
+               can_fuse_expert_glu(t, *p.nodes[i + 1], *p.nodes[i + 2]) &&
                readers[size_t(t.id)] == 1 && readers[size_t(p.nodes[i + 1]->id)] == 1 &&
                readers[size_t(p.nodes[i + 2]->id)] == 1 && i + 3 < n && !p.x_handed[i + 3] &&
                p.nodes[i + 3]->op == Op::MulMatId && p.nodes[i + 3]->src[1] == p.nodes[i + 2] &&

@@ -23,11 +23,17 @@ bool mul_mat_id_supported(const Tensor& t);
 // ops_moe_q8.cu: on 8-bit activations (the integer weight types; K and N
 // multiples of 32). A block a (slot, token) pair for few pairs (decode);
 // for more, the pairs sorted by expert on the device and each expert's
-// rows read once for up to 8 of its pairs. Scratch: x's 8-bit blocks and
-// the sort's lists (expert_scratch_bytes).
+// rows read once for up to 8 of its pairs, or on the tensor cores for up to
+// 64 (expert_mma). Scratch: x's 8-bit or fp16 copy and the sort's lists
+// (expert_scratch_bytes).
 bool has_expert_q8(const Tensor& mul_mat_id);
+// Whether mul_mat_id (more pairs than decode's, a type with the MMA tile
+// kernel) runs on the tensor cores: x in fp16, the pairs sorted into tiles
+// of 64 of one expert (mul_mat_tile.h: MmaExperts). The plan then does not
+// fuse the GLU into gate/up (that launch's tiles are the 8-bit kernel's).
+bool expert_mma(const Tensor& mul_mat_id, const CudaOptions& o);
 size_t expert_scratch_bytes(const Tensor& mul_mat_id);  // 0 where !has_expert_q8
-void expert_mul_mat_q8(const Tensor& dst, const OpCtx& c);
+void expert_mul_mat(const Tensor& dst, const OpCtx& c);
 // gate and up (mul_mat_id nodes a and b, either order, same x and ids) and
 // the GLU that alone reads them in one launch, the GLU's result written
 // only as 8-bit blocks into c.hand for the down product (OpCtx::x_handed).

@@ -244,7 +244,7 @@ bool mul_mat_id_supported(const Tensor& t) {
 }
 
 void op_mul_mat_id(const Tensor& dst, const OpCtx& c) {
-  if (has_expert_q8(dst)) return expert_mul_mat_q8(dst, c);
+  if (has_expert_q8(dst)) return expert_mul_mat(dst, c);
   const Tensor* W = dst.src[0];
   const Tensor* X = dst.src[1];
   const Tensor* ids = dst.src[2];

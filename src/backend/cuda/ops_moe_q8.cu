@@ -25,6 +25,7 @@
 #include "backend/cuda/glu.cuh"
 #include "backend/cuda/moe_ops.h"
 #include "backend/cuda/mul_mat_q8.h"
+#include "backend/cuda/mul_mat_tile.h"
 #include "backend/cuda/q8_act.cuh"
 #include "backend/cuda/q8_dot.cuh"
 
@@ -321,11 +322,32 @@ struct Setup {
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
-// Scratch: x's 8-bit blocks (unless handed), then the sort's order, tiles and count.
+// Scratch: x's 8-bit blocks (unless handed) or, for the MMA tiles, x in
+// fp16; then the sort's order, tiles and count.
+size_t x_bytes(int64_t K, int64_t x_rows) {
+  return std::max(align256(q8_act_bytes(K, x_rows)), align256(size_t(K) * size_t(x_rows) * 2));
+}
 size_t scratch_bytes(int64_t K, int64_t x_rows, int64_t P, int64_t E) {
-  size_t b = align256(q8_act_bytes(K, x_rows));
+  size_t b = x_bytes(K, x_rows);
   if (P > kDirectPairs) b += align256(size_t(P) * 4) + align256(size_t(max_tiles(P, E)) * 16) + 256;
   return b;
+}
+
+// The sort's lists in scratch after x.
+struct Lists {
+  int32_t* order;
+  int4* tiles;
+  int* count;
+};
+Lists lists(const OpCtx& c, int64_t K, int64_t x_rows, int64_t P, int64_t E) {
+  char* base = static_cast<char*>(c.scratch) + x_bytes(K, x_rows);
+  return {reinterpret_cast<int32_t*>(base), reinterpret_cast<int4*>(base + align256(size_t(P) * 4)),
+          reinterpret_cast<int*>(base + align256(size_t(P) * 4) + align256(size_t(max_tiles(P, E)) * 16))};
+}
+void sort_pairs(const Route& rt, int64_t P, int tile, const Lists& l, const OpCtx& c) {
+  launch_kernel(expert_sort_kernel, 1, 1024, size_t(2 * (rt.E + 1)) * sizeof(int), c.stream, rt.ids, P, rt.E, tile,
+                l.order, l.tiles, l.count);
+  WEIR_CUDA_CHECK_LAUNCH();
 }
 
 Setup setup(const Tensor& W, const Tensor& X, const Tensor& ids, int tile, const OpCtx& c) {
@@ -344,14 +366,9 @@ Setup setup(const Tensor& W, const Tensor& X, const Tensor& ids, int tile, const
   }
   s.grid_y = unsigned(P);
   if (P > kDirectPairs) {
-    char* base = static_cast<char*>(c.scratch) + align256(q8_act_bytes(K, x_rows));
-    auto* order = reinterpret_cast<int32_t*>(base);
-    auto* tiles = reinterpret_cast<int4*>(base + align256(size_t(P) * 4));
-    auto* count = reinterpret_cast<int*>(base + align256(size_t(P) * 4) + align256(size_t(max_tiles(P, E)) * 16));
-    launch_kernel(expert_sort_kernel, 1, 1024, size_t(2 * (E + 1)) * sizeof(int), c.stream, s.rt.ids, P, E, tile,
-                  order, tiles, count);
-    WEIR_CUDA_CHECK_LAUNCH();
-    s.tl = Tiles{order, tiles, count};
+    const Lists l = lists(c, K, x_rows, P, E);
+    sort_pairs(s.rt, P, tile, l, c);
+    s.tl = Tiles{l.order, l.tiles, l.count};
     s.grid_y = unsigned(max_tiles(P, E, tile));
   }
   return s;
@@ -394,8 +411,31 @@ size_t expert_scratch_bytes(const Tensor& t) {
   return scratch_bytes(W.ne[0], t.src[1]->n_rows(), t.src[2]->n_elements(), W.ne[2]);
 }
 
-void expert_mul_mat_q8(const Tensor& dst, const OpCtx& c) {
+bool expert_mma(const Tensor& t, const CudaOptions& o) {
+  return has_expert_q8(t) && t.src[2]->n_elements() > kDirectPairs && mma_tile_fits(t, o);
+}
+
+// The MMA tiles: x to fp16 (every row), the pairs sorted into tiles of 64.
+void expert_mul_mat_mma(const Tensor& dst, const OpCtx& c) {
+  const Tensor& W = *dst.src[0];
+  const Tensor& X = *dst.src[1];
+  const Tensor& ids = *dst.src[2];
+  const int64_t K = W.ne[0], N = W.ne[1], E = W.ne[2], k = ids.ne[0], T = ids.ne[1], P = k * T, x_rows = X.n_rows();
+  if (scratch_bytes(K, x_rows, P, E) > c.scratch_bytes) bad_operands("mul_mat_id", dst, "scratch too small");
+  mma_convert_x(X, K, x_rows, c);
+  const Route rt{static_cast<const int32_t*>(ids.data), int(k), E, int(x_rows / T)};
+  constexpr int kMmaTile = 64;  // the MMA tile kernel's tokens
+  const Lists l = lists(c, K, x_rows, P, E);
+  sort_pairs(rt, P, kMmaTile, l, c);
+  const MmaExperts a{static_cast<const uint8_t*>(W.data), W.nb[1], W.nb[2], K, N,
+                     static_cast<const __half*>(c.scratch), rt.k, rt.x_per_token, l.order, l.tiles, l.count,
+                     static_cast<float*>(dst.data)};
+  mma_expert_mul_mat(a, W.dtype, unsigned(max_tiles(P, E, kMmaTile)), c);
+}
+
+void expert_mul_mat(const Tensor& dst, const OpCtx& c) {
   if (!has_expert_q8(dst)) bad_operands("mul_mat_id", dst, "no 8-bit expert kernel for these operands");
+  if (!c.x_handed && !c.x_quantized && expert_mma(dst, c.options())) return expert_mul_mat_mma(dst, c);
   const Tensor& W = *dst.src[0];
   const int64_t K = W.ne[0], N = W.ne[1];
   if (dst.src[2]->n_elements() == 0) return;

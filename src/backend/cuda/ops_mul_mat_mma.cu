@@ -61,13 +61,13 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Starts copying step k0's raw bytes of rows n0.. and its x tile (tokens
-// t0..) into one stage; tokens past T are zero. A warp copies whole x rows
+// Starts copying step k0's raw bytes of rows n0.. and its x tile (token t
+// of the tile: row x_row(t) of xh, none where negative) into one stage. A warp copies whole x rows
 // and two weight rows at a time, 16 bytes a lane, so each instruction
 // reads a few contiguous spans.
-template <DType T>
+template <DType T, class XR>
 __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, size_t w_stride, int64_t N, int64_t n0,
-                                           const __half* xh, int64_t K, int64_t T_, int64_t t0, int64_t k0) {
+                                           const __half* xh, int64_t K, const XR& x_row, int64_t k0) {
   using S = MmaTile<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   constexpr int kXChunks = S::BK / 8, kPerInst = 32 / kXChunks;  // tokens a warp copies at once
@@ -77,8 +77,9 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, siz
 #pragma unroll
     for (int i = 0; i < kTokens / (kThreads / 32 * kPerInst); ++i) {
       const int t = (i * (kThreads / 32) + warp) * kPerInst + lane / kXChunks;
-      // Tokens past T are left as they are: their columns are never stored.
-      if (t0 + t < T_) cp_async16(xs + t * S::kXPitch + 8 * q, xh + (t0 + t) * K + k0 + 8 * q);
+      // Tokens past the tile's are left as they are: their columns are never stored.
+      const int64_t row = x_row(t);
+      if (row >= 0) cp_async16(xs + t * S::kXPitch + 8 * q, xh + row * K + k0 + 8 * q);
     }
   }
   constexpr int kWarpRowsCopied = kRows / (kThreads / 32);
@@ -103,26 +104,18 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, siz
   }
 }
 
-// y_j [T][N_j] (or split blockIdx.z's partial sums) = W_j [N_j][K] x [T][K]^T
-// over K range [blockIdx.z * k_split, +k_split); xh: x in fp16, permuted
-// (mma_x_source), rows of K.
-template <DType WT>
-__global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64_t K, const __half* __restrict__ xh,
-                                                               int64_t T_, int64_t k_split, float* __restrict__ part) {
+// The tile's products over K range [kb, ke): acc (as the mma fragments
+// hold them: rows warp * 32 + 16 mt + g + 8 (e >> 1), tokens 8 nt + 2 c +
+// (e & 1)) = W rows n0.. times the tile's x rows (x_row).
+template <DType WT, class XR>
+__device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, size_t w_stride, int64_t N, int64_t n0,
+                                              const __half* __restrict__ xh, int64_t K, const XR& x_row, int64_t kb,
+                                              int64_t ke, float (&acc)[2][kNT][4]) {
   using S = MmaTile<WT>;
   using F = MmaW<WT>;
-  pdl_wait();
   extern __shared__ __align__(128) uint8_t smem[];
   MmaScale* table = reinterpret_cast<MmaScale*>(smem + 2 * S::kStage);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-  const int mat = tile_mat_of(m);
-  const uint8_t* __restrict__ W = m.w[mat];
-  const size_t w_stride = m.stride[mat];
-  const int64_t N = m.rows[mat];
-  const int64_t n0 = (int64_t(blockIdx.x) - m.first_block[mat]) * kRows, t0 = int64_t(blockIdx.y) * kTokens;
-  const int64_t kb = int64_t(blockIdx.z) * k_split, ke = std::min(K, kb + k_split);
-
-  float acc[2][kNT][4];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -132,16 +125,16 @@ __global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64
 
   // ldmatrix rows: lanes 0-7 and 8-15 the first 8 tokens of a pair of
   // n-tiles at k and k + 8, lanes 16-31 the next 8.
-  const int x_row = (lane & 7) + 8 * (lane >> 4), x_col = 8 * ((lane >> 3) & 1);
+  const int x_row8 = (lane & 7) + 8 * (lane >> 4), x_col = 8 * ((lane >> 3) & 1);
 
-  load_stage<WT>(smem, W, w_stride, N, n0, xh, K, T_, t0, kb);
+  load_stage<WT>(smem, W, w_stride, N, n0, xh, K, x_row, kb);
   cp_async_commit();
   for (int64_t k0 = kb, step = 0; k0 < ke; k0 += S::BK, ++step) {
     uint8_t* stage = smem + (step & 1) * S::kStage;
     cp_async_wait<0>();
     __syncthreads();  // this stage landed; every warp is done with the last
     if (k0 + S::BK < ke) {
-      load_stage<WT>(smem + ((step + 1) & 1) * S::kStage, W, w_stride, N, n0, xh, K, T_, t0, k0 + S::BK);
+      load_stage<WT>(smem + ((step + 1) & 1) * S::kStage, W, w_stride, N, n0, xh, K, x_row, k0 + S::BK);
       cp_async_commit();
     }
     const uint8_t* raw = stage + S::kX;
@@ -158,7 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64
     }
     __syncthreads();
 
-    const unsigned xs = unsigned(__cvta_generic_to_shared(stage)) + unsigned((x_row * S::kXPitch + x_col) * 2);
+    const unsigned xs = unsigned(__cvta_generic_to_shared(stage)) + unsigned((x_row8 * S::kXPitch + x_col) * 2);
     const uint8_t* rows[2][2];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
@@ -201,7 +194,23 @@ __global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64
       }
     }
   }
+}
 
+// y_j [T][N_j] (or split blockIdx.z's partial sums) = W_j [N_j][K] x [T][K]^T
+// over K range [blockIdx.z * k_split, +k_split); xh: x in fp16, permuted
+// (mma_x_source), rows of K.
+template <DType WT>
+__global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64_t K, const __half* __restrict__ xh,
+                                                               int64_t T_, int64_t k_split, float* __restrict__ part) {
+  pdl_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int mat = tile_mat_of(m);
+  const int64_t N = m.rows[mat];
+  const int64_t n0 = (int64_t(blockIdx.x) - m.first_block[mat]) * kRows, t0 = int64_t(blockIdx.y) * kTokens;
+  const int64_t kb = int64_t(blockIdx.z) * k_split, ke = std::min(K, kb + k_split);
+  float acc[2][kNT][4];
+  const auto x_row = [&](int t) { return t0 + t < T_ ? t0 + t : int64_t(-1); };
+  mma_tile_body<WT>(m.w[mat], m.stride[mat], N, n0, xh, K, x_row, kb, ke, acc);
   float* out = part ? part + int64_t(blockIdx.z) * T_ * m.col[m.n] + m.col[mat] : m.y[mat];
   const int64_t ld = part ? m.col[m.n] : m.ldy[mat];
 #pragma unroll
@@ -212,6 +221,41 @@ __global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64
       for (int e = 0; e < 4; ++e) {
         const int64_t n = n0 + warp * kWarpRows + 16 * mt + g + 8 * (e >> 1), t = t0 + 8 * nt + 2 * c + (e & 1);
         if (n < N && t < T_) out[t * ld + n] = acc[mt][nt][e];
+      }
+}
+
+// The experts' products (moe_ops.h): block (row block, tile blockIdx.y)
+// takes its tile's expert rows and up to 64 pairs (x rows gathered, results
+// scattered to the pairs' rows of y [N, pairs]); tiles past the count do
+// nothing; a tile of expert -1 (ids out of range) stores NaN.
+template <DType WT>
+__global__ void __launch_bounds__(kThreads, 1) mma_expert_kernel(MmaExperts a) {
+  pdl_wait();
+  if (int(blockIdx.y) >= *a.count) return;
+  const int4 tile = a.tile[blockIdx.y];
+  __shared__ int64_t pair[kTokens], xrow[kTokens];
+  if (threadIdx.x < kTokens) {
+    const int64_t p = int(threadIdx.x) < tile.z ? a.order[tile.y + threadIdx.x] : -1;
+    pair[threadIdx.x] = p;
+    xrow[threadIdx.x] = p < 0 ? -1 : a.x_per_token == 1 ? p / a.k : p;
+  }
+  __syncthreads();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int64_t n0 = int64_t(blockIdx.x) * kRows;
+  float acc[2][kNT][4];
+  if (tile.x >= 0) {
+    const auto x_row = [&](int t) { return xrow[t]; };
+    mma_tile_body<WT>(a.w + size_t(tile.x) * a.expert_stride, a.row_stride, a.N, n0, a.xh, a.K, x_row, 0, a.K, acc);
+  }
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t n = n0 + warp * kWarpRows + 16 * mt + g + 8 * (e >> 1);
+        const int t = 8 * nt + 2 * c + (e & 1);
+        if (n < a.N && t < tile.z) a.y[pair[t] * a.N + n] = tile.x >= 0 ? acc[mt][nt][e] : __int_as_float(0x7fc00000);
       }
 }
 
@@ -268,6 +312,21 @@ size_t mma_convert_x(const Tensor& x, int64_t K, int64_t T, const OpCtx& c) {
   launch_kernel(convert_x_permuted_kernel, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(c.scratch));
   WEIR_CUDA_CHECK_LAUNCH();
   return (size_t(T * K * 2) + 255) / 256 * 256;
+}
+
+void mma_expert_mul_mat(const MmaExperts& a, DType wt, unsigned max_tiles, const OpCtx& c) {
+  bool ok = false;
+  dispatch_dtype(wt, [&]<DType WT>() {
+    if constexpr (MmaW<WT>::kHas) {
+      ok = true;
+      using S = MmaTile<WT>;
+      allow_dynamic_smem(reinterpret_cast<const void*>(mma_expert_kernel<WT>), int(S::kSmem));
+      const dim3 grid(blocks_for(a.N, kRows), max_tiles);
+      launch_kernel(mma_expert_kernel<WT>, grid, kThreads, S::kSmem, c.stream, a);
+      WEIR_CUDA_CHECK_LAUNCH();
+    }
+  });
+  if (!ok) throw Error(std::string("cuda mul_mat_id: no MMA tile kernel for W type ") + dtype_name(wt));
 }
 
 void mma_tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
