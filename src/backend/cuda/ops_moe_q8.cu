@@ -41,6 +41,9 @@ constexpr int kWarps = 16;             // warps of a product block: 32 rows (GLU
 struct ExpertW {
   const uint8_t* w;
   size_t row, expert;
+  __device__ __forceinline__ const uint8_t* at(int e, int64_t j) const {  // row j of expert e
+    return w + size_t(e) * expert + size_t(j) * row;
+  }
 };
 // Where a pair's x and ids are: pair p = j + k t (slot j of token t).
 struct Route {
@@ -58,11 +61,13 @@ struct Tiles {
   const int* count;
 };
 
-// The pairs of the block's tile, as XQRows and pair indices; n valid (the
-// slots past n repeat the last pair: computed, never stored). False: no
-// such tile (the grid is sized for the most there can be).
+// The pairs of the block's tile: their indices, n valid (the slots past n
+// repeat the last pair: computed, never stored), and their x rows (x, from
+// the 8-bit x of every row xb). False: no such tile (the grid is sized for
+// the most there can be).
 template <int NT>
-__device__ __forceinline__ bool tile_pairs(const Tiles& tl, const Route& rt, int* e, int* n, int64_t (&pair)[NT]) {
+__device__ __forceinline__ bool tile_pairs(const Tiles& tl, const Route& rt, const XQ& xb, int* e, int* n,
+                                           int64_t (&pair)[NT], XQRows<NT>* x) {
   if (!tl.order) {
     pair[0] = blockIdx.y;
     *e = rt.ids[blockIdx.y];
@@ -75,13 +80,22 @@ __device__ __forceinline__ bool tile_pairs(const Tiles& tl, const Route& rt, int
     for (int s = 0; s < NT; ++s) pair[s] = tl.order[t.y + min(s, t.z - 1)];
   }
   if (*e < 0 || *e >= rt.E) *e = -1;
+  *x = XQRows<NT>{xb.q, xb.ds, xb.K, {}};
+#pragma unroll
+  for (int s = 0; s < NT; ++s) x->row[s] = rt.x_row(pair[s]);
   return true;
 }
 
-// R rows of a warp over a row's chunks, U a step (all loaded, then dotted).
+// R rows of a warp over a row's chunks, U a step (all loaded, then
+// dotted), into acc (zeroed first; left zero where !live).
 template <class D, int NT, int R, int U, class X>
 __device__ __forceinline__ void rows_dot(const uint8_t* const (&w)[R], int64_t K, const X& x, Acc<R, NT>& acc,
-                                         int lane) {
+                                         int lane, bool live) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int s = 0; s < NT; ++s) acc[r][s] = 0.0f;
+  if (!live) return;
   const int64_t chunks = K / D::QK * D::CHUNKS;
   typename D::Raw raw[U][R];
   for (int64_t i0 = lane; i0 < chunks; i0 += 32 * U) {
@@ -111,21 +125,13 @@ __device__ __forceinline__ void glu_body(ExpertW gate, ExpertW up, int64_t K, XQ
   pdl_wait();
   int e, n;
   int64_t pair[NT];
-  if (!tile_pairs<NT>(tl, rt, &e, &n, pair)) return;
-  XQRows<NT> x{xb.q, xb.ds, K, {}};
-#pragma unroll
-  for (int s = 0; s < NT; ++s) x.row[s] = rt.x_row(pair[s]);
+  XQRows<NT> x;
+  if (!tile_pairs<NT>(tl, rt, xb, &e, &n, pair, &x)) return;
   const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
-  const size_t eo = size_t(max(e, 0));
-  const uint8_t* const w[4] = {gate.w + eo * gate.expert + size_t(j) * gate.row,
-                               gate.w + eo * gate.expert + size_t(j + 1) * gate.row,
-                               up.w + eo * up.expert + size_t(j) * up.row, up.w + eo * up.expert + size_t(j + 1) * up.row};
+  const int eo = max(e, 0);
+  const uint8_t* const w[4] = {gate.at(eo, j), gate.at(eo, j + 1), up.at(eo, j), up.at(eo, j + 1)};
   float acc[4][NT];
-#pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int s = 0; s < NT; ++s) acc[r][s] = 0.0f;
-  if (e >= 0) rows_dot<D, NT, 4, U>(w, K, x, acc, lane);
+  rows_dot<D, NT, 4, U>(w, K, x, acc, lane, e >= 0);
   __shared__ float sh[NT][32];
 #pragma unroll
   for (int r = 0; r < 4; ++r)
@@ -162,19 +168,13 @@ __device__ __forceinline__ void product_body(ExpertW W, int64_t K, int64_t N, XQ
   pdl_wait();
   int e, n;
   int64_t pair[NT];
-  if (!tile_pairs<NT>(tl, rt, &e, &n, pair)) return;
-  XQRows<NT> x{xb.q, xb.ds, K, {}};
-#pragma unroll
-  for (int s = 0; s < NT; ++s) x.row[s] = rt.x_row(pair[s]);
+  XQRows<NT> x;
+  if (!tile_pairs<NT>(tl, rt, xb, &e, &n, pair, &x)) return;
   const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
-  const size_t eo = size_t(max(e, 0));
-  const uint8_t* const w[2] = {W.w + eo * W.expert + size_t(j) * W.row, W.w + eo * W.expert + size_t(j + 1) * W.row};
+  const int eo = max(e, 0);
+  const uint8_t* const w[2] = {W.at(eo, j), W.at(eo, j + 1)};
   float acc[2][NT];
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int s = 0; s < NT; ++s) acc[r][s] = 0.0f;
-  if (e >= 0) rows_dot<D, NT, 2, U>(w, K, x, acc, lane);
+  rows_dot<D, NT, 2, U>(w, K, x, acc, lane, e >= 0);
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll

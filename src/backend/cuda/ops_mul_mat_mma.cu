@@ -196,6 +196,20 @@ __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, siz
   }
 }
 
+// Each result a thread holds after mma_tile_body: f(row within the block's
+// rows, token within the tile, value).
+template <class F>
+__device__ __forceinline__ void for_each_result(const float (&acc)[2][kNT][4], F&& f) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        f(warp * kWarpRows + 16 * mt + g + 8 * (e >> 1), 8 * nt + 2 * c + (e & 1), acc[mt][nt][e]);
+}
+
 // y_j [T][N_j] (or split blockIdx.z's partial sums) = W_j [N_j][K] x [T][K]^T
 // over K range [blockIdx.z * k_split, +k_split); xh: x in fp16, permuted
 // (mma_x_source), rows of K.
@@ -203,7 +217,6 @@ template <DType WT>
 __global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64_t K, const __half* __restrict__ xh,
                                                                int64_t T_, int64_t k_split, float* __restrict__ part) {
   pdl_wait();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int mat = tile_mat_of(m);
   const int64_t N = m.rows[mat];
   const int64_t n0 = (int64_t(blockIdx.x) - m.first_block[mat]) * kRows, t0 = int64_t(blockIdx.y) * kTokens;
@@ -213,15 +226,9 @@ __global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64
   mma_tile_body<WT>(m.w[mat], m.stride[mat], N, n0, xh, K, x_row, kb, ke, acc);
   float* out = part ? part + int64_t(blockIdx.z) * T_ * m.col[m.n] + m.col[mat] : m.y[mat];
   const int64_t ld = part ? m.col[m.n] : m.ldy[mat];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t n = n0 + warp * kWarpRows + 16 * mt + g + 8 * (e >> 1), t = t0 + 8 * nt + 2 * c + (e & 1);
-        if (n < N && t < T_) out[t * ld + n] = acc[mt][nt][e];
-      }
+  for_each_result(acc, [&](int r, int t, float v) {
+    if (n0 + r < N && t0 + t < T_) out[(t0 + t) * ld + n0 + r] = v;
+  });
 }
 
 // The experts' products (moe_ops.h): block (row block, tile blockIdx.y)
@@ -240,23 +247,15 @@ __global__ void __launch_bounds__(kThreads, 1) mma_expert_kernel(MmaExperts a) {
     xrow[threadIdx.x] = p < 0 ? -1 : a.x_per_token == 1 ? p / a.k : p;
   }
   __syncthreads();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int64_t n0 = int64_t(blockIdx.x) * kRows;
-  float acc[2][kNT][4];
+  float acc[2][kNT][4] = {};
   if (tile.x >= 0) {
     const auto x_row = [&](int t) { return xrow[t]; };
     mma_tile_body<WT>(a.w + size_t(tile.x) * a.expert_stride, a.row_stride, a.N, n0, a.xh, a.K, x_row, 0, a.K, acc);
   }
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t n = n0 + warp * kWarpRows + 16 * mt + g + 8 * (e >> 1);
-        const int t = 8 * nt + 2 * c + (e & 1);
-        if (n < a.N && t < tile.z) a.y[pair[t] * a.N + n] = tile.x >= 0 ? acc[mt][nt][e] : __int_as_float(0x7fc00000);
-      }
+  for_each_result(acc, [&](int r, int t, float v) {
+    if (n0 + r < a.N && t < tile.z) a.y[pair[t] * a.N + n0 + r] = tile.x >= 0 ? v : __int_as_float(0x7fc00000);
+  });
 }
 
 // x rows to fp16 in the order mma_x_source gives, within groups of 256.
