@@ -77,8 +77,13 @@ class Gemma3 final : public Model {
       Tensor* q = g.reshape(g.mul_mat(leaf_rows(g, *L.wq, hs.q0 * Dk, (hs.q0 + Hq) * Dk), cur), {Dk, Hq, T});
       Tensor* k = g.reshape(g.mul_mat(leaf_rows(g, *L.wk, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk), cur), {Dk, Hkv, T});
       Tensor* v = g.mul_mat(leaf_rows(g, *L.wv, hs.kv0 * Dv, (hs.kv0 + Hkv) * Dv), cur);  // [Dv*Hkv, T]
-      q = g.rope_neox(norm(q, L.q_norm), fg.pos, int(Dk), base, fscale);
-      k = g.rope_neox(norm(k, L.k_norm), fg.pos, int(Dk), base, fscale);
+      // Both norms, then both ropes: the GPU runs the norms, the ropes, q's
+      // scale and the cache writes as one launch (their order in the graph
+      // makes them neighbours; the results are the same in any order).
+      q = norm(q, L.q_norm);
+      k = norm(k, L.k_norm);
+      q = g.rope_neox(q, fg.pos, int(Dk), base, fscale);
+      k = g.rope_neox(k, fg.pos, int(Dk), base, fscale);
       q = g.scale(q, h.attn_scale);
 
       cur = cached_attention(g, fg, kv, int(il), q, k, v, swa ? fg.mask_swa : fg.mask, 1.0f);

@@ -654,15 +654,16 @@ TEST_F(CudaOps, RopesAndCacheWritesInOneLaunch) {
   }
 }
 
-// qwen3's and gemma3's q and k norms (rms_norm + mul of a head's row) run
-// by the rope launch's jobs: one launch for the norms, the ropes and the
-// cache writes; head dims whose pairs are not whole warps (48) keep the
-// norm launches.
+// qwen3's and gemma3's q and k norms (rms_norm + mul of a head's row) and
+// gemma3's q scale run by the rope launch's jobs: one launch for the norms,
+// the ropes, the scale and the cache writes; head dims whose pairs are not
+// whole warps (48) keep the norm launches.
 TEST_F(CudaOps, QkNormsRunInTheRopeLaunch) {
   const int64_t Hq = 4, Hkv = 2, N = 9;
   for (int64_t D : {int64_t(64), int64_t(128), int64_t(48)})
     for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
       for (int64_t T : {int64_t(1), int64_t(3)}) {
+        const bool scaled = mode == RopeMode::Neox;  // gemma3's q: scaled after its rope, in the same launch
         const std::vector<float> wq = randn(size_t(D), 41), wk = randn(size_t(D), 42);
         const auto build = [&](Graph& g) {
           Tensor* pos = g.input(DType::I32, {T}, "pos");
@@ -675,6 +676,7 @@ TEST_F(CudaOps, QkNormsRunInTheRopeLaunch) {
           Tensor* k = norm(g.input(DType::F32, {D, Hkv, T}, "k"), wk, "k_norm");
           q = g.rope(q, pos, rp);
           k = g.rope(k, pos, rp);
+          if (scaled) q = g.scale(q, 0.0625f);
           Tensor* kc = g.set_rows(g.input(DType::F16, {D * Hkv, N}, "kc"), g.reshape(k, {D * Hkv, T}), idx);
           Tensor* vc = g.set_rows(g.input(DType::F16, {D * Hkv, N}, "vc"), g.input(DType::F32, {D * Hkv, T}, "v"), idx);
           Tensor* ids = g.input(DType::I32, {3}, "ids");
@@ -692,7 +694,7 @@ TEST_F(CudaOps, QkNormsRunInTheRopeLaunch) {
         uint64_t launches = 0;
         const auto c = run_outputs(*cpu_, build, in, 1);
         const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
-        EXPECT_EQ(launches, D == 48 ? 5u : 3u) << "D " << D;
+        EXPECT_EQ(launches, D == 48 ? 5u : 3u) << "D " << D << (scaled ? " scaled" : "");
         for (size_t i = 0; i < c.size(); ++i)
           EXPECT_LT(rel_err(gg[i], c[i]), 2e-5) << "D " << D << " T " << T << " output " << i;
       }

@@ -141,20 +141,24 @@ TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
   EXPECT_GE(folds, s.layers()) << "residual norms folded into the products";
 }
 
-// qwen3's q and k norms run in the rope launch: two launches fewer a
-// layer, decode and prefill, and the promise kept.
-TEST(LaunchPlan, Qwen3NormsInTheRopeLaunch) {
-  for (const char* arch : {"qwen3", "qwen3moe"})
+// qwen3's and gemma3's q and k norms run in the rope launch (two launches
+// fewer a layer), and gemma3's q scale too (with the v cache write then in
+// the same launch: four fewer); decode and prefill, and the promise kept.
+TEST(LaunchPlan, QkNormsInTheRopeLaunch) {
+  for (const char* arch : {"qwen3", "qwen3moe", "gemma3"})
     for (int64_t T : {1, 16}) {
       Step s(arch, FileType::Q4_K_M, T);
       LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
-      int normed = 0;
-      for (size_t i = 0; i < p.nodes.size(); ++i) normed += p.rope_norm[i] >= 0;
+      const bool gemma = std::string(arch) == "gemma3";
+      int normed = 0, scaled = 0;
+      for (size_t i = 0; i < p.nodes.size(); ++i) normed += p.rope_norm[i] >= 0, scaled += p.rope_scale[i] >= 0;
       EXPECT_EQ(normed, 2 * s.layers()) << arch << " T " << T;
+      EXPECT_EQ(scaled, gemma ? s.layers() : 0) << arch << " T " << T;
       check_placed(*s.fg.graph, p);
       CudaOptions off;
       off.rope_norm = false;
-      EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(2 * s.layers())) << arch;
+      EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t((gemma ? 4 : 2) * s.layers()))
+          << arch << " T " << T;
     }
 }
 

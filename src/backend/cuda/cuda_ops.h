@@ -27,6 +27,7 @@ struct RopeStoreNode {
   const Tensor* node;
   const Tensor* into = nullptr;
   const Tensor* norm = nullptr;
+  const Tensor* scale = nullptr;  // a rope's only reader, a scale: the job writes the scaled rows in its place
 };
 
 struct OpCtx {
@@ -141,6 +142,7 @@ bool can_rope_store(const Tensor& t);  // a rope or set_rows this launch takes
 // Whether rope's job can take the rms_norm + mul before it (rope reads the
 // mul; RopeStoreNode::norm).
 bool can_rope_norm(const Tensor& rope, const Tensor& norm, const Tensor& mul);
+bool can_rope_scale(const Tensor& rope, const Tensor& scale);
 int rope_store_max_jobs();
 void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c);
 void op_attention(const Tensor& dst, const OpCtx& c);

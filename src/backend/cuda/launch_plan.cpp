@@ -19,7 +19,7 @@ size_t scratch_for(const Tensor& t, const CudaOptions& o) {
   }
 }
 
-void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers);
+void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_norm_folds(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_row_jobs(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
@@ -68,7 +68,7 @@ void plan_fusion(LaunchPlan& p, const Graph& g, const CudaOptions& o) {
     p.group[i] = int(j - i);
     i = j;
   }
-  plan_rope_store(p, readers);
+  plan_rope_store(p, readers, o);
   plan_rope_norm(p, readers, o);
   // Products whose weights no kernel of the graph writes: leaves that no
   // set_rows targets (the KV cache is a leaf too).
@@ -345,10 +345,11 @@ void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOp
 // rope's place when nothing in between touches the cache; then consecutive
 // ropes and set_rows that do not read each other's results run as one
 // launch.
-void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers) {
+void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
   const size_t n = p.nodes.size();
   p.rope_store.assign(n, 0);
   p.rope_into.assign(n, -1);
+  p.rope_scale.assign(n, -1);
   p.skip.assign(n, false);
   const auto reads = [](const Tensor& t, const Tensor* storage) {
     for (const Tensor* s : t.src)
@@ -377,10 +378,26 @@ void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers) {
       if (reads(t, &rope)) break;
     }
   }
+  // A rope whose only reader is a scale (gemma3's q): its job writes the
+  // scaled rows as the scale's result, and the scale is skipped.
+  for (size_t r = 0; o.rope_norm && r < n; ++r) {
+    const Tensor& rope = *p.nodes[r];
+    if (rope.op != Op::Rope || p.rope_into[r] >= 0 || readers[size_t(rope.id)] != 1 || !can_rope_store(rope)) continue;
+    for (size_t j = r + 1; j < n; ++j)
+      if (reads(*p.nodes[j], &rope)) {
+        if (can_rope_scale(rope, *p.nodes[j])) {
+          p.rope_scale[r] = int(j);
+          p.skip[j] = true;
+        }
+        break;
+      }
+  }
   // What a launch member writes: a rope its result (or, written into a
-  // cache, the cache too), a set_rows its table.
+  // cache, the cache too; with a scale, the scale's result), a set_rows its
+  // table.
   const auto writes = [&](size_t i) {
     const Tensor& t = *p.nodes[i];
+    if (p.rope_scale[i] >= 0) return static_cast<const Tensor*>(p.nodes[size_t(p.rope_scale[i])]);
     return t.op == Op::SetRows ? t.src[0]->storage() : static_cast<const Tensor*>(&t);
   };
   for (size_t i = 0; i < n; ++i) {
@@ -400,8 +417,12 @@ void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers) {
       if (p.rope_into[j] >= 0) written.push_back(writes(size_t(p.rope_into[j])));
       ++jobs;
     }
-    if (jobs > 1 || p.rope_into[i] >= 0) {
+    if (jobs > 1 || p.rope_into[i] >= 0 || p.rope_scale[i] >= 0) {
       p.rope_store[i] = int(j - i);
+      // A scale's result is written by this launch: planned as one with it
+      // for memory up to the scale.
+      for (size_t k = i; k < j; ++k)
+        if (p.rope_scale[k] >= 0) p.mem_end[i] = std::max(p.mem_end[i], size_t(p.rope_scale[k]) + 1);
       i = j - 1;
     }
   }
@@ -449,6 +470,11 @@ bool rope_norms(const LaunchPlan& p, size_t i) {
     if (p.rope_norm[k] >= 0) return true;
   return false;
 }
+bool rope_scales(const LaunchPlan& p, size_t i) {
+  for (size_t k = i; k < i + size_t(p.rope_store[i]); ++k)
+    if (p.rope_scale[k] >= 0) return true;
+  return false;
+}
 }  // namespace
 
 std::string LaunchPlan::label(size_t i) const {
@@ -458,7 +484,8 @@ std::string LaunchPlan::label(size_t i) const {
                     : p.fused[i] == 1 ? "rms_norm+mul" + rows
                     : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
                     : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows +
-                                            (rope_norms(p, i) ? " +rms_norm+mul" : "")
+                                            (rope_norms(p, i) ? " +rms_norm+mul" : "") +
+                                            (rope_scales(p, i) ? " +scale" : "")
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
   if (!p.row_jobs[i].empty()) key += " +rope/set_rows";

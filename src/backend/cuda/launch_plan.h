@@ -38,6 +38,9 @@ struct LaunchPlan {
   // (qwen3's q and k norms): the norm's node (its launch skipped, planned
   // for memory as one with the rope's launch: mem_end); -1: none.
   std::vector<int> rope_norm;
+  // A rope whose only reader is a scale (gemma3's q): the scale's node,
+  // skipped (the rope's job writes the scaled rows as its result); -1: none.
+  std::vector<int> rope_scale;
   // A product at node i that runs with the add, norm and mul after it,
   // the norm folded into it and into the products of the next launch
   // (mul_mat_q8.h): those have fold_from = i.

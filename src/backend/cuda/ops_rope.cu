@@ -75,8 +75,9 @@ __global__ void rope_store_kernel(Jobs jobs) {
         x0 = (x0 * scale) * J.nw[a];
         x1 = (x1 * scale) * J.nw[b];
       }
-      put(J, t, h, a, x0 * co - x1 * s);
-      put(J, t, h, b, x0 * s + x1 * co);
+      const float ya = x0 * co - x1 * s, yb = x0 * s + x1 * co;  // then scaled, as a scale node after the rope
+      put(J, t, h, a, ya * J.oscale);
+      put(J, t, h, b, yb * J.oscale);
     } else {
       const int64_t t = i / J.D, a = i % J.D;
       put(J, t, 0, a, reinterpret_cast<const float*>(J.x.row(t))[a]);
@@ -128,6 +129,12 @@ bool can_rope_store(const Tensor& t) {
 
 int rope_store_max_jobs() { return kMaxJobs; }
 
+bool can_rope_scale(const Tensor& rope, const Tensor& scale) {
+  return rope.op == Op::Rope && scale.op == Op::Scale && scale.src[0] == &rope && scale.dtype == DType::F32 &&
+         scale.nb[0] == 4 && scale.ne[0] == rope.ne[0] && scale.ne[1] == rope.ne[1] && scale.ne[2] == rope.ne[2] &&
+         scale.ne[3] == 1;
+}
+
 bool can_rope_norm(const Tensor& rope, const Tensor& norm, const Tensor& mul) {
   const Tensor* x = norm.src[0];
   const Tensor* w = mul.src[1];
@@ -161,15 +168,19 @@ RopeJob make_rope_job(const RopeStoreNode& n) {
     J.theta_scale = powf(t.fparams[0], -2.0f / float(J.n_rot));
     J.freq_scale = t.fparams[1];
     J.items = J.H * J.T * (J.n_rot / 2);
+    J.oscale = 1.0f;
+    if (n.scale && (n.into || !can_rope_scale(t, *n.scale))) bad_operands("rope", t, "cannot apply " + n.scale->name);
     if (n.into) {
       if (!can_rope_into(t, *n.into)) bad_operands("rope", t, "cannot be written into " + n.into->name);
       check_set_rows(*n.into);
       cache_out(J, *n.into);
       J.out_h = J.D * (J.f16 ? 2 : 4);
     } else {
-      J.out = static_cast<char*>(t.data);
-      J.out_t = int64_t(t.nb[2]);
-      J.out_h = int64_t(t.nb[1]);
+      const Tensor& out = n.scale ? *n.scale : t;
+      J.out = static_cast<char*>(out.data);
+      J.out_t = int64_t(out.nb[2]);
+      J.out_h = int64_t(out.nb[1]);
+      if (n.scale) J.oscale = n.scale->fparams[0];
     }
   } else if (t.op == Op::SetRows) {
     check_set_rows(t);

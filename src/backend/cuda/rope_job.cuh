@@ -45,6 +45,7 @@ struct RopeJob {
   int64_t items;  // rope: pairs; copy: elements
   const float* nw;  // rope: x's rows rms-normalized (eps neps) and times nw first; null: not
   float neps;
+  float oscale;  // rope: its results times this (1: as they are)
 };
 
 __device__ __forceinline__ void put(const RopeJob& J, int64_t t, int64_t h, int64_t a, float v) {
