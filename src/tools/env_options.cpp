@@ -41,6 +41,7 @@ CudaOptions cuda_options_from_env(int device) {
   flag("WEIR_CUDA_VEC_GROUP", &o.vec_group);
   flag("WEIR_CUDA_MOE_FUSE", &o.moe_fuse);
   flag("WEIR_CUDA_ROPE_NORM", &o.rope_norm);
+  flag("WEIR_CUDA_NORM_CHAIN", &o.norm_chain);
   flag("WEIR_CUDA_PDL", &o.pdl);
   number("WEIR_CUDA_STAGED", &o.staged);
   number("WEIR_CUDA_STAGES", &o.stages);

@@ -700,6 +700,44 @@ TEST_F(CudaOps, QkNormsRunInTheRopeLaunch) {
       }
 }
 
+// gemma3's post-attention norm, the residual add and the next norm (with
+// its 8-bit copy for the product after it) in one launch: the sum and the
+// last norm against the CPU, and bit for bit against the two launches
+// (CudaOptions::norm_chain off); K 100 keeps two launches (no float4 rows).
+TEST_F(CudaOps, NormAddNormInOneLaunch) {
+  CudaOptions o;
+  o.norm_chain = false;
+  auto apart = make_cuda_backend(o);
+  for (int64_t K : {int64_t(640), int64_t(256), int64_t(100)})
+    for (bool swapped : {false, true})
+      for (int64_t T : {int64_t(1), int64_t(5)}) {
+        const std::vector<float> w0 = randn(size_t(K), 71), w1 = randn(size_t(K), 72);
+        const auto wq = random_weights(DType::Q8_0, K == 100 ? 128 : K, 64, 73);
+        const auto build = [&](Graph& g) {
+          Tensor* p = g.input(DType::F32, {K, T}, "p");
+          Tensor* x = g.input(DType::F32, {K, T}, "x");
+          Tensor* m0 = g.mul(g.rms_norm(p, 1e-6f), g.external(DType::F32, {K}, const_cast<float*>(w0.data()), "w0"));
+          Tensor* sa = swapped ? g.add(x, m0) : g.add(m0, x);
+          Tensor* h = g.mul(g.rms_norm(sa, 1e-6f), g.external(DType::F32, {K}, const_cast<float*>(w1.data()), "w1"));
+          std::vector<Tensor*> out = {sa, h};
+          if (K % 32 == 0)  // a product after it: the norm's launch writes its 8-bit x
+            out.push_back(g.mul_mat(g.external(DType::Q8_0, {K, 64}, const_cast<uint8_t*>(wq.data()), "wq"), h));
+          return out;
+        };
+        const Inputs in = {{"p", floats(randn(size_t(K * T), 74, 4.0f))}, {"x", floats(randn(size_t(K * T), 75))}};
+        uint64_t launches = 0, apart_launches = 0;
+        const auto c = run_outputs(*cpu_, build, in, 1);
+        const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+        const auto ga = run_outputs(*apart, build, in, 3, &apart_launches);
+        if (K % 4 == 0) EXPECT_EQ(launches + 1, apart_launches) << "K " << K;
+        for (size_t i = 0; i < 2; ++i) {
+          EXPECT_LT(rel_err(gg[i], c[i]), 1e-5) << "K " << K << " T " << T << " output " << i;
+          EXPECT_EQ(gg[i], ga[i]) << "K " << K << " T " << T << " output " << i;
+        }
+        if (gg.size() > 2) EXPECT_EQ(gg[2], ga[2]) << "K " << K << " T " << T << ": the product on the 8-bit copy";
+      }
+}
+
 // q, k and v products whose results are roped (normal mode) and written
 // into the KV caches by the products' own launch: no rope_store launch
 // after them (up to 4 tokens; 5, or the neox mode, take one).

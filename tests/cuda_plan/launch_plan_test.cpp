@@ -82,16 +82,17 @@ TEST_P(LaunchPlanTest, EachFusionSavesItsLaunchesAndKeepsThePromise) {
   // most, and no plan breaks its promise.
   CudaOptions none;
   none.glu_fuse = none.norm_fold = none.row_jobs = none.tile_group = none.vec_group = none.moe_fuse = none.rope_norm =
-      false;
+      none.norm_chain = false;
   size_t most = 0;
-  for (int k = 0; k < 6; ++k) {
+  for (int k = 0; k < 7; ++k) {
     CudaOptions o;
     (k == 0   ? o.glu_fuse
      : k == 1 ? o.norm_fold
      : k == 2 ? o.row_jobs
      : k == 3 ? o.vec_group
      : k == 4 ? o.moe_fuse
-              : o.rope_norm) = false;
+     : k == 5 ? o.rope_norm
+              : o.norm_chain) = false;
     LaunchPlan q = plan_launches(*s.fg.graph, o);
     EXPECT_GE(q.launches(), fused) << "knob " << k;
     most = std::max(most, q.launches());
@@ -160,6 +161,22 @@ TEST(LaunchPlan, QkNormsInTheRopeLaunch) {
       EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t((gemma ? 4 : 2) * s.layers()))
           << arch << " T " << T;
     }
+}
+
+// gemma3's post-attention and post-FFN norms run with the residual add and
+// the next norm: two launches fewer a layer, the promise kept.
+TEST(LaunchPlan, Gemma3NormChains) {
+  for (int64_t T : {1, 16}) {
+    Step s("gemma3", FileType::Q4_K_M, T);
+    LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+    int chains = 0;
+    for (size_t i = 0; i < p.nodes.size(); ++i) chains += p.norm_chain[i];
+    EXPECT_EQ(chains, 2 * s.layers()) << "T " << T;
+    check_placed(*s.fg.graph, p);
+    CudaOptions off;
+    off.norm_chain = false;
+    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(2 * s.layers())) << "T " << T;
+  }
 }
 
 // A mixture-of-experts layer: the routing in one launch, gate/up with the

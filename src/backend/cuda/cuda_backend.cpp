@@ -453,6 +453,11 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
       i += p.span(i) - 1;
       continue;
     }
+    if (p.norm_chain[i]) {
+      op_norm_add_norm(*t, *p.nodes[i + 1], *p.nodes[i + 2], *p.nodes[i + 3], *p.nodes[i + 4], c);
+      i += 4;
+      continue;
+    }
     if (p.glu[i]) {
       op_mul_mat_glu(*t, *p.nodes[i + 1], *p.nodes[i + 2], c);
       i += 2;

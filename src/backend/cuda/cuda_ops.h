@@ -125,6 +125,14 @@ void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c);
 // scaled norm.
 bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul);
 void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul, const OpCtx& c);
+// rms_norm + mul of a tensor, added to another, then rms_norm + mul of the
+// sum (gemma3's post-attention and post-FFN norms before the residual add
+// and the next norm) in one kernel: the sum and the last mul's result are
+// written, the first mul's is not.
+bool can_fuse_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,
+                            const Tensor& mul);
+void op_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,
+                      const Tensor& mul, const OpCtx& c);
 // Whether out (a norm's or GLU's result) can be handed to product as 8-bit
 // blocks in scratch (OpCtx::quantize_out), the product then skipping its own
 // quantization of x.

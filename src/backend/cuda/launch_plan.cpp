@@ -25,6 +25,7 @@ void plan_norm_folds(LaunchPlan& p, const std::vector<int>& readers, const CudaO
 void plan_row_jobs(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_glu(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_moe(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
+void plan_norm_chains(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 
 // Kernels that can run as one: an rms_norm whose only reader is the mul
 // right after it (by a row of weights), together with the add right before
@@ -47,6 +48,7 @@ void plan_fusion(LaunchPlan& p, const Graph& g, const CudaOptions& o) {
   p.glu.assign(n, false);
   p.x_handed.assign(n, false);
   p.moe.assign(n, LaunchPlan::Moe::None);
+  p.norm_chain.assign(n, false);
   const auto only_reader_is_next = [&](size_t i) { return readers[size_t(p.nodes[i]->id)] == 1; };
   for (size_t i = 0; i + 1 < n; ++i) {
     if (i + 2 < n && only_reader_is_next(i + 1) &&
@@ -122,6 +124,24 @@ void plan_fusion(LaunchPlan& p, const Graph& g, const CudaOptions& o) {
   plan_row_jobs(p, readers, o);
   plan_glu(p, readers, o);
   plan_moe(p, readers, o);
+  plan_norm_chains(p, readers, o);
+}
+
+// A norm launch (rms_norm + mul) whose result only the next launch's add
+// reads, an add + rms_norm + mul: one launch; the second's 8-bit copy, if
+// any, goes with it.
+void plan_norm_chains(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
+  const size_t n = p.nodes.size();
+  for (size_t i = 0; o.norm_chain && i + 4 < n; ++i) {
+    if (p.fused[i] != 1 || p.fused[i + 2] != 2 || p.skip[i] || p.skip[i + 2] || p.quantize_out[i] ||
+        p.mem_end[i] || p.mem_end[i + 2] || readers[size_t(p.nodes[i + 1]->id)] != 1 ||
+        !can_fuse_norm_add_norm(*p.nodes[i], *p.nodes[i + 1], *p.nodes[i + 2], *p.nodes[i + 3], *p.nodes[i + 4]))
+      continue;
+    p.norm_chain[i] = true;
+    p.quantize_out[i] = p.quantize_out[i + 2];
+    p.quantize_out[i + 2] = false;
+    i += 4;
+  }
 }
 
 // The experts' launches: routing (top_k, then moe_weights of its picks);
@@ -480,7 +500,8 @@ bool rope_scales(const LaunchPlan& p, size_t i) {
 std::string LaunchPlan::label(size_t i) const {
   const LaunchPlan& p = *this;
   const std::string rows = " T" + std::to_string(p.nodes[i]->n_rows());
-  std::string key = p.fold[i]         ? profile_key(*p.nodes[i]) + " +add+rms_norm+mul"
+  std::string key = p.norm_chain[i]   ? "rms_norm+mul+add+rms_norm+mul" + rows
+                    : p.fold[i]       ? profile_key(*p.nodes[i]) + " +add+rms_norm+mul"
                     : p.fused[i] == 1 ? "rms_norm+mul" + rows
                     : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
                     : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows +

@@ -41,6 +41,9 @@ struct LaunchPlan {
   // A rope whose only reader is a scale (gemma3's q): the scale's node,
   // skipped (the rope's job writes the scaled rows as its result); -1: none.
   std::vector<int> rope_scale;
+  // rms_norm + mul at i, then add + rms_norm + mul at i + 2 (fused 1, then
+  // 2) whose add reads the first mul alone: one launch (op_norm_add_norm).
+  std::vector<bool> norm_chain;
   // A product at node i that runs with the add, norm and mul after it,
   // the norm folded into it and into the products of the next launch
   // (mul_mat_q8.h): those have fold_from = i.
@@ -71,6 +74,7 @@ struct LaunchPlan {
   size_t span(size_t i) const {
     if (jobs_end[i]) return jobs_end[i] - i;
     if (moe[i] != Moe::None) return moe[i] == Moe::ExpertGlu ? 3 : 2;
+    if (norm_chain[i]) return 5;
     return size_t(fold[i]             ? 4
                   : rope_store[i] > 0 ? rope_store[i]
                   : glu[i]            ? 3

@@ -69,17 +69,25 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
 // The same with float4s held in registers (NV per thread; rows 16-byte
 // aligned, K a multiple of 4): x is read once, and the quantization takes
 // 4 elements a lane.
+// With pre.w (add only): x is first normalized itself (eps pre.eps) and
+// times pre.w, as a norm + mul launch before would have written it (the same
+// sums in the same order): gemma3's post-attention and post-FFN norms.
+struct PreNorm {
+  const float* w = nullptr;
+  float eps = 0.0f;
+};
 template <int NV>
 __global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r, bool add,
-                                 Rows xs, Q8Act q8) {
+                                 Rows xs, Q8Act q8, PreNorm pre) {
   const int64_t row = blockIdx.x, n4 = K / 4;
-  float4 v[NV], g[NV];
+  float4 v[NV], g[NV], g0[NV];
   // The norm weights first: no kernel writes them, so they are read before
   // pdl_wait(), while the kernel ahead finishes, not after the reduction.
 #pragma unroll
   for (int j = 0; j < NV; ++j) {
     const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
     g[j] = w && i < n4 ? reinterpret_cast<const float4*>(w)[i] : make_float4(1, 1, 1, 1);
+    g0[j] = pre.w && i < n4 ? reinterpret_cast<const float4*>(pre.w)[i] : make_float4(1, 1, 1, 1);
   }
   pdl_wait();
   const float4* xr = reinterpret_cast<const float4*>(x.row(row));
@@ -93,6 +101,18 @@ __global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const flo
     const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
     v[j] = i < n4 ? xr[i] : make_float4(0, 0, 0, 0);
     b[j] = add && i < n4 ? rr[i] : make_float4(0, 0, 0, 0);
+  }
+  if (pre.w) {
+    float s0 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) s0 += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+    const float sc = 1.0f / sqrtf(block_sum(s0) / float(K) + pre.eps);
+    __syncthreads();  // block_sum's memory is used again below
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      const float4 o = make_float4(v[j].x * sc, v[j].y * sc, v[j].z * sc, v[j].w * sc);
+      v[j] = make_float4(o.x * g0[j].x, o.y * g0[j].y, o.z * g0[j].z, o.w * g0[j].w);
+    }
   }
   float s = 0.0f;
 #pragma unroll
@@ -199,24 +219,27 @@ void map(const Tensor& dst, const Tensor& a, const Tensor* b, const OpCtx& c, F 
 }
 
 // rms_norm_kernel's launch: the float4 kernel where rows allow it.
-void launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const Tensor& y, float eps, const float* w,
-                 const Tensor* r, const Tensor* xs, Q8Act q8) {
+bool launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const Tensor& y, float eps, const float* w,
+                 const Tensor* r, const Tensor* xs, Q8Act q8, PreNorm pre = {}) {
   const bool add = r != nullptr;
   const Rows rr = rows_of(add ? *r : y), rxs = rows_of(add ? *xs : y);
   const bool vec = K % 4 == 0 && K / 4 <= 4 * 1024 && rows_aligned16(x) && rows_aligned16(y) &&
                    (!add || (rows_aligned16(*r) && rows_aligned16(*xs))) && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (!vec) {
+    if (pre.w) return false;  // the float4 kernel alone takes a pre-norm
     const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
     launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add,
                   rxs, q8);
-    return;
+    return true;
   }
   const int64_t n4 = K / 4;
   const int want_nv = c.options().norm_nv;  // float4s per thread at least (tuning)
   const int nv = want_nv >= 4 || n4 > 2048 ? 4 : want_nv == 2 || n4 > 1024 ? 2 : 1;
   const int threads = int(std::min<int64_t>(1024, ((n4 + nv - 1) / nv + 31) / 32 * 32));
   auto* k = nv == 1 ? rms_norm4_kernel<1> : nv == 2 ? rms_norm4_kernel<2> : rms_norm4_kernel<4>;
-  launch_kernel(k, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add, rxs, q8);
+  launch_kernel(k, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add, rxs, q8,
+                pre);
+  return true;
 }
 
 // The 8-bit copy of out in scratch, when the plan asks for one.
@@ -286,6 +309,30 @@ void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mu
   if (rows == 0) return;
   launch_norm(rows, K, c, *add.src[0], mul, norm.fparams[0], static_cast<const float*>(mul.src[1]->data), add.src[1],
               &add, q8_out(mul, c));
+}
+
+bool can_fuse_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,
+                            const Tensor& mul) {
+  return can_fuse_rms_norm_mul(norm0, mul0) && can_fuse_add_rms_norm_mul(add, norm, mul) &&
+         (add.src[0] == &mul0 || add.src[1] == &mul0) && add.src[0] != add.src[1] && mul0.ne[0] == add.ne[0] &&
+         mul0.n_rows() == add.n_rows() && norm0.src[0] != &add;
+}
+
+void op_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,
+                      const Tensor& mul, const OpCtx& c) {
+  if (!can_fuse_norm_add_norm(norm0, mul0, add, norm, mul)) bad_operands("rms_norm", norm0, "cannot be fused");
+  const int64_t rows = norm.n_rows(), K = norm.ne[0];
+  if (rows == 0) return;
+  const Tensor& other = add.src[0] == &mul0 ? *add.src[1] : *add.src[0];
+  const PreNorm pre{static_cast<const float*>(mul0.src[1]->data), norm0.fparams[0]};
+  if (launch_norm(rows, K, c, *norm0.src[0], mul, norm.fparams[0], static_cast<const float*>(mul.src[1]->data), &other,
+                  &add, q8_out(mul, c), pre))
+    return;
+  // Rows the float4 kernel does not take: the two launches.
+  OpCtx plain = c;
+  plain.quantize_out = false;
+  op_rms_norm_mul(norm0, mul0, plain);
+  op_add_rms_norm_mul(add, norm, mul, c);
 }
 
 void op_binary(const Tensor& dst, const OpCtx& c) {
