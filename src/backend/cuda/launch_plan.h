@@ -3,8 +3,11 @@
 // fusions: an rms_norm with the mul after it (and the add before it: the
 // residual stream); products on the same x as one launch (q/k/v, gate/up),
 // quantizing x once; ropes and KV-cache writes as one launch, or run by the
-// products' own launch (row jobs); the residual norm folded into the
-// products around it; the GLU in the gate/up launch. Each can be turned off
+// products' own launch (row jobs); q/k norms and q's scale run by the rope
+// launch's jobs (qwen3, gemma3); the residual norm folded into the products
+// around it; a norm, the add after it and the next norm as one launch
+// (gemma3); the GLU in the gate/up launch; the experts' routing, GLU and
+// weighted sum in the launches around them. Each can be turned off
 // (CudaOptions) for comparisons. The kernels the plan picks are tested on a
 // GPU (tests/cuda).
 #pragma once
