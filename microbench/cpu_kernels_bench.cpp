@@ -3,6 +3,8 @@
 // this). Run: build/microbench/weir_microbench [--gtest_filter=Cpu*]
 #include <gtest/gtest.h>
 
+#include "host_tensor.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,16 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-Tensor make(DType t, std::initializer_list<int64_t> ne, void* data, const char* name = "t") {
-  Tensor x;
-  x.dtype = t;
-  int i = 0;
-  for (int64_t n : ne) x.ne[i++] = n;
-  set_contiguous_strides(x);
-  x.data = data;
-  x.name = name;
-  return x;
-}
+using test::host_tensor;
 
 std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);
@@ -76,8 +69,8 @@ TEST(CpuMulMat, GemmaShapes) {
     std::mt19937 rng(6);
     std::vector<uint8_t> w = random_weights(dt, K, N, 6);
     std::vector<float> x = randn(size_t(K * T), rng), y(size_t(N * T));
-    Tensor W = make(dt, {K, N}, w.data(), "w"), X = make(DType::F32, {K, T}, x.data(), "x"),
-           Y = make(DType::F32, {N, T}, y.data(), "y");
+    Tensor W = host_tensor(dt, {K, N}, w.data(), "w"), X = host_tensor(DType::F32, {K, T}, x.data(), "x"),
+           Y = host_tensor(DType::F32, {N, T}, y.data(), "y");
     Y.op = Op::MulMat;
     Y.src[0] = &W;
     Y.src[1] = &X;
@@ -116,7 +109,7 @@ TEST(CpuMulMat, IntegerPathVsFloatPath) {
   double layer_s = 0;
   for (const Shape& s : shapes) {
     std::vector<uint8_t> w = random_weights(s.t, s.K, s.N, 9);
-    Tensor W = make(s.t, {s.K, s.N}, w.data(), "w");
+    Tensor W = host_tensor(s.t, {s.K, s.N}, w.data(), "w");
     std::vector<float> x = randn(size_t(s.K * s.T), rng), xr(x.size());
     const size_t arow = act_row_bytes(s.t, s.K);
     std::vector<uint8_t> xq(arow * size_t(s.T));
@@ -124,9 +117,9 @@ TEST(CpuMulMat, IntegerPathVsFloatPath) {
       round_activations(s.t, &x[size_t(t * s.K)], &xr[size_t(t * s.K)], s.K);
       quantize_act(activation_type(s.t), &x[size_t(t * s.K)], &xq[size_t(t) * arow], s.K);
     }
-    Tensor Xr = make(DType::F32, {s.K, s.T}, xr.data()), Xq = make(activation_type(s.t), {s.K, s.T}, xq.data());
+    Tensor Xr = host_tensor(DType::F32, {s.K, s.T}, xr.data()), Xq = host_tensor(activation_type(s.t), {s.K, s.T}, xq.data());
     std::vector<float> y(size_t(s.N * s.T));
-    Tensor Y = make(DType::F32, {s.N, s.T}, y.data());
+    Tensor Y = host_tensor(DType::F32, {s.N, s.T}, y.data());
     Y.op = Op::MulMat;
     Y.src[0] = &W;
     Scratch scratch;
@@ -162,11 +155,11 @@ TEST(CpuAttention, GemmaPrefill) {
   std::vector<float> mask(size_t(S * T), 0.0f);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = t + 1; j < S; ++j) mask[size_t(t * S + j)] = -INFINITY;
-  Tensor q = make(DType::F32, {D, Hq, T}, qkv.data(), "q");
+  Tensor q = host_tensor(DType::F32, {D, Hq, T}, qkv.data(), "q");
   q.nb[2] = size_t(D * Hall) * 4;
   q.nb[3] = q.nb[2] * size_t(T);
-  Tensor k = make(DType::F16, {D, Hkv, S}, kc.data(), "k_cache"), v = make(DType::F16, {D, Hkv, S}, vc.data(), "v_cache");
-  Tensor m = make(DType::F32, {S, T}, mask.data(), "mask"), o = make(DType::F32, {D * Hq, T}, out.data(), "attn");
+  Tensor k = host_tensor(DType::F16, {D, Hkv, S}, kc.data(), "k_cache"), v = host_tensor(DType::F16, {D, Hkv, S}, vc.data(), "v_cache");
+  Tensor m = host_tensor(DType::F32, {S, T}, mask.data(), "mask"), o = host_tensor(DType::F32, {D * Hq, T}, out.data(), "attn");
   o.op = Op::Attention;
   o.src[0] = &q;
   o.src[1] = &k;

@@ -13,20 +13,12 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ops_simd.h"
 #include "core/tensor.h"
+#include "host_tensor.h"
 
 namespace weir::cpu {
 namespace {
 
-Tensor make(DType t, std::initializer_list<int64_t> ne, void* data, const char* name) {
-  Tensor x;
-  x.dtype = t;
-  int i = 0;
-  for (int64_t n : ne) x.ne[i++] = n;
-  set_contiguous_strides(x);
-  x.data = data;
-  x.name = name;
-  return x;
-}
+using test::host_tensor;
 
 void run(void (*op)(const Tensor&, const OpContext&), const Tensor& dst, int nth) {
   std::vector<Scratch> scratch(static_cast<size_t>(nth));
@@ -49,14 +41,14 @@ TEST(CpuRope, NormalAndNeoxWithFreqFactorsMatchClosedForm) {
     for (int n_rot : {32, 16})
       for (bool with_ff : {false, true}) {
         std::vector<float> xb = randn(size_t(D * H * T), rng);
-        Tensor x = make(DType::F32, {D, H, T}, xb.data(), "x");
+        Tensor x = host_tensor(DType::F32, {D, H, T}, xb.data(), "x");
         std::vector<int32_t> pos = {0, 5, 19, 300};
-        Tensor p = make(DType::I32, {T}, pos.data(), "pos");
+        Tensor p = host_tensor(DType::I32, {T}, pos.data(), "pos");
         std::vector<float> ff(size_t(n_rot / 2));
         for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + float(i % 5) * 1.75f;
-        Tensor fft = make(DType::F32, {n_rot / 2}, ff.data(), "rope_freqs");
+        Tensor fft = host_tensor(DType::F32, {n_rot / 2}, ff.data(), "rope_freqs");
         std::vector<float> y(xb.size());
-        Tensor yt = make(DType::F32, {D, H, T}, y.data(), "y");
+        Tensor yt = host_tensor(DType::F32, {D, H, T}, y.data(), "y");
         yt.src[0] = &x;
         yt.src[1] = &p;
         yt.src[2] = with_ff ? &fft : nullptr;
@@ -100,8 +92,8 @@ TEST(CpuSiluMul, VectorKernelMatchesPlainOnEverySimdFamily) {
     a[0] = 0.0f;  // and some extremes
     if (a.size() > 3) a[1] = -120.0f, a[2] = 95.0f, a[3] = -1e-30f;
     std::vector<float> want(a.size()), got(a.size());
-    Tensor at = make(DType::F32, {k, rows}, a.data(), "a"), bt = make(DType::F32, {k, rows}, b.data(), "b");
-    Tensor wt = make(DType::F32, {k, rows}, want.data(), "want");
+    Tensor at = host_tensor(DType::F32, {k, rows}, a.data(), "a"), bt = host_tensor(DType::F32, {k, rows}, b.data(), "b");
+    Tensor wt = host_tensor(DType::F32, {k, rows}, want.data(), "want");
     wt.src[0] = &at;
     wt.src[1] = &bt;
     ref_silu_mul(wt);

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
+#include "host_tensor.h"
 
 namespace weir::cpu {
 namespace {
@@ -40,16 +41,7 @@ struct Buffer {
   explicit Buffer(size_t n = 0) : bytes(n + 64 + 256, 0xA5) {}
 };
 
-Tensor make(DType t, std::initializer_list<int64_t> ne, void* data, const char* name = "t") {
-  Tensor x;
-  x.dtype = t;
-  int i = 0;
-  for (int64_t n : ne) x.ne[i++] = n;
-  set_contiguous_strides(x);
-  x.data = data;
-  x.name = name;
-  return x;
-}
+using test::host_tensor;
 
 // Runs op for every thread of an nth-way split, one after another.
 void run(OpFn op, const Tensor& dst, int nth) {
@@ -196,9 +188,9 @@ struct MatMulCase {
     std::memcpy(wbuf.data(), wb.data(), wb.size());
     const std::vector<float> xv = randn(size_t(K * T), rng);
     std::memcpy(xbuf.data(), xv.data(), xv.size() * 4);
-    w = make(t, {K, N}, wbuf.data(), "w");
-    x = make(DType::F32, {K, T}, xbuf.data(), "x");
-    y = make(DType::F32, {N, T}, ybuf.data(), "y");
+    w = host_tensor(t, {K, N}, wbuf.data(), "w");
+    x = host_tensor(DType::F32, {K, T}, xbuf.data(), "x");
+    y = host_tensor(DType::F32, {N, T}, ybuf.data(), "y");
     y.op = Op::MulMat;
     y.src[0] = &w;
     y.src[1] = &x;
@@ -254,9 +246,9 @@ TEST(CpuMulMat, Q8_0HandQuantizedMatchesNaiveDouble) {
   }
   std::vector<float> xv = randn(size_t(K * T), rng);
   std::vector<float> y(size_t(N * T), NAN);
-  Tensor w = make(DType::Q8_0, {K, N}, wb.data(), "w");
-  Tensor x = make(DType::F32, {K, T}, xv.data(), "x");
-  Tensor yt = make(DType::F32, {N, T}, y.data(), "y");
+  Tensor w = host_tensor(DType::Q8_0, {K, N}, wb.data(), "w");
+  Tensor x = host_tensor(DType::F32, {K, T}, xv.data(), "x");
+  Tensor yt = host_tensor(DType::F32, {N, T}, y.data(), "y");
   yt.src[0] = &w;
   yt.src[1] = &x;
   for (int nth : kThreadCounts) {
@@ -312,7 +304,7 @@ TEST(CpuMulMat, StridedXAndLargerShapes) {
     const int64_t ld = K + 3;
     std::vector<float> xp(size_t(ld * T), NAN);
     for (int64_t t = 0; t < T; ++t) std::memcpy(&xp[size_t(t * ld)], m.xs() + t * K, size_t(K) * 4);
-    Tensor xv = make(DType::F32, {K, T}, xp.data(), "x_view");
+    Tensor xv = host_tensor(DType::F32, {K, T}, xp.data(), "x_view");
     xv.nb[1] = size_t(ld) * 4;
     xv.nb[2] = xv.nb[3] = xv.nb[1] * size_t(T);
     m.y.src[1] = &xv;
@@ -351,9 +343,9 @@ TEST(CpuMulMat, PackedAndInPlaceXAgree) {
 
 TEST(CpuMulMat, BadShapesThrow) {
   std::vector<float> a(64 * 4), b(64 * 4), y(16);
-  Tensor w = make(DType::F32, {64, 4}, a.data(), "w");
-  Tensor x = make(DType::F32, {32, 4}, b.data(), "x");
-  Tensor yt = make(DType::F32, {4, 4}, y.data(), "y");
+  Tensor w = host_tensor(DType::F32, {64, 4}, a.data(), "w");
+  Tensor x = host_tensor(DType::F32, {32, 4}, b.data(), "x");
+  Tensor yt = host_tensor(DType::F32, {4, 4}, y.data(), "y");
   yt.src[0] = &w;
   yt.src[1] = &x;
   Scratch s;
@@ -369,7 +361,7 @@ struct Rows {
   Tensor t;
   Rows(int64_t k, int64_t rows, std::mt19937& rng, const char* name, float scale = 1.0f)
       : v(randn(size_t(k * rows), rng, scale)) {
-    t = make(DType::F32, {k, rows}, v.data(), name);
+    t = host_tensor(DType::F32, {k, rows}, v.data(), name);
   }
 };
 
@@ -378,7 +370,7 @@ TEST(CpuElementwise, MulAddScaleWithBroadcast) {
   const int64_t K = 77, R = 13;
   Rows a(K, R, rng, "a"), b(K, R, rng, "b"), b1(K, 1, rng, "b1");
   std::vector<float> y(size_t(K * R));
-  Tensor yt = make(DType::F32, {K, R}, y.data(), "y");
+  Tensor yt = host_tensor(DType::F32, {K, R}, y.data(), "y");
   yt.src[0] = &a.t;
   for (int nth : kThreadCounts) {
     for (const Tensor* bt : {&b.t, &b1.t}) {
@@ -410,11 +402,11 @@ TEST(CpuElementwise, RmsNormMatchesNaiveDouble) {
     // A strided input: rows 5 floats apart past their end.
     const int64_t ld = K + 5;
     std::vector<float> xb = randn(size_t(ld * R), rng, 3.0f);
-    Tensor x = make(DType::F32, {K, R}, xb.data(), "x");
+    Tensor x = host_tensor(DType::F32, {K, R}, xb.data(), "x");
     x.nb[1] = size_t(ld) * 4;
     x.nb[2] = x.nb[3] = x.nb[1] * size_t(R);
     std::vector<float> y(size_t(K * R));
-    Tensor yt = make(DType::F32, {K, R}, y.data(), "y");
+    Tensor yt = host_tensor(DType::F32, {K, R}, y.data(), "y");
     yt.src[0] = &x;
     yt.fparams[0] = 1e-6f;
     std::vector<float> first;  // every kernel family gives the same bits
@@ -454,7 +446,7 @@ TEST(CpuElementwise, GeluMulFollowsLlamaCppFp16Table) {
                          70000.0f, -70000.0f, -20.0f, 20.0f, 1.0f / 3.0f};
   for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); ++i) a.v[i] = edges[i];
   std::vector<float> y(size_t(K * R));
-  Tensor yt = make(DType::F32, {K, R}, y.data(), "y");
+  Tensor yt = host_tensor(DType::F32, {K, R}, y.data(), "y");
   yt.src[0] = &a.t;
   yt.src[1] = &b.t;
   std::vector<float> first;  // every kernel family gives the same bits
@@ -510,13 +502,13 @@ TEST(CpuRope, NeoxMatchesClosedForm) {
     // x is the first H heads of a fused [D, H + 2, T] buffer (a strided view).
     const int64_t Hall = H + 2;
     std::vector<float> xb = randn(size_t(D * Hall * T), rng);
-    Tensor x = make(DType::F32, {D, H, T}, xb.data(), "q_view");
+    Tensor x = host_tensor(DType::F32, {D, H, T}, xb.data(), "q_view");
     x.nb[2] = size_t(D * Hall) * 4;
     x.nb[3] = x.nb[2] * size_t(T);
     std::vector<int32_t> pos = {0, 1, 17, 40, 99};
-    Tensor p = make(DType::I32, {T}, pos.data(), "pos");
+    Tensor p = host_tensor(DType::I32, {T}, pos.data(), "pos");
     std::vector<float> y(size_t(D * H * T));
-    Tensor yt = make(DType::F32, {D, H, T}, y.data(), "y");
+    Tensor yt = host_tensor(DType::F32, {D, H, T}, y.data(), "y");
     yt.src[0] = &x;
     yt.src[1] = &p;
     yt.iparams[0] = n_rot;
@@ -547,11 +539,11 @@ TEST(CpuRope, FreqScale) {
   std::mt19937 rng(11);
   const int64_t D = 256, H = 1, T = 2;
   std::vector<float> xb = randn(size_t(D * H * T), rng);
-  Tensor x = make(DType::F32, {D, H, T}, xb.data(), "x");
+  Tensor x = host_tensor(DType::F32, {D, H, T}, xb.data(), "x");
   std::vector<int32_t> pos = {3, 12};
-  Tensor p = make(DType::I32, {T}, pos.data(), "pos");
+  Tensor p = host_tensor(DType::I32, {T}, pos.data(), "pos");
   std::vector<float> y(size_t(D * H * T));
-  Tensor yt = make(DType::F32, {D, H, T}, y.data(), "y");
+  Tensor yt = host_tensor(DType::F32, {D, H, T}, y.data(), "y");
   yt.src[0] = &x;
   yt.src[1] = &p;
   yt.iparams[0] = int(D);
@@ -605,11 +597,11 @@ void build_attn(AttnCase& c, std::mt19937& rng, int64_t pos0, int64_t window) {
       if (j > p || p - j >= window) c.mask[size_t(t * c.S + j)] = -INFINITY;
     }
   c.out.assign(size_t(c.D * c.Hq * c.T), NAN);
-  c.q = make(DType::F32, {c.D, c.Hq, c.T}, c.qkv.data(), "q");
+  c.q = host_tensor(DType::F32, {c.D, c.Hq, c.T}, c.qkv.data(), "q");
   c.q.nb[2] = size_t(c.D * Hall) * 4;
   c.q.nb[3] = c.q.nb[2] * size_t(c.T);
   auto cache_view = [&](std::vector<uint8_t>& buf, const char* name) {
-    Tensor t = make(c.kv, {c.D, c.Hkv, c.S}, buf.data(), name);
+    Tensor t = host_tensor(c.kv, {c.D, c.Hkv, c.S}, buf.data(), name);
     t.nb[1] = size_t(c.D) * es;
     t.nb[2] = size_t(c.D * c.Hkv) * es;
     t.nb[3] = t.nb[2] * size_t(c.Smax);
@@ -617,8 +609,8 @@ void build_attn(AttnCase& c, std::mt19937& rng, int64_t pos0, int64_t window) {
   };
   c.k = cache_view(c.kc, "k_cache");
   c.v = cache_view(c.vc, "v_cache");
-  c.m = make(DType::F32, {c.S, c.T}, c.mask.data(), "mask");
-  c.o = make(DType::F32, {c.D * c.Hq, c.T}, c.out.data(), "attn");
+  c.m = host_tensor(DType::F32, {c.S, c.T}, c.mask.data(), "mask");
+  c.o = host_tensor(DType::F32, {c.D * c.Hq, c.T}, c.out.data(), "attn");
   c.o.src[0] = &c.q;
   c.o.src[1] = &c.k;
   c.o.src[2] = &c.v;
@@ -724,11 +716,11 @@ TEST(CpuSetRows, WritesRowsIntoF32AndF16Caches) {
       const size_t es = dt == DType::F32 ? 4 : 2;
       std::vector<uint8_t> cache(size_t(K * N) * es, 0x5A);
       const std::vector<uint8_t> before = cache;
-      Tensor ct = make(dt, {K, N}, cache.data(), "k_cache");
+      Tensor ct = host_tensor(dt, {K, N}, cache.data(), "k_cache");
       std::vector<float> src = randn(size_t(K * T), rng);
-      Tensor st = make(DType::F32, {K, T}, src.data(), "k_cur");
+      Tensor st = host_tensor(DType::F32, {K, T}, src.data(), "k_cur");
       std::vector<int32_t> idx = {9, 0, 4, 10};
-      Tensor it = make(DType::I32, {T}, idx.data(), "kv_idx");
+      Tensor it = host_tensor(DType::I32, {T}, idx.data(), "kv_idx");
       Tensor d = ct;  // the result node: a view of the cache
       d.op = Op::SetRows;
       d.view_src = &ct;
@@ -783,11 +775,11 @@ TEST(CpuGetRows, DequantizesRowsOfAnyTable) {
   for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q6_K, DType::Q3_K}) {
     const int64_t K = test_k(t), N = 19, T = 6;
     const std::vector<uint8_t> table = random_rows(t, K, N, rng);
-    Tensor tt = make(t, {K, N}, const_cast<uint8_t*>(table.data()), "token_embd");
+    Tensor tt = host_tensor(t, {K, N}, const_cast<uint8_t*>(table.data()), "token_embd");
     std::vector<int32_t> ids = {3, 18, 0, 3, 7, 11};
-    Tensor it = make(DType::I32, {T}, ids.data(), "ids");
+    Tensor it = host_tensor(DType::I32, {T}, ids.data(), "ids");
     std::vector<float> y(size_t(K * T));
-    Tensor yt = make(DType::F32, {K, T}, y.data(), "get_rows");
+    Tensor yt = host_tensor(DType::F32, {K, T}, y.data(), "get_rows");
     yt.src[0] = &tt;
     yt.src[1] = &it;
     std::vector<float> want(static_cast<size_t>(K));
@@ -819,14 +811,14 @@ TEST(CpuOps, RmsNormMulFusedEqualsSeparateOps) {
   for (int64_t wrows : {int64_t(1), int64_t(9)}) {
     const int64_t K = 67, R = 9;
     std::vector<float> xb = randn(size_t(K * R), rng, 2.0f), wb = randn(size_t(K * wrows), rng);
-    Tensor x = make(DType::F32, {K, R}, xb.data(), "x");
-    Tensor w = make(DType::F32, {K, wrows}, wb.data(), "w");
+    Tensor x = host_tensor(DType::F32, {K, R}, xb.data(), "x");
+    Tensor w = host_tensor(DType::F32, {K, wrows}, wb.data(), "w");
     std::vector<float> n1(size_t(K * R)), y1(n1.size()), n2(n1.size(), NAN), y2(n1.size(), NAN);
-    Tensor norm = make(DType::F32, {K, R}, n1.data(), "norm");
+    Tensor norm = host_tensor(DType::F32, {K, R}, n1.data(), "norm");
     norm.op = Op::RmsNorm;
     norm.src[0] = &x;
     norm.fparams[0] = 1e-6f;
-    Tensor mul = make(DType::F32, {K, R}, y1.data(), "mul");
+    Tensor mul = host_tensor(DType::F32, {K, R}, y1.data(), "mul");
     mul.op = Op::Mul;
     mul.src[0] = &norm;
     mul.src[1] = &w;

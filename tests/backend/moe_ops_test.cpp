@@ -18,20 +18,12 @@
 #include "core/error.h"
 #include "core/quant/quantize.h"
 #include "core/tensor.h"
+#include "host_tensor.h"
 
 namespace weir::cpu {
 namespace {
 
-Tensor make(DType t, std::initializer_list<int64_t> ne, void* data) {
-  Tensor x;
-  x.dtype = t;
-  int i = 0;
-  for (int64_t n : ne) x.ne[i++] = n;
-  set_contiguous_strides(x);
-  x.data = data;
-  x.name = "t";
-  return x;
-}
+using test::host_tensor;
 
 template <class F>
 void run_threads(int nth, F&& op) {
@@ -47,8 +39,8 @@ TEST(MoeOps, TopKIsAStableSortsHead) {
     for (float& v : x) v = float(int(rng() % 7)) - 3.0f;  // many ties
     x[5] = NAN;
     std::vector<int32_t> got(size_t(k * T));
-    Tensor X = make(DType::F32, {E, T}, x.data());
-    Tensor Y = make(DType::I32, {k, T}, got.data());
+    Tensor X = host_tensor(DType::F32, {E, T}, x.data());
+    Tensor Y = host_tensor(DType::I32, {k, T}, got.data());
     Y.src[0] = &X;
     run_threads(2, [&](const OpContext& c) { op_top_k(Y, c); });
     for (int64_t t = 0; t < T; ++t) {
@@ -71,8 +63,8 @@ TEST(MoeOps, WeightsAreTheChosenSoftmaxProbabilities) {
   for (auto& i : ids) i = int32_t(rng() % E);
   for (bool normalize : {false, true}) {
     std::vector<float> got(size_t(k * T));
-    Tensor L = make(DType::F32, {E, T}, logits.data()), I = make(DType::I32, {k, T}, ids.data());
-    Tensor W = make(DType::F32, {k, T}, got.data());
+    Tensor L = host_tensor(DType::F32, {E, T}, logits.data()), I = host_tensor(DType::I32, {k, T}, ids.data());
+    Tensor W = host_tensor(DType::F32, {k, T}, got.data());
     W.src[0] = &L;
     W.src[1] = &I;
     W.iparams[0] = normalize;
@@ -95,8 +87,8 @@ TEST(MoeOps, SumWeighsEachSlot) {
   std::vector<float> y(size_t(N * k * T)), w(size_t(k * T)), got(size_t(N * T));
   for (size_t i = 0; i < y.size(); ++i) y[i] = float(i % 11) - 5.0f;
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.25f * float(i % 4);
-  Tensor Y = make(DType::F32, {N, k, T}, y.data()), Wt = make(DType::F32, {k, T}, w.data());
-  Tensor S = make(DType::F32, {N, T}, got.data());
+  Tensor Y = host_tensor(DType::F32, {N, k, T}, y.data()), Wt = host_tensor(DType::F32, {k, T}, w.data());
+  Tensor S = host_tensor(DType::F32, {N, T}, got.data());
   S.src[0] = &Y;
   S.src[1] = &Wt;
   run_threads(2, [&](const OpContext& c) { op_moe_sum(S, c); });
@@ -117,7 +109,7 @@ void check_mul_mat_id(DType wt, bool quantized_x, int64_t X_per_token, int64_t T
   for (float& v : wf) v = nd(rng) * 0.1f;
   std::vector<uint8_t> wq(row_bytes(wt, K) * size_t(N * E));
   quant::quantize_rows(wt, wf.data(), wq.data(), N * E, K);
-  Tensor W = make(wt, {K, N, E}, wq.data());
+  Tensor W = host_tensor(wt, {K, N, E}, wq.data());
   std::vector<int32_t> ids(size_t(k * T));
   for (int64_t t = 0; t < T; ++t) {  // k distinct experts a token
     std::vector<int32_t> e(static_cast<size_t>(E));
@@ -125,7 +117,7 @@ void check_mul_mat_id(DType wt, bool quantized_x, int64_t X_per_token, int64_t T
     std::shuffle(e.begin(), e.end(), rng);
     for (int64_t j = 0; j < k; ++j) ids[size_t(t * k + j)] = e[size_t(j)];
   }
-  Tensor I = make(DType::I32, {k, T}, ids.data());
+  Tensor I = host_tensor(DType::I32, {k, T}, ids.data());
   const int64_t rows = X_per_token * T;
   std::vector<float> x(size_t(K * rows)), xr(x.size());
   for (float& v : x) v = nd(rng);
@@ -135,17 +127,17 @@ void check_mul_mat_id(DType wt, bool quantized_x, int64_t X_per_token, int64_t T
     round_activations(wt, &x[size_t(r * K)], &xr[size_t(r * K)], K);
     if (quantized_x) quantize_act(at, &x[size_t(r * K)], &xq[size_t(r) * act_row_bytes(wt, K)], K);
   }
-  Tensor Xr = make(DType::F32, {K, X_per_token, T}, (quantized_x ? xr : x).data());
-  Tensor Xq = quantized_x ? make(at, {K, rows}, xq.data()) : Xr;
+  Tensor Xr = host_tensor(DType::F32, {K, X_per_token, T}, (quantized_x ? xr : x).data());
+  Tensor Xq = quantized_x ? host_tensor(at, {K, rows}, xq.data()) : Xr;
   std::vector<float> want(size_t(N * k * T)), got(want.size());
-  Tensor Yr = make(DType::F32, {N, k, T}, want.data());
+  Tensor Yr = host_tensor(DType::F32, {N, k, T}, want.data());
   Yr.src[0] = &W;
   Yr.src[1] = &Xr;
   Yr.src[2] = &I;
   ref_mul_mat_id(Yr);
   for (int nth : {1, 3}) {
     std::fill(got.begin(), got.end(), NAN);
-    Tensor Y = make(DType::F32, {N, k, T}, got.data());
+    Tensor Y = host_tensor(DType::F32, {N, k, T}, got.data());
     Y.src[0] = &W;
     Y.src[1] = &Xq;
     Y.src[2] = &I;
@@ -170,8 +162,8 @@ TEST(MoeOps, MulMatIdRefusesAnExpertOutOfRange) {
   const int64_t K = 32, N = 4, E = 2;
   std::vector<float> w(static_cast<size_t>(K * N * E)), x(static_cast<size_t>(K)), y(static_cast<size_t>(N));
   std::vector<int32_t> ids = {2};
-  Tensor W = make(DType::F32, {K, N, E}, w.data()), X = make(DType::F32, {K, 1, 1}, x.data());
-  Tensor I = make(DType::I32, {1, 1}, ids.data()), Y = make(DType::F32, {N, 1, 1}, y.data());
+  Tensor W = host_tensor(DType::F32, {K, N, E}, w.data()), X = host_tensor(DType::F32, {K, 1, 1}, x.data());
+  Tensor I = host_tensor(DType::I32, {1, 1}, ids.data()), Y = host_tensor(DType::F32, {N, 1, 1}, y.data());
   Y.src[0] = &W;
   Y.src[1] = &X;
   Y.src[2] = &I;
