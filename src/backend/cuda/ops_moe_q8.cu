@@ -376,19 +376,6 @@ Setup setup(const Tensor& W, const Tensor& X, const Tensor& ids, int tile, const
 
 ExpertW expert_w(const Tensor& W) { return {static_cast<const uint8_t*>(W.data), W.nb[1], W.nb[2]}; }
 
-template <class F>
-bool dispatch_q8(DType t, F&& f) {
-  switch (t) {
-    case DType::Q4_0: f.template operator()<DotQ4_0>(); return true;
-    case DType::Q5_0: f.template operator()<DotQ5_0>(); return true;
-    case DType::Q8_0: f.template operator()<DotQ8_0>(); return true;
-    case DType::Q4_K: f.template operator()<DotQK45<false>>(); return true;
-    case DType::Q5_K: f.template operator()<DotQK45<true>>(); return true;
-    case DType::Q6_K: f.template operator()<DotQ6K>(); return true;
-    default: return false;
-  }
-}
-
 bool rows_aligned(const Tensor& W) {  // q4_K / q5_K rows are read as 16-byte words
   const size_t a = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
   return reinterpret_cast<uintptr_t>(W.data) % a == 0 && W.nb[1] % a == 0 && W.nb[2] % a == 0;
@@ -441,7 +428,7 @@ void expert_mul_mat(const Tensor& dst, const OpCtx& c) {
   if (dst.src[2]->n_elements() == 0) return;
   const Setup s = setup(W, *dst.src[1], *dst.src[2], kProductTile, c);
   const dim3 grid(unsigned(N / 32), s.grid_y);
-  dispatch_q8(W.dtype, [&]<class D>() {
+  dispatch_q8_dot(W.dtype, [&]<class D>() {
     const auto kernel = s.tl.order ? expert_product_tile_kernel<D> : expert_product_pair_kernel<D>;
     launch_kernel(kernel, grid, 32 * kWarps, 0, c.stream, expert_w(W), K, N, s.x, s.rt, s.tl,
                   static_cast<float*>(dst.data));
@@ -474,7 +461,7 @@ void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const Op
   const Setup s = setup(W, *gate.src[1], *gate.src[2], kGluTile, c);
   const Q8Act h = Q8Act::in(c.hand, N, glu.n_rows());
   const dim3 grid(unsigned(N / 32), s.grid_y);
-  dispatch_q8(W.dtype, [&]<class D>() {
+  dispatch_q8_dot(W.dtype, [&]<class D>() {
     const auto kernel = s.tl.order ? expert_glu_tile_kernel<D> : expert_glu_pair_kernel<D>;
     launch_kernel(kernel, grid, 32 * kWarps, 0, c.stream, expert_w(W), expert_w(*up.src[0]), K, s.x, s.rt, s.tl, h,
                   glu.op == Op::GeluMul);
@@ -497,7 +484,7 @@ void op_expert_down_sum(const Tensor& down, const Tensor& sum, const OpCtx& c) {
   if (T == 0) return;
   const Setup s = setup(W, *down.src[1], *down.src[2], 1, c);
   const dim3 grid(unsigned(N / kSumRows), unsigned(T));
-  dispatch_q8(W.dtype, [&]<class D>() {
+  dispatch_q8_dot(W.dtype, [&]<class D>() {
     // Threads: enough that each has two items (U) where the items are few.
     const int64_t items = K / D::QK * D::CHUNKS * k;
     const int threads = int(std::clamp<int64_t>((items / 2 + 31) / 32 * 32, 32, 32 * kSumWarps));

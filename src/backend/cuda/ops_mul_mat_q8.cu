@@ -549,15 +549,9 @@ void launch(const Tensor& dst, const Launch& l, const OpCtx& c) {
 }
 
 void launch_type(const Tensor& dst, const Launch& l, const OpCtx& c) {
-  switch (dst.src[0]->dtype) {
-    case DType::Q4_0: return launch<DotQ4_0>(dst, l, c);
-    case DType::Q5_0: return launch<DotQ5_0>(dst, l, c);
-    case DType::Q8_0: return launch<DotQ8_0>(dst, l, c);
-    case DType::Q4_K: return launch<DotQK45<false>>(dst, l, c);
-    case DType::Q5_K: return launch<DotQK45<true>>(dst, l, c);
-    case DType::Q6_K: return launch<DotQ6K>(dst, l, c);
-    default: bad_operands("mul_mat", dst, std::string("no q8 decode kernel for ") + dtype_name(dst.src[0]->dtype));
-  }
+  const DType w = dst.src[0]->dtype;
+  if (!dispatch_q8_dot(w, [&]<class D>() { launch<D>(dst, l, c); }))
+    bad_operands("mul_mat", dst, std::string("no q8 decode kernel for ") + dtype_name(w));
 }
 
 // The operands of the n products dsts[0..n), checked, with x quantized into

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace weir::cuda {
 
 // x quantized: quants [T][K] int8, then (d, d * sum) [T][K/32].
@@ -294,5 +296,20 @@ struct DotQ6K {
     }
   }
 };
+
+// f.template operator()<D>() with D the chunk reader of weight type t;
+// false for a type that has none.
+template <class F>
+bool dispatch_q8_dot(DType t, F&& f) {
+  switch (t) {
+    case DType::Q4_0: f.template operator()<DotQ4_0>(); return true;
+    case DType::Q5_0: f.template operator()<DotQ5_0>(); return true;
+    case DType::Q8_0: f.template operator()<DotQ8_0>(); return true;
+    case DType::Q4_K: f.template operator()<DotQK45<false>>(); return true;
+    case DType::Q5_K: f.template operator()<DotQK45<true>>(); return true;
+    case DType::Q6_K: f.template operator()<DotQ6K>(); return true;
+    default: return false;
+  }
+}
 
 }  // namespace weir::cuda
