@@ -23,6 +23,7 @@ import csv, sys
 side = sys.argv[1]
 for r in csv.DictReader(sys.stdin):
     test = ("pp%s" % r["n_prompt"]) if r["n_prompt"] != "0" else ("tg%s" % r["n_gen"])
+    if r.get("n_depth", "0") not in ("", "0"): test += "@d" + r["n_depth"]
     print(side, test, r["n_threads"], r["avg_ts"])' "$side" >>"$out"
   done
 done

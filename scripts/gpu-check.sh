@@ -48,6 +48,8 @@
 #     mpi       the same as processes: mpirun -np 2 weir run --tp 2 (text against
 #               two threads' run) and weir bench --tp 2, with the host's mpirun and a
 #               weir linked against MPI (WEIR_PACK_MPI=1 --pack-bins) (not run by default)
+#     depth     tg128 at depth 0 and WEIR_GPU_DEPTH (4096) on the selected models, and
+#               the ratio (issue 28: within 10%) (not run by default)
 #     serve     weir serve under load (scripts/load-test.py) on WEIR_GPU_SERVE_MODEL
 #               (default qwen2.5-7b-q4km): weir bench's pp512 and -np N decode
 #               rates (N = WEIR_GPU_SERVE_CLIENTS, default 64), then N streaming
@@ -479,6 +481,10 @@ if has sanitize; then
     TAIL=6 run_logged sanitize "$log_dir/memcheck-tile.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='*MmaTile*:*OneLaunch*:*Glu*:*Folded*:*CacheThemselves*:CudaAttention.Decode'
   fi
+  if command -v compute-sanitizer >/dev/null; then  # decode attention's plans (shared memory of the splits, the strided tiles' bits)
+    TAIL=6 run_logged sanitize "$log_dir/racecheck-attention.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
+      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='CudaAttention.Decode'
+  fi
 fi
 
 if has bench; then
@@ -486,6 +492,22 @@ if has bench; then
   args=()
   for m in "${selected[@]}"; do args+=(-m "$(path_of "${m%%:*}")"); done
   TAIL=40 run_logged bench "$log_dir/bench.log" "$build/weir" bench "${args[@]}" -ngl 99 -p 512 -n 128 -r 5
+fi
+
+if has depth; then
+  # Decode deep in the context (issue 28: tg at 4,096 tokens within 10% of
+  # tg at 0): tg128 at depth 0 and WEIR_GPU_DEPTH, and their ratio.
+  step "weir bench -ngl 99, tg128 at depth 0 and ${WEIR_GPU_DEPTH:-4096}"
+  for m in "${selected[@]}"; do
+    "$build/weir" bench -m "$(path_of "${m%%:*}")" -ngl 99 -p 0 -n 128 -d "0,${WEIR_GPU_DEPTH:-4096}" -r 5 -o csv 2>/dev/null |
+      python3 -c '
+import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+ts = {int(r["n_depth"]): float(r["avg_ts"]) for r in rows}
+d = max(ts)
+print("depth: %-40s tg128 %9.2f  at depth %d %9.2f  ratio %.3f" % (sys.argv[1], ts[0], d, ts[d], ts[d] / ts[0]))' "${m%%:*}" |
+      tee -a "$log_dir/depth.log" || failed+=(depth)
+  done
 fi
 
 if has serve; then

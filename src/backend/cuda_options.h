@@ -44,7 +44,13 @@ struct CudaOptions {
   int tile_max_tokens = 64;    // WEIR_CUDA_TILE_MAX_T: the most tokens the tile kernels take
   int tile_blocks = 4;         // WEIR_CUDA_TILE_BLOCKS: tile blocks per SM aimed for
   int norm_nv = 1;             // WEIR_CUDA_NORM_NV: float4s per thread of the norm kernel, at least
-  bool attn_wide = true;       // WEIR_CUDA_ATTN_WIDE: short spans one query head a block
+  int attn_wide = 3;           // WEIR_CUDA_ATTN_WIDE: decode over a short span one query head a block:
+                               // 0 never, 1 where the span would be split, 2 also where one small grid
+                               // would take it (gemma3: 4 heads on one block otherwise), 3 also 512
+                               // threads for 256-dim heads (spans up to 256 keys in one launch)
+  bool attn_strided = true;    // WEIR_CUDA_ATTN_STRIDED: decode split s takes every n-th tile of keys from
+                               // tile s, not a chunk (a sliding window at depth on many splits, not a few)
+  int attn_blocks = 2;         // WEIR_CUDA_ATTN_BLOCKS: blocks per SM decode splits aim for
   bool attn_separate = true;   // WEIR_CUDA_ATTN_SEPARATE: take the "one token per sequence" hint
   bool attn_early_mask = true; // WEIR_CUDA_ATTN_EARLY_MASK: scan a fixed mask before pdl_wait()
 };

@@ -54,7 +54,9 @@ CudaOptions cuda_options_from_env(int device) {
   number("WEIR_CUDA_TILE_MAX_T", &o.tile_max_tokens);
   number("WEIR_CUDA_TILE_BLOCKS", &o.tile_blocks);
   number("WEIR_CUDA_NORM_NV", &o.norm_nv);
-  flag("WEIR_CUDA_ATTN_WIDE", &o.attn_wide);
+  number("WEIR_CUDA_ATTN_WIDE", &o.attn_wide);
+  flag("WEIR_CUDA_ATTN_STRIDED", &o.attn_strided);
+  number("WEIR_CUDA_ATTN_BLOCKS", &o.attn_blocks);
   flag("WEIR_CUDA_ATTN_SEPARATE", &o.attn_separate);
   flag("WEIR_CUDA_ATTN_EARLY_MASK", &o.attn_early_mask);
   return o;

@@ -264,12 +264,26 @@ void check_case(const AttnCase& c) {
   DeviceBuffer qd(data.q), kd(data.k), vd(data.v), md(data.mask), od(out_n * sizeof(float));
   AttnData::Tensors dev;
   data.make(dev, qd.get(), kd.get(), vd.get(), md.get(), od.get());
-  DeviceBuffer scratch(cuda::attention_scratch_bytes(dev.dst));
   // mask_fixed: the mask scanned before the wait on the kernel ahead (as
-  // the backend does when no kernel of the graph writes the mask).
-  for (const bool mask_fixed : {false, true}) {
+  // the backend does when no kernel of the graph writes the mask). Each
+  // way with the default plan, then with the decode plan's choices turned
+  // back (a head a block only where a span would be split, splits as fixed
+  // chunks of the cache), with twice the blocks aimed for, and with the
+  // narrower blocks for short spans of 256-dim heads.
+  std::vector<CudaOptions> plans(4);
+  plans[1].attn_wide = 1, plans[1].attn_strided = false;
+  plans[2].attn_blocks = 4;
+  plans[3].attn_wide = 2;  // 256 threads for 256-dim heads
+  size_t scratch_bytes = 0;
+  for (const auto& o : plans) scratch_bytes = std::max(scratch_bytes, cuda::attention_scratch_bytes(dev.dst, o));
+  DeviceBuffer scratch(scratch_bytes);
+  for (size_t run = 0; run < 2 * plans.size(); ++run) {
+    const bool mask_fixed = run % 2 == 1;
+    const CudaOptions& opts = plans[run / 2];
+    SCOPED_TRACE("plan " + std::to_string(run / 2) + (mask_fixed ? ", mask scanned early" : ""));
     od.fill(0xFF);  // NaN wherever the kernel does not write
     cuda::OpCtx ctx;
+    ctx.opts = &opts;
     ctx.stream = nullptr;
     ctx.scratch = scratch.get();
     ctx.scratch_bytes = scratch.size();
@@ -334,6 +348,20 @@ TEST(CudaAttention, Decode) {
   cases.back().used = 77;
   cases.push_back(mk("llama3 8B, two tokens, short span", 128, 32, 8, 2, 256, F16, MaskKind::Causal));
   cases.back().used = 200;
+  // One split over a few keys: a block a query head, not one block a kv head.
+  cases.push_back(mk("gemma3, 33 keys", 256, 4, 1, 1, 256, F16, MaskKind::Causal));
+  cases.back().used = 33;
+  cases.push_back(mk("gemma3, 200 keys", 256, 4, 1, 1, 256, F16, MaskKind::Causal));
+  cases.back().used = 200;
+  cases.push_back(mk("gemma3 local, 256 keys, window 100", 256, 4, 1, 1, 256, F16, MaskKind::Window));
+  cases.back().window = 100;
+  cases.push_back(mk("llama3 8B, 40 keys", 128, 32, 8, 1, 256, F16, MaskKind::Causal));
+  cases.back().used = 40;
+  // A sliding window deep in a long cache, split over the window's keys.
+  cases.push_back(mk("gemma3 local at depth 4096", 256, 4, 1, 1, 4352, F16, MaskKind::Window));
+  cases.back().used = 4129, cases.back().window = 512;
+  cases.push_back(mk("llama 1B at depth 4096", 64, 32, 8, 1, 4352, F16, MaskKind::Causal));
+  cases.back().used = 4129;
   for (const auto& c : cases) check_case(c);
 }
 

@@ -27,6 +27,10 @@
 //   the key groups' accumulators are summed in shared memory at the end. The
 //   block first scans its tokens' mask over its key range and visits only
 //   [first, last] unmasked key; K and V of a tile are loaded together.
+//   Decode splits are strided: split s takes key tiles s, s + n, s + 2n, ...
+//   (skipping those with no key to see), so a sliding window deep in the
+//   cache is spread over many splits. Short spans take one split of a
+//   block a query head (256 threads; 512 for 256-dim heads) and no merge.
 // - attn_mma (tensor cores; F16 caches, D in {64, 128, 256}, more than 8 rows
 //   per kv head): FlashAttention-2 style. 64 rows per block (4 warps x 16
 //   rows), key tiles of 64 (32 for D = 256) double-buffered in shared memory
@@ -68,6 +72,7 @@ constexpr int kRangeChunk = 4096;                      // keys per attn_ranges b
 constexpr int kBM = 64;                                // attn_mma rows per block
 constexpr int kVecMaxRows = 8;                         // attn_vec rows per block, and the mma threshold
 constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span, a head a block
+constexpr int kWiderThreads = 512;                     // the same for 256-dim heads (a warp a key: attn_wide 3)
 
 struct Params {
   const float* q;
@@ -86,6 +91,7 @@ struct Params {
   int D, Hq, G, T, S, rows;  // rows = T * G per kv head
   float qscale;              // scale * log2(e)
   int splits, chunk;         // attn_vec: keys per split (a multiple of its tile)
+  bool strided;              // attn_vec: split s takes tiles s, s + splits, ... of the keys (chunk = S)
   bool q16, kv16;            // q rows / K and V rows 16-byte aligned
   bool mask_early;           // attn_vec: no kernel of the graph writes the mask (scanned before pdl_wait())
   Q8Act q8;                  // the output also as 8-bit blocks (attn_combine, attn_vec with one split)
@@ -206,6 +212,7 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
   __shared__ __align__(16) float sh[SC > RED ? SC : RED];
   __shared__ float m_s[R], l_s[R], al_s[R];
   __shared__ int lohi[2];
+  __shared__ unsigned tile_bits;  // strided: owned tile u (< 32) has an unmasked key
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int c = tid % L, kg = tid / L;
@@ -216,16 +223,30 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
   const int t_first = row0 / G, t_last = (row0 + nr - 1) / G;
 
   if (tid < R) m_s[tid] = -INFINITY, l_s[tid] = 0.f, al_s[tid] = 1.f;
-  if (tid == 0) lohi[0] = INT_MAX, lohi[1] = -1;
+  if (tid == 0) lohi[0] = INT_MAX, lohi[1] = -1, tile_bits = 0;
 
   // The unmasked extent [klo, khi) of this split's keys for the block's
   // tokens: from attn_ranges' per-token spans, or by scanning the mask,
   // which is done before pdl_wait() where no kernel writes the mask (a
-  // dependent round trip less after the kernel ahead ends).
-  const int kb = split * p.chunk, ke = min(p.S, kb + p.chunk);
+  // dependent round trip less after the kernel ahead ends). Strided splits
+  // (a sliding window deep in the cache falls on many splits, not on the
+  // one or two whose chunk holds it) scan their own tiles and note which
+  // have a key to see.
+  const int kb = p.strided ? 0 : split * p.chunk, ke = p.strided ? p.S : min(p.S, kb + p.chunk);
   const auto find_extent = [&] {
     int lo = INT_MAX, hi = -1;
-    if (p.ranges) {  // from attn_ranges' per-token spans, clipped to the split
+    if (p.strided) {
+      for (int j = split, u = 0; j * TK < p.S; j += p.splits, ++u) {
+        const int k0 = j * TK, k1 = min(p.S, k0 + TK);
+        bool any = false;
+        for (int t = t_first; t <= t_last; ++t) {
+          const float* mr = p.mask + t * p.m_nb1;
+          for (int x = k0 + tid; x < k1; x += TH)
+            if (__ldg(mr + x) != -INFINITY) lo = min(lo, x), hi = max(hi, x), any = true;
+        }
+        if (__any_sync(0xffffffffu, any) && lane == 0 && u < 32) atomicOr(&tile_bits, 1u << u);
+      }
+    } else if (p.ranges) {  // from attn_ranges' per-token spans, clipped to the split
       const int n = (t_last - t_first + 1) * p.n_rchunks;
       for (int i = tid; i < n; i += TH) {
         const int2 x = p.ranges[int64_t(t_first) * p.n_rchunks + i];
@@ -284,6 +305,7 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
   }
   __syncthreads();
   int klo = lohi[0], khi = lohi[1] + 1;
+  const unsigned bits = tile_bits;
   const int c_end = segmented ? (ke - 1) / kRangeChunk + 1 : 0;
   int ci = segmented ? kb / kRangeChunk : 0;
 
@@ -313,21 +335,33 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
       klo = lohi[0], khi = lohi[1] + 1;
       ++ci;
     }
-    for (int k0 = klo; k0 < khi; k0 += TK) {
+    // The tiles: from klo on, to khi; strided: the split's own tiles
+    // between them (those with no key to see skipped), each to its end.
+    for (int j = p.strided ? split : 0, u = 0;; j += p.strided ? p.splits : 1, ++u) {
+      int k0, kend;
+      if (p.strided) {
+        const int t0 = j * TK;
+        if (t0 >= khi) break;
+        k0 = max(t0, klo), kend = min(khi, t0 + TK);
+        if (k0 >= kend || (u < 32 && !(bits >> u & 1))) continue;
+      } else {
+        k0 = klo + j * TK, kend = khi;
+        if (k0 >= khi) break;
+      }
       // K, V and mask values of this thread's keys, all in flight together.
       Row8<KV> kr[KPT], vr[KPT];
       float mv[KPT];
 #pragma unroll
       for (int i = 0; i < KPT; ++i) {
         const int j = k0 + i * NKG + kg;
-        if (j < khi && c < dc) {
+        if (j < kend && c < dc) {
           kr[i].load(kbase + j * p.k_nb2, p.kv16);
           vr[i].load(vbase + j * p.v_nb2, p.kv16);
         } else {
           kr[i].zero();
           vr[i].zero();
         }
-        mv[i] = (j < khi && mrow) ? __ldg(mrow + j) : -INFINITY;
+        mv[i] = (j < kend && mrow) ? __ldg(mrow + j) : -INFINITY;
       }
       // Scores.
 #pragma unroll
@@ -390,7 +424,7 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
 #pragma unroll
       for (int i = 0; i < KPT; ++i) {
         const int j = k0 + i * NKG + kg;
-        if (j < khi) {
+        if (j < kend) {
           float vf[8];
           vr[i].get(vf);
 #pragma unroll
@@ -809,7 +843,9 @@ struct Shape {
   int64_t D = 0, Hq = 0, Hkv = 0, T = 0, S = 0;
   bool f16 = false;
   bool separate = false;  // no two tokens see the same keys (graph.h's hint)
-  bool wide = true;       // CudaOptions::attn_wide
+  int wide = 3;           // CudaOptions::attn_wide
+  bool strided = true;    // CudaOptions::attn_strided
+  int blocks = 2;         // CudaOptions::attn_blocks: per SM, for decode splits
 };
 
 struct Plan {
@@ -817,6 +853,7 @@ struct Plan {
   int L = 8, R = 1, TK = 1;   // attn_vec
   int threads = kThreads;     // attn_vec
   int splits = 1, chunk = 0;  // attn_vec: keys per split
+  bool strided = false;       // attn_vec: split s takes every splits-th tile from tile s (chunk = S)
   int n_rchunks = 0;          // attn_mma: ranges per token
   size_t ranges_bytes = 0, ml_bytes = 0, o_bytes = 0;
   size_t scratch() const { return ranges_bytes + ml_bytes + o_bytes; }
@@ -827,10 +864,11 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool mma_dims(int64_t D) { return D == 64 || D == 128 || D == 256; }
 
-// Splits for `base` blocks of work over `ntiles` key tiles.
-int pick_splits(int64_t base, int64_t ntiles, int sm, int64_t target_blocks, const Shape& s) {
-  if (base >= target_blocks || ntiles <= 1) return 1;
-  int64_t n = std::min<int64_t>({cdiv(2 * int64_t(sm), base), ntiles, kMaxSplits});
+// Splits for `base` blocks of work over `ntiles` key tiles: none from
+// `enough` blocks on, else about `aim` blocks in all.
+int pick_splits(int64_t base, int64_t ntiles, int64_t enough, int64_t aim, const Shape& s) {
+  if (base >= enough || ntiles <= 1) return 1;
+  int64_t n = std::min<int64_t>({cdiv(aim, base), ntiles, kMaxSplits});
   const size_t per_split = size_t(s.T) * size_t(s.Hq) * (size_t(s.D) * 4 + 8);
   n = std::min<int64_t>(n, std::max<int64_t>(1, int64_t(kMaxPartialBytes / per_split)));
   return int(std::max<int64_t>(n, 1));
@@ -858,9 +896,15 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   const int kpt = (s.f16 ? 8 : 4) / (pl.R == 8 ? 2 : 1);
   pl.TK = kThreads / pl.L * kpt;
   const int64_t ntiles = cdiv(s.S, pl.TK);
-  int n = std::min(max_splits, pick_splits(cdiv(rows, pl.R) * s.Hkv, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)), sm,
-                                           2 * int64_t(sm), s));
-  if (n > 1) {
+  const int64_t base = cdiv(rows, pl.R) * s.Hkv;
+  const int64_t aim = std::max(1, s.blocks) * int64_t(sm);
+  int n = std::min(max_splits, pick_splits(base, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)), aim, aim, s));
+  // Strided splits (CudaOptions::attn_strided): split s takes tiles s,
+  // s + n, s + 2n, ..., so a sliding window deep in the cache (gemma3's
+  // local layers) runs on as many splits as it has tiles rather than on
+  // the one or two whose chunk holds it; else fixed chunks of the cache.
+  pl.strided = s.strided && n > 1 && !s.separate;
+  if (n > 1 && !pl.strided) {
     pl.chunk = int(cdiv(ntiles, n) * pl.TK);
     n = int(cdiv(s.S, pl.chunk));
   }
@@ -871,13 +915,21 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   // blocks wait on memory, not on each other (one block of G rows per kv
   // head was slower: H100 tg128, 8B Q4_K_M -3.4%, 1B Q4_0 -4.2%). Their K
   // and V loads after the first come from L2.
-  // CudaOptions::attn_wide off: splits as for long spans (for comparisons).
-  if (s.wide && n > 1 && s.f16 && !s.separate) {
-    const int tk = kWideThreads / pl.L * 8;  // 8 keys a thread a tile (f16, R = 1)
-    if (s.S <= 2 * int64_t(tk)) pl.threads = kWideThreads, pl.TK = tk, pl.R = 1, n = 1;
+  // The same where the span fits one split but the grid would be small
+  // (attn_wide >= 2: gemma3's 4 heads of one kv head on one block of 128
+  // threads otherwise).
+  // CudaOptions::attn_wide 0: splits as for long spans (for comparisons).
+  const bool small = n == 1 && base < sm && s.wide >= 2;
+  if (s.wide && (n > 1 || small) && s.f16 && !s.separate) {
+    // 256-dim heads (a key a warp): 512 threads, so that a tile is 128
+    // keys and gemma3's spans up to 256 need no merging launch (attn_wide 3).
+    const int wt = s.wide >= 3 && pl.L == 32 ? kWiderThreads : kWideThreads;
+    const int tk = wt / pl.L * 8;  // 8 keys a thread a tile (f16, R = 1)
+    if (s.S <= 2 * int64_t(tk)) pl.threads = wt, pl.TK = tk, pl.R = 1, n = 1;
   }
   pl.splits = std::max(n, 1);
-  if (pl.splits == 1) pl.chunk = int(std::max<int64_t>(s.S, 1));
+  if (pl.splits == 1) pl.chunk = int(std::max<int64_t>(s.S, 1)), pl.strided = false;
+  if (pl.strided) pl.chunk = int(std::max<int64_t>(s.S, 1));
   if (s.separate) {  // one pass over the mask finds every token's span
     pl.n_rchunks = int(std::max<int64_t>(1, cdiv(s.S, kRangeChunk)));
     pl.ranges_bytes = round256(size_t(s.T) * size_t(pl.n_rchunks) * sizeof(int2));
@@ -892,7 +944,7 @@ Plan plan_mma(const Shape& s, int sm, int max_splits = kMaxSplits) {
   const int64_t G = s.Hq / s.Hkv, rows = s.T * G;
   const int bn = s.D >= 256 ? MmaCfg<256>::BN : MmaCfg<128>::BN;
   pl.splits = std::min(
-      max_splits, pick_splits(cdiv(rows, kBM) * s.Hkv, cdiv(s.S, std::max(bn, kMinSplitKeys)), sm, int64_t(sm), s));
+      max_splits, pick_splits(cdiv(rows, kBM) * s.Hkv, cdiv(s.S, std::max(bn, kMinSplitKeys)), sm, 2 * int64_t(sm), s));
   pl.n_rchunks = int(std::max<int64_t>(1, cdiv(s.S, kRangeChunk)));
   pl.ranges_bytes = round256(size_t(s.T) * size_t(pl.n_rchunks) * sizeof(int2));
   set_partials(pl, s);
@@ -930,6 +982,8 @@ Shape check(const Tensor& dst, const CudaOptions& o) {
   // CudaOptions::attn_separate off ignores the hint (for comparisons).
   s.separate = o.attn_separate && dst.iparams[0] != 0 && q->ne[2] > 1;
   s.wide = o.attn_wide;
+  s.strided = o.attn_strided;
+  s.blocks = o.attn_blocks;
   if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 || s.Hq % s.Hkv != 0 ||
       mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq || dst.ne[1] != s.T || q->ne[3] != 1 ||
       k->ne[3] != 1 || v->ne[3] != 1 || mask->ne[2] != 1 || mask->ne[3] != 1)
@@ -950,6 +1004,9 @@ void launch_vec_r(const Params& p, bool f16, int threads, dim3 grid, cudaStream_
   if constexpr (R == 1)
     if (threads == kWideThreads && f16)
       return launch_kernel(attn_vec<L, R, __half, kWideThreads>, grid, kWideThreads, 0, st, p);
+  if constexpr (R == 1 && L == 32)
+    if (threads == kWiderThreads && f16)
+      return launch_kernel(attn_vec<L, R, __half, kWiderThreads>, grid, kWiderThreads, 0, st, p);
   if (threads != kThreads) throw Error("attention: no attn_vec of " + std::to_string(threads) + " threads");
   if (f16)
     launch_kernel(attn_vec<L, R, __half, kThreads>, grid, kThreads, 0, st, p);
@@ -1057,6 +1114,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   p.part_o = pl.o_bytes ? reinterpret_cast<float*>(scratch + pl.ranges_bytes + pl.ml_bytes) : nullptr;
   p.splits = pl.splits;
   p.chunk = pl.chunk;
+  p.strided = pl.strided;
   p.n_rchunks = pl.n_rchunks;
   // The 8-bit blocks for the product after: attn_combine writes them, or
   // attn_vec with one split.
