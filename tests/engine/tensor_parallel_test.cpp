@@ -125,6 +125,20 @@ TEST(TensorParallelDecode, BatchedSequencesSampleTheSameTokens) {
   };
   EXPECT_EQ(tokens(2), tokens(1));
   EXPECT_EQ(tokens(4), tokens(1));
+  EXPECT_EQ(tokens(8), tokens(1));  // a query head a rank, each kv head on four ranks
+}
+
+// Eight CPU ranks (issue 29's collective at 8 ranks, without 8 GPUs): the
+// tiny Qwen2 has 8 query heads and 2 kv heads, so each rank takes one query
+// head and a copy of its kv head; logits equal one rank's.
+TEST(TensorParallelDecode, EightRanksMatchOne) {
+  WEIR_TINY_MODEL(dir, "qwen2", "tp-eight");
+  auto model = Model::load(dir + "/qwen2.gguf");
+  const int64_t V = model->hparams().n_vocab;
+  const std::vector<float> want = run(*model, 1), got = run(*model, 8);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t row = 0; row * size_t(V) < want.size(); ++row)
+    EXPECT_LT(rel_error(&got[row * size_t(V)], &want[row * size_t(V)], V), 1e-5) << "--tp 8 row " << row;
 }
 
 // A model whose FFN does not split on whole blocks: an error naming the
