@@ -871,9 +871,15 @@ TEST_F(CudaOps, FloatProductsApplyTheGluInTheirLaunch) {
 // worth, so the second fold reuses the memory of the first. The 8-bit
 // kernels and the float kernel (F16, BF16).
 TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
+  // The folding launches of few blocks and long rows (K 256, F 8192: 8
+  // blocks, 256 chunks a row) take the deep kernel; also run on the plain
+  // one (CudaOptions::fold_deep).
+  CudaOptions od;
+  od.fold_deep = false;
+  auto plain = make_cuda_backend(od);
   // Short rows, and long ones (5632 = 22 x 256: several steps a warp, q6_K
   // rows not 16-byte aligned).
-  for (const auto& [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}})
+  for (const auto& [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}, {256, 8192}})
     for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0, DType::F16, DType::BF16})
       for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
         const int64_t N = 96;
@@ -911,21 +917,24 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
                            {"r", floats(randn(size_t(K * T), 102))},
                            {"wn1", floats(randn(size_t(K), 103))},
                            {"wn2", floats(randn(size_t(K), 104))}};
-        uint64_t launches = 0;
         const auto c = run_outputs(*cpu_, build, in, 1);
-        const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
-        const std::string what = std::string(dtype_name(wt)) + " K " + std::to_string(K) + " F " + std::to_string(F) +
-                                 " T " + std::to_string(T);
-        const bool fold = T <= 4;
-        // T <= 4: the GLU in the gate/up launch too, which reads the fold.
-        EXPECT_EQ(launches, fold ? 5u : 8u)
-            << "wa (+add+norm+mul), gate/up (+glu), [glu], wd (+add+norm+mul), wo, wo2: " << what;
-        EXPECT_EQ(gpu_->stats().recorded_nodes, (fold ? 5u : 8u) + (q8 ? 1u : 0u))
-            << "and one quantization of a (8-bit): " << what;
-        EXPECT_LT(rel_err(gg[0], c[0]), 5e-2) << "o: " << what;
-        EXPECT_LT(rel_err(gg[1], c[1]), 3e-2) << "s1: " << what;
-        EXPECT_LT(rel_err(gg[2], c[2]), 5e-2) << "o2: " << what;
-        if (T != 3) EXPECT_LT(rel_err(gg[3], c[3]), 3e-2) << "s2: " << what;
+        for (int kernels = 0; kernels < (F == 8192 ? 2 : 1); ++kernels) {
+          Backend& gpu = kernels == 0 ? *gpu_ : *plain;
+          uint64_t launches = 0;
+          const auto gg = run_outputs(gpu, build, in, 3, &launches);
+          const std::string what = std::string(dtype_name(wt)) + " K " + std::to_string(K) + " F " + std::to_string(F) +
+                                   " T " + std::to_string(T) + (kernels == 1 ? " (plain)" : "");
+          const bool fold = T <= 4;
+          // T <= 4: the GLU in the gate/up launch too, which reads the fold.
+          EXPECT_EQ(launches, fold ? 5u : 8u)
+              << "wa (+add+norm+mul), gate/up (+glu), [glu], wd (+add+norm+mul), wo, wo2: " << what;
+          EXPECT_EQ(gpu.stats().recorded_nodes, (fold ? 5u : 8u) + (q8 ? 1u : 0u))
+              << "and one quantization of a (8-bit): " << what;
+          EXPECT_LT(rel_err(gg[0], c[0]), 5e-2) << "o: " << what;
+          EXPECT_LT(rel_err(gg[1], c[1]), 3e-2) << "s1: " << what;
+          EXPECT_LT(rel_err(gg[2], c[2]), 5e-2) << "o2: " << what;
+          if (T != 3) EXPECT_LT(rel_err(gg[3], c[3]), 3e-2) << "s2: " << what;
+        }
       }
 }
 
