@@ -268,11 +268,11 @@ void check_case(const AttnCase& c) {
   // the backend does when no kernel of the graph writes the mask). Each
   // way with the default plan, then with the decode plan's choices turned
   // back (a head a block only where a span would be split, splits as fixed
-  // chunks of the cache), with twice the blocks aimed for, and with the
-  // narrower blocks for short spans of 256-dim heads.
+  // chunks of the cache), with at most 2 rows a block and 4 blocks an SM,
+  // and with the narrower blocks for short spans of 256-dim heads.
   std::vector<CudaOptions> plans(4);
   plans[1].attn_wide = 1, plans[1].attn_strided = false;
-  plans[2].attn_blocks = 4;
+  plans[2].attn_rows = 2, plans[2].attn_blocks = 4;
   plans[3].attn_wide = 2;  // 256 threads for 256-dim heads
   size_t scratch_bytes = 0;
   for (const auto& o : plans) scratch_bytes = std::max(scratch_bytes, cuda::attention_scratch_bytes(dev.dst, o));

@@ -846,6 +846,7 @@ struct Shape {
   int wide = 3;           // CudaOptions::attn_wide
   bool strided = true;    // CudaOptions::attn_strided
   int blocks = 2;         // CudaOptions::attn_blocks: per SM, for decode splits
+  int max_rows = 8;       // CudaOptions::attn_rows: query rows a block at most (attn_vec)
 };
 
 struct Plan {
@@ -892,7 +893,7 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   if (s.separate)
     while (pl.R < kVecMaxRows && G % (2 * pl.R) == 0) pl.R *= 2;
   else
-    while (pl.R < rows && pl.R < kVecMaxRows) pl.R *= 2;
+    while (pl.R < rows && pl.R < kVecMaxRows && pl.R < s.max_rows) pl.R *= 2;
   const int kpt = (s.f16 ? 8 : 4) / (pl.R == 8 ? 2 : 1);
   pl.TK = kThreads / pl.L * kpt;
   const int64_t ntiles = cdiv(s.S, pl.TK);
@@ -984,6 +985,7 @@ Shape check(const Tensor& dst, const CudaOptions& o) {
   s.wide = o.attn_wide;
   s.strided = o.attn_strided;
   s.blocks = o.attn_blocks;
+  s.max_rows = std::max(1, o.attn_rows);
   if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 || s.Hq % s.Hkv != 0 ||
       mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq || dst.ne[1] != s.T || q->ne[3] != 1 ||
       k->ne[3] != 1 || v->ne[3] != 1 || mask->ne[2] != 1 || mask->ne[3] != 1)
