@@ -485,14 +485,11 @@ std::string profile_key(const Tensor& t) {
 }
 
 namespace {
-bool rope_norms(const LaunchPlan& p, size_t i) {
+// Whether a member of the rope_store launch at i has a node in `of`
+// (rope_norm, rope_scale).
+bool any_in_rope_launch(const LaunchPlan& p, size_t i, const std::vector<int>& of) {
   for (size_t k = i; k < i + size_t(p.rope_store[i]); ++k)
-    if (p.rope_norm[k] >= 0) return true;
-  return false;
-}
-bool rope_scales(const LaunchPlan& p, size_t i) {
-  for (size_t k = i; k < i + size_t(p.rope_store[i]); ++k)
-    if (p.rope_scale[k] >= 0) return true;
+    if (of[k] >= 0) return true;
   return false;
 }
 }  // namespace
@@ -505,8 +502,8 @@ std::string LaunchPlan::label(size_t i) const {
                     : p.fused[i] == 1 ? "rms_norm+mul" + rows
                     : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
                     : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows +
-                                            (rope_norms(p, i) ? " +rms_norm+mul" : "") +
-                                            (rope_scales(p, i) ? " +scale" : "")
+                                            (any_in_rope_launch(p, i, p.rope_norm) ? " +rms_norm+mul" : "") +
+                                            (any_in_rope_launch(p, i, p.rope_scale) ? " +scale" : "")
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
   if (!p.row_jobs[i].empty()) key += " +rope/set_rows";

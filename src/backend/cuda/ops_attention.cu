@@ -337,15 +337,15 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
     }
     // The tiles: from klo on, to khi; strided: the split's own tiles
     // between them (those with no key to see skipped), each to its end.
-    for (int j = p.strided ? split : 0, u = 0;; j += p.strided ? p.splits : 1, ++u) {
+    for (int tile = p.strided ? split : 0, u = 0;; tile += p.strided ? p.splits : 1, ++u) {
       int k0, kend;
       if (p.strided) {
-        const int t0 = j * TK;
+        const int t0 = tile * TK;
         if (t0 >= khi) break;
         k0 = max(t0, klo), kend = min(khi, t0 + TK);
         if (k0 >= kend || (u < 32 && !(bits >> u & 1))) continue;
       } else {
-        k0 = klo + j * TK, kend = khi;
+        k0 = klo + tile * TK, kend = khi;
         if (k0 >= khi) break;
       }
       // K, V and mask values of this thread's keys, all in flight together.
@@ -843,10 +843,7 @@ struct Shape {
   int64_t D = 0, Hq = 0, Hkv = 0, T = 0, S = 0;
   bool f16 = false;
   bool separate = false;  // no two tokens see the same keys (graph.h's hint)
-  int wide = 3;           // CudaOptions::attn_wide
-  bool strided = true;    // CudaOptions::attn_strided
-  int blocks = 2;         // CudaOptions::attn_blocks: per SM, for decode splits
-  int max_rows = 8;       // CudaOptions::attn_rows: query rows a block at most (attn_vec)
+  const CudaOptions* o = nullptr;  // the plan's knobs (attn_wide, attn_strided, attn_blocks, attn_rows)
 };
 
 struct Plan {
@@ -893,18 +890,18 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   if (s.separate)
     while (pl.R < kVecMaxRows && G % (2 * pl.R) == 0) pl.R *= 2;
   else
-    while (pl.R < rows && pl.R < kVecMaxRows && pl.R < s.max_rows) pl.R *= 2;
+    while (pl.R < rows && pl.R < kVecMaxRows && pl.R < s.o->attn_rows) pl.R *= 2;
   const int kpt = (s.f16 ? 8 : 4) / (pl.R == 8 ? 2 : 1);
   pl.TK = kThreads / pl.L * kpt;
   const int64_t ntiles = cdiv(s.S, pl.TK);
   const int64_t base = cdiv(rows, pl.R) * s.Hkv;
-  const int64_t aim = std::max(1, s.blocks) * int64_t(sm);
+  const int64_t aim = std::max(1, s.o->attn_blocks) * int64_t(sm);
   int n = std::min(max_splits, pick_splits(base, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)), aim, aim, s));
   // Strided splits (CudaOptions::attn_strided): split s takes tiles s,
   // s + n, s + 2n, ..., so a sliding window deep in the cache (gemma3's
   // local layers) runs on as many splits as it has tiles rather than on
   // the one or two whose chunk holds it; else fixed chunks of the cache.
-  pl.strided = s.strided && n > 1 && !s.separate;
+  pl.strided = s.o->attn_strided && n > 1 && !s.separate;
   if (n > 1 && !pl.strided) {
     pl.chunk = int(cdiv(ntiles, n) * pl.TK);
     n = int(cdiv(s.S, pl.chunk));
@@ -920,17 +917,18 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   // (attn_wide >= 2: gemma3's 4 heads of one kv head on one block of 128
   // threads otherwise).
   // CudaOptions::attn_wide 0: splits as for long spans (for comparisons).
-  const bool small = n == 1 && base < sm && s.wide >= 2;
-  if (s.wide && (n > 1 || small) && s.f16 && !s.separate) {
+  const int wide = s.o->attn_wide;
+  const bool small = n == 1 && base < sm && wide >= 2;
+  if (wide && (n > 1 || small) && s.f16 && !s.separate) {
     // 256-dim heads (a key a warp): 512 threads, so that a tile is 128
     // keys and gemma3's spans up to 256 need no merging launch (attn_wide 3).
-    const int wt = s.wide >= 3 && pl.L == 32 ? kWiderThreads : kWideThreads;
+    const int wt = wide >= 3 && pl.L == 32 ? kWiderThreads : kWideThreads;
     const int tk = wt / pl.L * 8;  // 8 keys a thread a tile (f16, R = 1)
     if (s.S <= 2 * int64_t(tk)) pl.threads = wt, pl.TK = tk, pl.R = 1, n = 1;
   }
   pl.splits = std::max(n, 1);
-  if (pl.splits == 1) pl.chunk = int(std::max<int64_t>(s.S, 1)), pl.strided = false;
-  if (pl.strided) pl.chunk = int(std::max<int64_t>(s.S, 1));
+  if (pl.splits == 1) pl.strided = false;
+  if (pl.splits == 1 || pl.strided) pl.chunk = int(std::max<int64_t>(s.S, 1));
   if (s.separate) {  // one pass over the mask finds every token's span
     pl.n_rchunks = int(std::max<int64_t>(1, cdiv(s.S, kRangeChunk)));
     pl.ranges_bytes = round256(size_t(s.T) * size_t(pl.n_rchunks) * sizeof(int2));
@@ -982,10 +980,7 @@ Shape check(const Tensor& dst, const CudaOptions& o) {
   s.f16 = k->dtype == DType::F16;
   // CudaOptions::attn_separate off ignores the hint (for comparisons).
   s.separate = o.attn_separate && dst.iparams[0] != 0 && q->ne[2] > 1;
-  s.wide = o.attn_wide;
-  s.strided = o.attn_strided;
-  s.blocks = o.attn_blocks;
-  s.max_rows = std::max(1, o.attn_rows);
+  s.o = &o;
   if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 || s.Hq % s.Hkv != 0 ||
       mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq || dst.ne[1] != s.T || q->ne[3] != 1 ||
       k->ne[3] != 1 || v->ne[3] != 1 || mask->ne[2] != 1 || mask->ne[3] != 1)
