@@ -54,6 +54,8 @@ struct CudaOptions {
   int attn_rows = 8;           // WEIR_CUDA_ATTN_ROWS: query rows (heads of a kv head) a decode block takes at most
                                // (2 with 4 blocks an SM measured faster at depth, not yet the default:
                                // docs/perf.md)
+  bool attn_dec = true;        // WEIR_CUDA_ATTN_DEC: decode over long spans on tensor cores (attn_dec: F16
+                               // caches, D 64/128/256); off: attn_vec on CUDA cores
   bool attn_separate = true;   // WEIR_CUDA_ATTN_SEPARATE: take the "one token per sequence" hint
   bool attn_early_mask = true; // WEIR_CUDA_ATTN_EARLY_MASK: scan a fixed mask before pdl_wait()
 };

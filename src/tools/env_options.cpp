@@ -58,6 +58,7 @@ CudaOptions cuda_options_from_env(int device) {
   flag("WEIR_CUDA_ATTN_STRIDED", &o.attn_strided);
   number("WEIR_CUDA_ATTN_BLOCKS", &o.attn_blocks);
   number("WEIR_CUDA_ATTN_ROWS", &o.attn_rows);
+  flag("WEIR_CUDA_ATTN_DEC", &o.attn_dec);
   flag("WEIR_CUDA_ATTN_SEPARATE", &o.attn_separate);
   flag("WEIR_CUDA_ATTN_EARLY_MASK", &o.attn_early_mask);
   return o;

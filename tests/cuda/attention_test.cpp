@@ -60,6 +60,14 @@ bool uses_tensor_cores(const AttnCase& c) {
          c.T * (c.Hq / c.Hkv) > 8 && !c.separate;
 }
 
+// attn_dec (decode on tensor cores) may take a case of at most 8 query rows
+// per kv head: F16 caches, D in {64, 128, 256}, aligned rows (short spans
+// stay on attn_vec).
+bool may_use_decode_mma(const AttnCase& c) {
+  const bool aligned = (size_t(c.kv_off) * 2) % 16 == 0 && (size_t(c.kv_pad) * 2) % 16 == 0;
+  return c.kv == DType::F16 && (c.D == 64 || c.D == 128 || c.D == 256) && aligned && !c.separate;
+}
+
 // Host buffers of one case; tensors are made over them (host) or over device
 // copies at the same offsets (device).
 struct AttnData {
@@ -270,10 +278,14 @@ void check_case(const AttnCase& c) {
   // back (a head a block only where a span would be split, splits as fixed
   // chunks of the cache), with at most 2 rows a block and 4 blocks an SM,
   // and with the narrower blocks for short spans of 256-dim heads.
-  std::vector<CudaOptions> plans(4);
+  // Plans 0 and 4 take long F16 spans on tensor cores (attn_dec; 4 takes
+  // twice the splits); 1-3 keep them on CUDA cores (attn_vec).
+  std::vector<CudaOptions> plans(5);
   plans[1].attn_wide = 1, plans[1].attn_strided = false;
   plans[2].attn_rows = 2, plans[2].attn_blocks = 4;
   plans[3].attn_wide = 2;  // 256 threads for 256-dim heads
+  for (int i = 1; i <= 3; ++i) plans[i].attn_dec = false;
+  plans[4].attn_blocks = 4;
   size_t scratch_bytes = 0;
   for (const auto& o : plans) scratch_bytes = std::max(scratch_bytes, cuda::attention_scratch_bytes(dev.dst, o));
   DeviceBuffer scratch(scratch_bytes);
@@ -293,7 +305,7 @@ void check_case(const AttnCase& c) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto gpu_out = od.download<float>();
 
-    const double tol = uses_tensor_cores(c) ? 2e-2 : 2e-3;
+    const double tol = uses_tensor_cores(c) || (opts.attn_dec && may_use_decode_mma(c)) ? 2e-2 : 2e-3;
     const double e = max_head_err(gpu_out, cpu_out, c.D, &where);
     EXPECT_LT(e, tol) << where << (mask_fixed ? " (mask scanned early)" : "");
   }
@@ -362,6 +374,11 @@ TEST(CudaAttention, Decode) {
   cases.back().used = 4129, cases.back().window = 512;
   cases.push_back(mk("llama 1B at depth 4096", 64, 32, 8, 1, 4352, F16, MaskKind::Causal));
   cases.back().used = 4129;
+  cases.push_back(mk("gemma3 global at depth 4096", 256, 4, 1, 1, 4352, F16, MaskKind::Causal));
+  cases.back().used = 4129;
+  cases.push_back(mk("llama3 8B, two tokens at depth 2000", 128, 32, 8, 2, 2304, F16, MaskKind::Causal));
+  cases.back().used = 2001;
+  cases.push_back(mk("llama3 8B random mask at depth", 128, 32, 8, 1, 3000, F16, MaskKind::Random));
   for (const auto& c : cases) check_case(c);
 }
 

@@ -31,6 +31,10 @@
 //   (skipping those with no key to see), so a sliding window deep in the
 //   cache is spread over many splits. Short spans take one split of a
 //   block a query head (256 threads; 512 for 256-dim heads) and no merge.
+// - attn_dec (tensor cores; decode over long spans, F16 caches, D in {64,
+//   128, 256}, blocks of 8 rows): each warp takes 16 keys of a tile, S = Q K^T
+//   and O^T += V^T P^T by mma, tiles double-buffered by cp.async, the warps
+//   merged at the end; strided splits as attn_vec's (the kernel's comment).
 // - attn_mma (tensor cores; F16 caches, D in {64, 128, 256}, more than 8 rows
 //   per kv head): FlashAttention-2 style. 64 rows per block (4 warps x 16
 //   rows), key tiles of 64 (32 for D = 256) double-buffered in shared memory
@@ -73,6 +77,7 @@ constexpr int kBM = 64;                                // attn_mma rows per bloc
 constexpr int kVecMaxRows = 8;                         // attn_vec rows per block, and the mma threshold
 constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span, a head a block
 constexpr int kWiderThreads = 512;                     // the same for 256-dim heads (a warp a key: attn_wide 3)
+constexpr int kDecRows = 8;                            // attn_dec: query rows per block (the mma's n8)
 
 struct Params {
   const float* q;
@@ -94,7 +99,7 @@ struct Params {
   bool strided;              // attn_vec: split s takes tiles s, s + splits, ... of the keys (chunk = S)
   bool q16, kv16;            // q rows / K and V rows 16-byte aligned
   bool mask_early;           // attn_vec: no kernel of the graph writes the mask (scanned before pdl_wait())
-  Q8Act q8;                  // the output also as 8-bit blocks (attn_combine, attn_vec with one split)
+  Q8Act q8;                  // the output also as 8-bit blocks (attn_combine, attn_vec or attn_dec with one split)
 };
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -741,6 +746,256 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
   }
 }
 
+// attn_dec: decode on tensor cores (F16 caches, D in {64, 128, 256}, at most
+// 8 query rows a block: the G heads of a kv head for one token or a few).
+// attn_vec's per-key work (a dot of R rows on 8-dim slices, a butterfly
+// across lanes, the p v sums) costs more issue slots than the keys take to
+// arrive: at depth 4,096 it streams at ~30% of DRAM bandwidth. Here the warps
+// of a block split each key tile (16 keys a warp), S = Q K^T by mma m16n8k16
+// (Q's fragments in registers, rows 8-15 zero: the m16 shape's unused half) and O^T += V^T P^T with
+// the rows as the mma's n8 (the accumulator holds the 8 rows, none wasted;
+// P's fragment of S is the B operand as it lies). Each warp keeps its own
+// running (max, sum) and O; the warps merge at the end through shared memory.
+// Key tiles are double-buffered by cp.async (the next one in flight while
+// the current one is computed). Splits are strided as attn_vec's: split s
+// takes tiles s, s + n, ... and skips those whose keys are all masked
+// (scanned before pdl_wait() where the mask is fixed).
+// Grid (row blocks of 8, Hkv, splits), DecCfg<D>::TH threads, dynamic
+// shared memory DecCfg<D>::smem_bytes.
+template <int D>
+struct DecCfg {
+  static constexpr int NW = D >= 256 ? 2 : 4;  // warps, 16 keys of a tile each
+  static constexpr int TH = NW * 32;
+  static constexpr int BN = 16 * NW;  // keys per tile
+  static constexpr int LD = D + 8;    // shared row stride in halves (conflict-free ldmatrix)
+  static constexpr int OLD = D + 4;   // the warps' outputs at the merge, floats
+  static constexpr int smem_bytes = 4 * BN * LD * 2;  // K and V twice
+  static_assert(NW * kDecRows * OLD * 4 + NW * kDecRows * 8 <= 4 * BN * LD * 2, "merge buffer fits the stages");
+};
+
+template <int D>
+__global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
+  using C = DecCfg<D>;
+  constexpr int NW = C::NW, TH = C::TH, BN = C::BN, LD = C::LD, CH = D / 8, DT = D / 16;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half* Ks = reinterpret_cast<__half*>(smem);
+  __half* Vs = Ks + 2 * BN * LD;
+  __shared__ unsigned long long tile_bits;  // owned tile u (< 64) has an unmasked key
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = blockIdx.y, split = blockIdx.z, G = p.G, S = p.S;
+  const int row0 = blockIdx.x * kDecRows;
+  const int nr = min(kDecRows, p.rows - row0);
+  const int t_first = row0 / G, t_last = (row0 + nr - 1) / G;
+  const int ntiles = (S + BN - 1) / BN;
+
+  if (tid == 0) tile_bits = 0;
+  __syncthreads();
+  // Which of the split's tiles have a key to see for the block's tokens.
+  const auto scan = [&] {
+    for (int j = split, u = 0; j < ntiles && u < 64; j += p.splits, ++u) {
+      bool any = false;
+      const int k1 = min(S, (j + 1) * BN);
+      for (int t = t_first; t <= t_last; ++t)
+        for (int x = j * BN + tid; x < k1; x += TH) any |= __ldg(p.mask + t * p.m_nb1 + x) != -INFINITY;
+      if (__any_sync(0xffffffffu, any) && lane == 0) atomicOr(&tile_bits, 1ull << u);
+    }
+  };
+  if (p.mask_early) scan();
+  pdl_wait();
+  if (!p.mask_early) scan();
+  __syncthreads();
+  const unsigned long long bits = tile_bits;
+  // The owned tile from u on with a key to see (u >= 64: not scanned, taken).
+  const auto next = [&](int u) {
+    for (; split + u * p.splits < ntiles; ++u)
+      if (u >= 64 || (bits >> u & 1)) return u;
+    return -1;
+  };
+
+  const char* kg_base = p.k + int64_t(g) * p.k_nb1;
+  const char* vg_base = p.v + int64_t(g) * p.v_nb1;
+  // This thread's part of a tile: 16 bytes (chunk cc) of keys kr0 + RPI it;
+  // pointers stepped by adds (the per-key products of 64-bit strides were
+  // half the loop's instructions).
+  constexpr int RPI = TH / CH;  // key rows a pass of the block covers
+  static_assert(TH % CH == 0 && BN % RPI == 0, "a tile is whole passes");
+  const int kr0 = tid / CH, cc = tid % CH;
+  const int64_t kstep = int64_t(RPI) * p.k_nb2, vstep = int64_t(RPI) * p.v_nb2;
+  const char* kq = kg_base + int64_t(kr0) * p.k_nb2 + cc * 16;
+  const char* vq = vg_base + int64_t(kr0) * p.v_nb2 + cc * 16;
+  const uint32_t sh_off = uint32_t((kr0 * LD + cc * 8) * 2);
+  const auto load_tile = [&](int u, int st) {
+    const int k0 = (split + u * p.splits) * BN;
+    const char* kp = kq + int64_t(k0) * p.k_nb2;
+    const char* vp = vq + int64_t(k0) * p.v_nb2;
+    const uint32_t ks = smem_u32(Ks + st * BN * LD) + sh_off, vs = smem_u32(Vs + st * BN * LD) + sh_off;
+#pragma unroll
+    for (int it = 0; it < BN / RPI; ++it) {
+      const bool ok = k0 + kr0 + it * RPI < S;  // else zeros, from a valid address
+      cp_async16(ks + it * RPI * LD * 2, ok ? kp : kg_base, ok ? 16 : 0);
+      cp_async16(vs + it * RPI * LD * 2, ok ? vp : vg_base, ok ? 16 : 0);
+      kp += kstep, vp += vstep;
+    }
+  };
+  int u = next(0);
+  if (u >= 0) load_tile(u, 0);
+  cp_async_commit();
+
+  // This lane's S row (lane / 4) and its mask; its O^T rows 2 (lane % 4) + {0, 1}.
+  const int ra = lane >> 2, qd = lane & 3;
+  const float* mra = ra < nr ? p.mask + ((row0 + ra) / G) * p.m_nb1 : nullptr;
+  // Q's A fragments, scaled, as halves, kept in registers for every tile:
+  // row ra's dims 16 ks + 2 qd + {0, 1} and + 8 (rows 8-15 of the m16 shape
+  // are zero registers).
+  uint32_t qa[D / 16][2];
+  {
+    const int row = row0 + ra;
+    const float* qp = ra < nr ? p.q + (row / G) * p.q_nb2 + (g * G + row % G) * p.q_nb1 + 2 * qd : nullptr;
+    float x[D / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[ks][e] = qp ? qp[ks * 16 + (e >> 1) * 8 + (e & 1)] : 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      qa[ks][0] = pack_h2(x[ks][0] * p.qscale, x[ks][1] * p.qscale);
+      qa[ks][1] = pack_h2(x[ks][2] * p.qscale, x[ks][3] * p.qscale);
+    }
+  }
+  const uint32_t k_addr = smem_u32(Ks + (warp * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
+  const uint32_t v_addr = smem_u32(Vs + (warp * 16 + (lane & 7) + ((lane >> 4) & 1) * 8) * LD + ((lane >> 3) & 1) * 8);
+
+  float o[DT][4];
+#pragma unroll
+  for (int d = 0; d < DT; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  float m = -INFINITY, l = 0.f;
+
+  for (int it = 0; u >= 0; ++it) {
+    const int st = it & 1;
+    const int un = next(u + 1);
+    if (un >= 0) load_tile(un, st ^ 1);
+    cp_async_commit();
+    // Mask values of this lane's scores: keys k0 + 16 warp + 8 nt + 2 (lane % 4) + {0, 1}.
+    float mk[2][2];
+    const int key0 = (split + u * p.splits) * BN + warp * 16 + 2 * qd;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = key0 + nt * 8 + e;
+        mk[nt][e] = (mra && key < S) ? __ldg(mra + key) : -INFINITY;
+      }
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint32_t stage_off = uint32_t(st * BN * LD * 2);
+    // S = Q K^T (log2 units), this warp's 16 keys; the dim steps spread over
+    // two accumulators (two chains of dependent mma, not one: +2.4% tg at
+    // depth 4,096 on the 8B, H100; four measured 3.3% slower than two).
+    constexpr int NC = 2;
+    float sc[NC][2][4];
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[c][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint32_t a[4] = {qa[ks][0], 0u, qa[ks][1], 0u};
+      uint32_t b[4];
+      ldmatrix_x4(b, k_addr + stage_off + ks * 32);
+      mma_16816(sc[ks % NC][0], a, b[0], b[1]);
+      mma_16816(sc[ks % NC][1], a, b[2], b[3]);
+    }
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[nt][e] = sc[0][nt][e];
+#pragma unroll
+        for (int c = 1; c < NC; ++c) s[nt][e] += sc[c][nt][e];
+      }
+    // Online softmax of row ra (s[][0..1]; rows 8-15 in s[][2..3] unused).
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[nt][e] = mk[nt][e] == -INFINITY ? -INFINITY : fmaf(mk[nt][e], kLog2e, s[nt][e]);
+        mx = fmaxf(mx, s[nt][e]);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(m, mx), mu = mn == -INFINITY ? 0.f : mn;
+    const float al = fast_exp2(m - mu);
+    m = mn;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) sum += s[nt][e] = fast_exp2(s[nt][e] - mu);
+    l = l * al + sum;
+    // O^T's rows 2 qd and 2 qd + 1 take those rows' alpha (held by lanes 8 qd and 8 qd + 4).
+    const float al0 = __shfl_sync(0xffffffffu, al, 8 * qd), al1 = __shfl_sync(0xffffffffu, al, 8 * qd + 4);
+#pragma unroll
+    for (int d = 0; d < DT; ++d) o[d][0] *= al0, o[d][1] *= al1, o[d][2] *= al0, o[d][3] *= al1;
+    // O^T += V^T P^T: B = P^T is this lane's (row ra, keys 2 qd + {0, 1}, + 8).
+    const uint32_t b0 = pack_h2(s[0][0], s[0][1]), b1 = pack_h2(s[1][0], s[1][1]);
+#pragma unroll
+    for (int d = 0; d < DT; ++d) {
+      uint32_t a[4];
+      ldmatrix_x4_trans(a, v_addr + stage_off + d * 32);
+      mma_16816(o[d], a, b0, b1);
+    }
+    __syncthreads();  // stage st is refilled by the next iteration
+    u = un;
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the stages: they hold the merge
+
+  // Merge the warps: (max, sum) of each row, O^T as rows of dims.
+  float* osh = reinterpret_cast<float*>(Ks);
+  float2* mlsh = reinterpret_cast<float2*>(osh + NW * kDecRows * C::OLD);
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (qd == 0) mlsh[warp * kDecRows + ra] = make_float2(m, l);
+#pragma unroll
+  for (int d = 0; d < DT; ++d)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        osh[(warp * kDecRows + 2 * qd + e) * C::OLD + d * 16 + hh * 8 + ra] = o[d][2 * hh + e];
+  __syncthreads();
+  for (int i = tid; i < nr * D; i += TH) {
+    const int r = i / D, d = i - r * D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) M = fmaxf(M, mlsh[w * kDecRows + r].x);
+    const float mu = M == -INFINITY ? 0.f : M;
+    float acc = 0.f, L = 0.f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      const float2 ml = mlsh[w * kDecRows + r];
+      const float wt = fast_exp2(ml.x - mu);
+      acc = fmaf(wt, osh[(w * kDecRows + r) * C::OLD + d], acc);
+      L = fmaf(wt, ml.y, L);
+    }
+    const int row = row0 + r, t = row / G, h = g * G + row % G;
+    if (p.splits == 1) {
+      const float out = L > 0.f ? acc / L : 0.f;
+      p.out[t * p.o_nb1 + int64_t(h) * D + d] = out;
+      if (p.q8.q) q8_store_block(p.q8, t, (int64_t(h) * D + d) / 32, out);  // D % 32 == 0
+    } else {  // attn_combine reads no output of a split that saw no key (max -inf)
+      const int64_t pr = (int64_t(split) * p.T + t) * p.Hq + h;
+      if (M != -INFINITY) p.part_o[pr * D + d] = acc;
+      if (d == 0) p.part_ml[pr] = make_float2(M, L);
+    }
+  }
+}
+
 // attn_ranges: grid (T, ceil(S / kRangeChunk)), 256 threads. For token t and
 // chunk c: (first, last + 1) unmasked key of the chunk, (S, 0) when none.
 __global__ void __launch_bounds__(256) attn_ranges(const float* mask, int64_t m_nb1, int S, bool m16, int2* out) {
@@ -848,6 +1103,7 @@ struct Shape {
 
 struct Plan {
   bool mma = false;
+  bool dec = false;           // attn_dec (decode on tensor cores)
   int L = 8, R = 1, TK = 1;   // attn_vec
   int threads = kThreads;     // attn_vec
   int splits = 1, chunk = 0;  // attn_vec: keys per split
@@ -937,6 +1193,25 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   return pl;
 }
 
+// attn_dec: blocks of 8 rows per kv head, strided splits aiming for
+// attn_blocks blocks an SM (as attn_vec's).
+Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits) {
+  Plan pl;
+  pl.dec = true;
+  const int64_t rows = s.T * (s.Hq / s.Hkv);
+  pl.R = kDecRows;
+  pl.TK = s.D >= 256 ? DecCfg<256>::BN : DecCfg<128>::BN;
+  pl.threads = s.D >= 256 ? DecCfg<256>::TH : DecCfg<128>::TH;
+  const int64_t base = cdiv(rows, kDecRows) * s.Hkv;
+  const int64_t aim = std::max(1, s.o->attn_blocks) * int64_t(sm);
+  pl.splits = std::max(
+      1, std::min(max_splits, pick_splits(base, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)), aim, aim, s)));
+  pl.strided = pl.splits > 1;
+  pl.chunk = int(std::max<int64_t>(s.S, 1));
+  set_partials(pl, s);
+  return pl;
+}
+
 Plan plan_mma(const Shape& s, int sm, int max_splits = kMaxSplits) {
   Plan pl;
   pl.mma = true;
@@ -996,6 +1271,11 @@ bool mma_eligible(const Shape& s) {
   return s.f16 && mma_dims(s.D) && s.T * (s.Hq / s.Hkv) > kVecMaxRows && !s.separate;
 }
 
+// attn_dec takes what attn_vec would take with its 128-thread blocks (not
+// the short spans' one split of a head a block) where the cache is F16 and
+// D in {64, 128, 256} (CudaOptions::attn_dec).
+bool dec_eligible(const Shape& s) { return s.o->attn_dec && s.f16 && mma_dims(s.D) && !s.separate; }
+
 template <int L, int R>
 void launch_vec_r(const Params& p, bool f16, int threads, dim3 grid, cudaStream_t st) {
   if constexpr (R == 1)
@@ -1020,18 +1300,31 @@ void launch_vec_l(const Params& p, int R, bool f16, int threads, dim3 grid, cuda
   }
 }
 
-template <int D>
-void launch_mma(const Params& p, dim3 grid, cudaStream_t st) {
-  constexpr int bytes = MmaCfg<D>::smem_bytes;
-  static std::atomic<uint64_t> raised{0};  // a bit per device: the shared memory limit was raised
+// Lets `kernel` take `bytes` of dynamic shared memory on this device (once
+// a device: `raised` keeps a bit per device).
+template <typename Kernel>
+void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& raised) {
   int dev = 0;
   WEIR_CUDA_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (!bit || !(raised.load(std::memory_order_relaxed) & bit)) {
-    WEIR_CUDA_CHECK(cudaFuncSetAttribute(attn_mma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     raised.fetch_or(bit, std::memory_order_relaxed);
   }
-  launch_kernel(attn_mma<D>, grid, kThreads, bytes, st, p);
+}
+
+template <int D>
+void launch_mma(const Params& p, dim3 grid, cudaStream_t st) {
+  static std::atomic<uint64_t> raised{0};
+  allow_smem(attn_mma<D>, MmaCfg<D>::smem_bytes, raised);
+  launch_kernel(attn_mma<D>, grid, kThreads, MmaCfg<D>::smem_bytes, st, p);
+}
+
+template <int D>
+void launch_dec(const Params& p, dim3 grid, cudaStream_t st) {
+  static std::atomic<uint64_t> raised{0};
+  allow_smem(attn_dec<D>, DecCfg<D>::smem_bytes, raised);
+  launch_kernel(attn_dec<D>, grid, DecCfg<D>::TH, DecCfg<D>::smem_bytes, st, p);
 }
 
 }  // namespace
@@ -1052,6 +1345,7 @@ size_t attention_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   if (s.T == 0) return 0;
   size_t n = plan_vec(s, kMaxSms).scratch();
   if (mma_eligible(s)) n = std::max(n, plan_mma(s, kMaxSms).scratch());
+  if (dec_eligible(s)) n = std::max(n, plan_dec(s, kMaxSms).scratch());
   return n + q8_reserve(s);
 }
 
@@ -1097,6 +1391,13 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
       if (pl.splits == 1) break;
     }
   }
+  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads) {
+    for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
+      pl = plan_dec(s, sm, ms);
+      fits = pl.scratch() <= room;
+      if (pl.splits == 1) break;
+    }
+  }
   if (!fits) {
     for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
       pl = plan_vec(s, sm, ms);
@@ -1114,7 +1415,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   p.strided = pl.strided;
   p.n_rchunks = pl.n_rchunks;
   // The 8-bit blocks for the product after: attn_combine writes them, or
-  // attn_vec with one split.
+  // attn_vec or attn_dec with one split.
   if (c.quantize_out) p.q8 = Q8Act::in(c.scratch, s.D * s.Hq, s.T);
 
   if (pl.ranges_bytes) {
@@ -1129,6 +1430,13 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
       case 64: launch_mma<64>(p, grid, c.stream); break;
       case 128: launch_mma<128>(p, grid, c.stream); break;
       default: launch_mma<256>(p, grid, c.stream); break;
+    }
+  } else if (pl.dec) {
+    const dim3 grid(unsigned(cdiv(p.rows, kDecRows)), unsigned(s.Hkv), unsigned(pl.splits));
+    switch (s.D) {
+      case 64: launch_dec<64>(p, grid, c.stream); break;
+      case 128: launch_dec<128>(p, grid, c.stream); break;
+      default: launch_dec<256>(p, grid, c.stream); break;
     }
   } else {
     const dim3 grid(unsigned(cdiv(p.rows, pl.R)), unsigned(s.Hkv), unsigned(pl.splits));
