@@ -1,7 +1,6 @@
 #pragma once
-// The attention kernels' shared pieces: limits, the launch parameters,
-// warp reductions, and the cp.async, ldmatrix and mma.sync wrappers of the
-// tensor-core kernels (sm_80+).
+// The attention kernels' shared pieces: limits, the launch parameters and
+// warp reductions.
 // Included by ops_attention.cu alone (its file comment describes the
 // kernels and how they are planned).
 #include <cuda_fp16.h>
@@ -11,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/q8_act.cuh"
 
 namespace weir::cuda::attention {
@@ -71,35 +71,6 @@ __device__ __forceinline__ float warp_max(float x) {
 }
 // (warp_sum: cuda_util.cuh)
 
-// ---------------------------------------------------------------------------
-// Tensor-core helpers (sm_80+).
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// d += a b: m16n8k16, f16 inputs, f32 accumulators.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// (cp.async, ldmatrix and mma.sync: mma_ptx.cuh)
 
 }  // namespace weir::cuda::attention

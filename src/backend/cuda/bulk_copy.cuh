@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/mma_ptx.cuh"
+
 namespace weir::cuda {
 
 // Whether the current device has bulk copies (compute capability 9 or
@@ -25,8 +27,6 @@ inline bool bulk_copy_supported() {
   }();
   return on;
 }
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 // A barrier expecting `count` arrivals a phase.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {

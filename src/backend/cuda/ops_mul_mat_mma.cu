@@ -48,19 +48,6 @@ struct MmaTile {
   static_assert(kSmem <= 227 * 1024, "fits an SM's shared memory");
 };
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Starts copying step k0's raw bytes of rows n0.. and its x tile (token t
 // of the tile: row x_row(t) of xh, none where negative) into one stage. A warp copies whole x rows
 // and two weight rows at a time, 16 bytes a lane, so each instruction
@@ -186,8 +173,8 @@ __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, siz
                                    mma_dequant(f0.y, bias, sc[mt][0]), mma_dequant(f1.y, bias, sc[mt][1])};
 #pragma unroll
             for (int p = 0; p < kNT / 2; ++p) {
-              mma16816(acc[mt][2 * p], a, b[p][0], b[p][1]);
-              mma16816(acc[mt][2 * p + 1], a, b[p][2], b[p][3]);
+              mma_16816(acc[mt][2 * p], a, b[p][0], b[p][1]);
+              mma_16816(acc[mt][2 * p + 1], a, b[p][2], b[p][3]);
             }
           }
         }

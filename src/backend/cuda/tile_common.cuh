@@ -1,28 +1,15 @@
 // Internal to the tile kernels (ops_mul_mat_tile.cu, ops_mul_mat_mma.cu):
-// asynchronous copies to shared memory, the products one launch takes,
+// the products one launch takes (copies to shared memory: mma_ptx.cuh),
 // split K's partial sums and how many splits to make.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/product_group.cuh"
 
 namespace weir::cuda {
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Up to kMaxMats products on the same x in one launch (q, k and v; gate
 // and up): blockIdx.x runs over the row blocks of each in turn. Split K's
