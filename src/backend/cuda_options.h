@@ -51,9 +51,9 @@ struct CudaOptions {
   bool attn_strided = true;    // WEIR_CUDA_ATTN_STRIDED: decode split s takes every n-th tile of keys from
                                // tile s, not a chunk (a sliding window at depth on many splits, not a few)
   int attn_blocks = 2;         // WEIR_CUDA_ATTN_BLOCKS: blocks per SM decode splits aim for
-  int attn_rows = 8;           // WEIR_CUDA_ATTN_ROWS: query rows (heads of a kv head) a decode block takes at most
-                               // (2 with 4 blocks an SM measured faster at depth, not yet the default:
-                               // docs/perf.md)
+  int attn_rows = 8;           // WEIR_CUDA_ATTN_ROWS: query rows (heads of a kv head) an attn_vec decode block
+                               // takes at most (2 with 4 blocks an SM measured faster at depth before
+                               // attn_dec took F16 caches there: docs/perf.md)
   bool attn_dec = true;        // WEIR_CUDA_ATTN_DEC: decode over long spans on tensor cores (attn_dec: F16
                                // caches, D 64/128/256); off: attn_vec on CUDA cores
   bool attn_separate = true;   // WEIR_CUDA_ATTN_SEPARATE: take the "one token per sequence" hint

@@ -50,23 +50,18 @@ struct AttnCase {
   bool separate = false;  // the separate_tokens hint (graph.h)
 };
 
-// The kernel the CUDA op picks (ops_attention.cu): tensor cores for F16
-// caches with D in {64, 128, 256}, 16-byte aligned rows and more than 8
-// query rows per kv head; CUDA cores in f32 otherwise.
-bool uses_tensor_cores(const AttnCase& c) {
-  const size_t es = c.kv == DType::F16 ? 2 : 4;
-  const bool aligned = (size_t(c.kv_off) * es) % 16 == 0 && (size_t(c.kv_pad) * es) % 16 == 0;
-  return c.kv == DType::F16 && (c.D == 64 || c.D == 128 || c.D == 256) && aligned &&
-         c.T * (c.Hq / c.Hkv) > 8 && !c.separate;
-}
-
-// attn_dec (decode on tensor cores) may take a case of at most 8 query rows
-// per kv head: F16 caches, D in {64, 128, 256}, aligned rows (short spans
-// stay on attn_vec).
+// Tensor cores may take a case with F16 caches, D in {64, 128, 256} and
+// 16-byte aligned rows, not batched decode: attn_dec (decode; short spans
+// stay on attn_vec, and CudaOptions::attn_dec turns it off).
 bool may_use_decode_mma(const AttnCase& c) {
   const bool aligned = (size_t(c.kv_off) * 2) % 16 == 0 && (size_t(c.kv_pad) * 2) % 16 == 0;
   return c.kv == DType::F16 && (c.D == 64 || c.D == 128 || c.D == 256) && aligned && !c.separate;
 }
+
+// The kernel the CUDA op picks (ops_attention.cu) for more than 8 query
+// rows per kv head: tensor cores (attn_mma) where they may; CUDA cores in
+// f32 otherwise.
+bool uses_tensor_cores(const AttnCase& c) { return may_use_decode_mma(c) && c.T * (c.Hq / c.Hkv) > 8; }
 
 // Host buffers of one case; tensors are made over them (host) or over device
 // copies at the same offsets (device).

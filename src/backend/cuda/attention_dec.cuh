@@ -20,8 +20,9 @@ namespace weir::cuda::attention {
 // of a block split each key tile (16 keys a warp), S = Q K^T by mma m16n8k16
 // (Q's fragments in registers, rows 8-15 zero: the m16 shape's unused half)
 // and O^T += V^T P^T with the rows as the mma's n8 (the accumulator holds the
-// 8 rows, none wasted; P's fragment of S is the B operand as it lies). Each warp keeps its own
-// running (max, sum) and O; the warps merge at the end through shared memory.
+// 8 rows, none wasted; P's fragment of S is the B operand as it lies). Each
+// warp keeps its own running (max, sum) and O; the warps merge at the end
+// through shared memory.
 // Key tiles are double-buffered by cp.async (the next one in flight while
 // the current one is computed). Splits are strided as attn_vec's: split s
 // takes tiles s, s + n, ... and skips those whose keys are all masked

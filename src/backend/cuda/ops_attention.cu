@@ -284,9 +284,7 @@ Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   const int64_t aim = std::max(1, s.o->attn_blocks) * int64_t(sm);
   pl.splits = std::max(
       1, std::min(max_splits, pick_splits(base, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)), aim, aim, s)));
-  pl.strided = pl.splits > 1;
-  pl.chunk = int(std::max<int64_t>(s.S, 1));
-  set_partials(pl, s);
+  set_partials(pl, s);  // (always strided: the kernel reads neither strided nor chunk)
   return pl;
 }
 
@@ -459,30 +457,20 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   if (c.quantize_out && (q8_bytes == 0 || q8_bytes > c.scratch_bytes))
     throw Error("attention " + dst.name + ": cannot write its output as 8-bit blocks");
   const size_t room = c.scratch_bytes - q8_bytes;
-  // The path, and splits that fit the scratch memory the plan gave.
+  // The path, and splits that fit the scratch memory the plan gave: each
+  // planner's splits halved until its partials fit.
   Plan pl;
   bool fits = false;
-  if (mma_eligible(s) && p.kv16 && out8) {
+  const auto fit = [&](Plan (*planner)(const Shape&, int, int)) {
     for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
-      pl = plan_mma(s, sm, ms);
+      pl = planner(s, sm, ms);
       fits = pl.scratch() <= room;
       if (pl.splits == 1) break;
     }
-  }
-  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads) {
-    for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
-      pl = plan_dec(s, sm, ms);
-      fits = pl.scratch() <= room;
-      if (pl.splits == 1) break;
-    }
-  }
-  if (!fits) {
-    for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
-      pl = plan_vec(s, sm, ms);
-      fits = pl.scratch() <= room;
-      if (pl.splits == 1) break;
-    }
-  }
+  };
+  if (mma_eligible(s) && p.kv16 && out8) fit(plan_mma);
+  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads) fit(plan_dec);
+  if (!fits) fit(plan_vec);
   if (!fits) throw Error("attention " + dst.name + ": scratch memory too small");
   char* scratch = static_cast<char*>(c.scratch) + q8_bytes;
   p.ranges = pl.ranges_bytes ? reinterpret_cast<const int2*>(scratch) : nullptr;
