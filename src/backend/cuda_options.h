@@ -56,6 +56,10 @@ struct CudaOptions {
                                // attn_dec took F16 caches there: docs/perf.md)
   bool attn_dec = true;        // WEIR_CUDA_ATTN_DEC: decode over long spans on tensor cores (attn_dec: F16
                                // caches, D 64/128/256); off: attn_vec on CUDA cores
+  int attn_cluster = 1;        // WEIR_CUDA_ATTN_CLUSTER: attn_dec's splits of a kv head as one thread-block
+                               // cluster merged inside it (no attn_combine launch): 0 never, 1 where it
+                               // keeps a quarter of the splits (clusters of up to 16), 2-16 clusters of at
+                               // most that many blocks wherever attn_dec splits (Hopper and later)
   bool attn_separate = true;   // WEIR_CUDA_ATTN_SEPARATE: take the "one token per sequence" hint
   bool attn_early_mask = true; // WEIR_CUDA_ATTN_EARLY_MASK: scan a fixed mask before pdl_wait()
 };

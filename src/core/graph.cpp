@@ -1,5 +1,6 @@
 #include "core/graph.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/collective.h"
@@ -171,7 +172,8 @@ Tensor* Graph::silu_mul(Tensor* a, Tensor* b) {
   return y;
 }
 
-Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens) {
+Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens,
+                         int32_t max_keys) {
   const int64_t D = q->ne[0], Hq = q->ne[1], T = q->ne[2];
   const int64_t Hkv = k->ne[1], S = k->ne[2];
   if (k->ne[0] != D || v->ne[0] != D || v->ne[1] != Hkv || v->ne[2] != S || Hkv == 0 ||
@@ -185,6 +187,7 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float sc
   y->src[3] = mask;
   y->fparams[0] = scale;
   y->iparams[0] = separate_tokens ? 1 : 0;
+  y->iparams[1] = std::max<int32_t>(max_keys, 0);
   return y;
 }
 

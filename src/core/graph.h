@@ -27,6 +27,9 @@
 //       separate_tokens (iparams[0]) is a hint that no two tokens see the
 //       same keys (a decode step of one token per sequence): kernels should
 //       take tokens one at a time rather than share key reads among them.
+//       max_keys (iparams[1]) is a hint that a token sees at most that many
+//       keys (a sliding window; 0: no bound known): the CUDA backend plans
+//       how to split the keys with it. The mask alone decides the result.
 //   set_rows(dst [K, N], src [K, T], idx I32 [T]) -> dst with dst[:, idx[t]] = src[:, t]
 //   sample(logits [V, n], params [5, n])          -> I32 [n]: a token per row, as
 //       engine/sampler.h's chain without the repetition penalty. Row j's
@@ -98,7 +101,8 @@ class Graph {
   Tensor* rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale);
   Tensor* gelu_mul(Tensor* a, Tensor* b);
   Tensor* silu_mul(Tensor* a, Tensor* b);
-  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false);
+  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false,
+                    int32_t max_keys = 0);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
   Tensor* top_k(Tensor* x, int k);

@@ -4,6 +4,8 @@
 // layers and rope.freq_base on global ones; q scaled by 1/sqrt(head_dim);
 // GELU(tanh)-gated FFN; every 6th layer global, the others see a window of
 // n_swa tokens; output matrix tied to the token embeddings unless present.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
 
@@ -86,7 +88,8 @@ class Gemma3 final : public Model {
       k = g.rope_neox(k, fg.pos, int(Dk), base, fscale);
       q = g.scale(q, h.attn_scale);
 
-      cur = cached_attention(g, fg, kv, int(il), q, k, v, swa ? fg.mask_swa : fg.mask, 1.0f);
+      cur = cached_attention(g, fg, kv, int(il), q, k, v, swa ? fg.mask_swa : fg.mask, 1.0f,
+                             swa ? int32_t(std::min<int64_t>(h.n_swa, INT32_MAX)) : 0);
       cur = g.mul_mat(leaf_cols(g, *L.wo, hs.q0 * Dv, (hs.q0 + Hq) * Dv), cur);  // [E, T], a partial sum
 
       if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on

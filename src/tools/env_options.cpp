@@ -59,6 +59,7 @@ CudaOptions cuda_options_from_env(int device) {
   number("WEIR_CUDA_ATTN_BLOCKS", &o.attn_blocks);
   number("WEIR_CUDA_ATTN_ROWS", &o.attn_rows);
   flag("WEIR_CUDA_ATTN_DEC", &o.attn_dec);
+  number("WEIR_CUDA_ATTN_CLUSTER", &o.attn_cluster);
   flag("WEIR_CUDA_ATTN_SEPARATE", &o.attn_separate);
   flag("WEIR_CUDA_ATTN_EARLY_MASK", &o.attn_early_mask);
   return o;

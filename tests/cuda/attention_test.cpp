@@ -172,6 +172,7 @@ struct AttnData {
     ts.dst.src[3] = &ts.mask;
     ts.dst.fparams[0] = scale();
     ts.dst.iparams[0] = c.separate ? 1 : 0;
+    ts.dst.iparams[1] = c.mask == MaskKind::Window ? c.window : 0;  // graph.h's max_keys hint, as gemma3 sets it
   }
 
   float kv_at(const std::vector<uint8_t>& buf, int j, int g, int d) const {
@@ -273,14 +274,19 @@ void check_case(const AttnCase& c) {
   // back (a head a block only where a span would be split, splits as fixed
   // chunks of the cache), with at most 2 rows a block and 4 blocks an SM,
   // and with the narrower blocks for short spans of 256-dim heads.
-  // Plans 0 and 4 take long F16 spans on tensor cores (attn_dec; 4 takes
-  // twice the splits); 1-3 keep them on CUDA cores (attn_vec).
-  std::vector<CudaOptions> plans(5);
+  // Plans 0 and 4-7 take long F16 spans on tensor cores (attn_dec; 4 takes
+  // twice the splits, past what the default takes in clusters; 5 merges by
+  // the merging launch only; 6 and 7 in clusters of at most 4 and 16 blocks
+  // wherever it splits); 1-3 keep them on CUDA cores (attn_vec).
+  std::vector<CudaOptions> plans(8);
   plans[1].attn_wide = 1, plans[1].attn_strided = false;
   plans[2].attn_rows = 2, plans[2].attn_blocks = 4;
   plans[3].attn_wide = 2;  // 256 threads for 256-dim heads
   for (int i = 1; i <= 3; ++i) plans[i].attn_dec = false;
   plans[4].attn_blocks = 4;
+  plans[5].attn_cluster = 0;
+  plans[6].attn_cluster = 4;
+  plans[7].attn_cluster = 16;
   size_t scratch_bytes = 0;
   for (const auto& o : plans) scratch_bytes = std::max(scratch_bytes, cuda::attention_scratch_bytes(dev.dst, o));
   DeviceBuffer scratch(scratch_bytes);

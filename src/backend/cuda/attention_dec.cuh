@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/cluster_ptx.cuh"
 #include "backend/cuda/q8_act.cuh"
 
 namespace weir::cuda::attention {
@@ -23,12 +24,18 @@ namespace weir::cuda::attention {
 // 8 rows, none wasted; P's fragment of S is the B operand as it lies). Each
 // warp keeps its own running (max, sum) and O; the warps merge at the end
 // through shared memory.
-// Key tiles are double-buffered by cp.async (the next one in flight while
-// the current one is computed). Splits are strided as attn_vec's: split s
-// takes tiles s, s + n, ... and skips those whose keys are all masked
+// Key tiles go through NST stages of shared memory by cp.async (NST - 1
+// in flight while one is computed). Splits are strided as attn_vec's: split
+// s takes tiles s, s + n, ... and skips those whose keys are all masked
 // (scanned before pdl_wait() where the mask is fixed).
+// Splits are merged by attn_combine after the launch, or, with CL, inside
+// it: the splits of a (row block, kv head) are one thread-block cluster
+// (splits = the cluster's size, at most 16), each block leaves its partial
+// in its shared memory, and after a cluster barrier each block merges a
+// share of the outputs reading the others' partials (distributed shared
+// memory): no merging launch, no partials through global memory.
 // Grid (row blocks of 8, Hkv, splits), DecCfg<D>::TH threads, dynamic
-// shared memory DecCfg<D>::smem_bytes.
+// shared memory DecCfg<D>::smem_bytes(NST); with CL, clusters (1, 1, splits).
 template <int D>
 struct DecCfg {
   static constexpr int NW = D >= 256 ? 2 : 4;  // warps, 16 keys of a tile each
@@ -36,17 +43,22 @@ struct DecCfg {
   static constexpr int BN = 16 * NW;  // keys per tile
   static constexpr int LD = D + 8;    // shared row stride in halves (conflict-free ldmatrix)
   static constexpr int OLD = D + 4;   // the warps' outputs at the merge, floats
-  static constexpr int smem_bytes = 4 * BN * LD * 2;  // K and V twice
-  static_assert(NW * kDecRows * OLD * 4 + NW * kDecRows * 8 <= 4 * BN * LD * 2, "merge buffer fits the stages");
+  static constexpr int stage_bytes = 2 * BN * LD * 2;  // K and V of a tile
+  static constexpr int smem_bytes(int nst) { return nst * stage_bytes; }
+  // At the end the stages hold the warps' outputs and (max, sum), then the
+  // block's partial and its (max, sum) (read by the cluster's blocks).
+  static constexpr int merge_bytes = NW * kDecRows * (OLD * 4 + 8) + kDecRows * (D * 4 + 8);
+  static_assert(merge_bytes <= smem_bytes(2), "merge buffers fit the stages");
 };
 
-template <int D>
+template <int D, int NST, bool CL>
 __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
+  static_assert(NST >= 2, "at least double-buffered");
   using C = DecCfg<D>;
   constexpr int NW = C::NW, TH = C::TH, BN = C::BN, LD = C::LD, CH = D / 8, DT = D / 16;
   extern __shared__ __align__(16) unsigned char smem[];
   __half* Ks = reinterpret_cast<__half*>(smem);
-  __half* Vs = Ks + 2 * BN * LD;
+  __half* Vs = Ks + NST * BN * LD;
   __shared__ unsigned long long tile_bits;  // owned tile u (< 64) has an unmasked key
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -105,9 +117,13 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
       kp += kstep, vp += vstep;
     }
   };
-  int u = next(0);
-  if (u >= 0) load_tile(u, 0);
-  cp_async_commit();
+  // u: the tile computed next; ul: the next to load, NST - 1 ahead.
+  int u = next(0), ul = u;
+#pragma unroll
+  for (int st = 0; st < NST - 1; ++st) {
+    if (ul >= 0) load_tile(ul, st), ul = next(ul + 1);
+    cp_async_commit();
+  }
 
   // This lane's S row (lane / 4) and its mask; its O^T rows 2 (lane % 4) + {0, 1}.
   const int ra = lane >> 2, qd = lane & 3;
@@ -139,9 +155,8 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
   float m = -INFINITY, l = 0.f;
 
   for (int it = 0; u >= 0; ++it) {
-    const int st = it & 1;
-    const int un = next(u + 1);
-    if (un >= 0) load_tile(un, st ^ 1);
+    const int st = it % NST;
+    if (ul >= 0) load_tile(ul, (it + NST - 1) % NST), ul = next(ul + 1);
     cp_async_commit();
     // Mask values of this lane's scores: keys k0 + 16 warp + 8 nt + 2 (lane % 4) + {0, 1}.
     float mk[2][2];
@@ -153,7 +168,7 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
         const int key = key0 + nt * 8 + e;
         mk[nt][e] = (mra && key < S) ? __ldg(mra + key) : -INFINITY;
       }
-    cp_async_wait<1>();
+    cp_async_wait<NST - 1>();
     __syncthreads();
     const uint32_t stage_off = uint32_t(st * BN * LD * 2);
     // S = Q K^T (log2 units), this warp's 16 keys; the dim steps spread over
@@ -217,7 +232,7 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
       mma_16816(o[d], a, b0, b1);
     }
     __syncthreads();  // stage st is refilled by the next iteration
-    u = un;
+    u = next(u + 1);
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: they hold the merge
@@ -236,6 +251,9 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
       for (int hh = 0; hh < 2; ++hh)
         osh[(warp * kDecRows + 2 * qd + e) * C::OLD + d * 16 + hh * 8 + ra] = o[d][2 * hh + e];
   __syncthreads();
+  // With CL, the block's partial for the cluster: [row][D] and (max, sum).
+  float* cpo = reinterpret_cast<float*>(mlsh + NW * kDecRows);
+  float2* cml = reinterpret_cast<float2*>(cpo + kDecRows * D);
   for (int i = tid; i < nr * D; i += TH) {
     const int r = i / D, d = i - r * D;
     float M = -INFINITY;
@@ -251,7 +269,10 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
       L = fmaf(wt, ml.y, L);
     }
     const int row = row0 + r, t = row / G, h = g * G + row % G;
-    if (p.splits == 1) {
+    if (CL) {
+      cpo[i] = acc;
+      if (d == 0) cml[r] = make_float2(M, L);
+    } else if (p.splits == 1) {
       const float out = L > 0.f ? acc / L : 0.f;
       p.out[t * p.o_nb1 + int64_t(h) * D + d] = out;
       if (p.q8.q) q8_store_block(p.q8, t, (int64_t(h) * D + d) / 32, out);  // D % 32 == 0
@@ -260,6 +281,32 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
       if (M != -INFINITY) p.part_o[pr * D + d] = acc;
       if (d == 0) p.part_ml[pr] = make_float2(M, L);
     }
+  }
+  if constexpr (CL) {
+    cluster_sync();
+    // Warp w of block (rank) k merges 32 outputs (one 8-bit block of the
+    // product's x): job w * splits + k, then every splits * NW-th.
+    const int ns = p.splits;
+    for (int j = warp * ns + int(cluster_rank()); j < nr * D / 32; j += ns * NW) {
+      const int i = j * 32 + lane, r = i / D, d = i - r * D;
+      float M = -INFINITY;
+#pragma unroll 4
+      for (int k = 0; k < ns; ++k) M = fmaxf(M, cluster_peer(cml, unsigned(k))[r].x);
+      const float mu = M == -INFINITY ? 0.f : M;
+      float acc = 0.f, L = 0.f;
+#pragma unroll 4
+      for (int k = 0; k < ns; ++k) {
+        const float2 ml = cluster_peer(cml, unsigned(k))[r];
+        const float wt = fast_exp2(ml.x - mu);  // 0 for a split that saw no key
+        acc = fmaf(wt, cluster_peer(cpo, unsigned(k))[i], acc);
+        L = fmaf(wt, ml.y, L);
+      }
+      const int row = row0 + r, t = row / G, h = g * G + row % G;
+      const float out = L > 0.f ? acc / L : 0.f;
+      p.out[t * p.o_nb1 + int64_t(h) * D + d] = out;
+      if (p.q8.q) q8_store_block(p.q8, t, (int64_t(h) * D + d) / 32, out);
+    }
+    cluster_sync();  // the others' partials are read: they may leave
   }
 }
 

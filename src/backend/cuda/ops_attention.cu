@@ -35,8 +35,10 @@
 //   block a query head (256 threads; 512 for 256-dim heads) and no merge.
 // - attn_dec (tensor cores; decode over long spans, F16 caches, D in {64,
 //   128, 256}, blocks of 8 rows): each warp takes 16 keys of a tile, S = Q K^T
-//   and O^T += V^T P^T by mma, tiles double-buffered by cp.async, the warps
-//   merged at the end; strided splits as attn_vec's (the kernel's comment).
+//   and O^T += V^T P^T by mma, tiles staged by cp.async, the warps merged
+//   at the end; strided splits as attn_vec's (the kernel's comment). Where
+//   it has 16 splits or fewer, they are one thread-block cluster and merge
+//   inside it through distributed shared memory (no attn_combine).
 // - attn_mma (tensor cores; F16 caches, D in {64, 128, 256}, more than 8 rows
 //   per kv head): FlashAttention-2 style. 64 rows per block (4 warps x 16
 //   rows), key tiles of 64 (32 for D = 256) double-buffered in shared memory
@@ -56,7 +58,10 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_dec.cuh"
@@ -174,6 +179,7 @@ __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
 
 struct Shape {
   int64_t D = 0, Hq = 0, Hkv = 0, T = 0, S = 0;
+  int64_t span = 0;  // keys a block of one sequence's tokens may see: S, or less by graph.h's max_keys hint
   bool f16 = false;
   bool separate = false;  // no two tokens see the same keys (graph.h's hint)
   const CudaOptions* o = nullptr;  // the plan's knobs (attn_wide, attn_strided, attn_blocks, attn_rows)
@@ -182,6 +188,7 @@ struct Shape {
 struct Plan {
   bool mma = false;
   bool dec = false;           // attn_dec (decode on tensor cores)
+  int cluster = 0;            // attn_dec: the splits as one cluster, merged in it (splits blocks; 0: attn_combine)
   int L = 8, R = 1, TK = 1;   // attn_vec
   int threads = kThreads;     // attn_vec
   int splits = 1, chunk = 0;  // attn_vec: keys per split
@@ -208,7 +215,7 @@ int pick_splits(int64_t base, int64_t ntiles, int64_t enough, int64_t aim, const
 
 void set_partials(Plan& pl, const Shape& s) {
   pl.ml_bytes = pl.o_bytes = 0;
-  if (pl.splits > 1) {
+  if (pl.splits > 1 && !pl.cluster) {
     const size_t n = size_t(pl.splits) * size_t(s.T) * size_t(s.Hq);
     pl.ml_bytes = round256(n * sizeof(float2));
     pl.o_bytes = round256(n * size_t(s.D) * sizeof(float));
@@ -271,9 +278,70 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   return pl;
 }
 
+constexpr int kDecStages = 2;         // attn_dec's stages merged by attn_combine (2 blocks an SM)
+constexpr int kDecClusterStages = 3;  // and in clusters (3 and 4 measured alike; 3 leaves room for 2 blocks an SM)
+constexpr int kMaxCluster = 16;       // blocks a cluster at most (Hopper; 8 is the portable size)
+
+template <int D>
+int dec_cluster_smem() {
+  return DecCfg<D>::smem_bytes(kDecClusterStages);
+}
+
+// Clusters of `cs` blocks of attn_dec<D> in clusters that the device runs at
+// once (the occupancy API, asked once a device and size); 0 where it cannot.
+template <int D>
+int dec_active_clusters(int cs) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int> known;
+  int dev = 0;
+  WEIR_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(dev, cs);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int n = 0, cc = 0;
+  WEIR_CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
+  if (cc >= 9) {
+    const auto kernel = attn_dec<D, kDecClusterStages, true>;
+    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dec_cluster_smem<D>()));
+    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, 1, unsigned(cs));
+    cfg.blockDim = dim3(DecCfg<D>::TH);
+    cfg.dynamicSmemBytes = size_t(dec_cluster_smem<D>());
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = unsigned(cs);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+  }
+  known[key] = n;
+  return n;
+}
+
+int dec_active_clusters(int64_t D, int cs) {
+  switch (D) {
+    case 64: return dec_active_clusters<64>(cs);
+    case 128: return dec_active_clusters<128>(cs);
+    default: return dec_active_clusters<256>(cs);
+  }
+}
+
 // attn_dec: blocks of 8 rows per kv head, strided splits aiming for
-// attn_blocks blocks an SM (as attn_vec's).
-Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits) {
+// attn_blocks blocks an SM (as attn_vec's), no more than the span's tiles
+// (a sliding window's: graph.h's max_keys hint). Clusters (CudaOptions::
+// attn_cluster; not with `no_cluster`, the scratch bound): a (row block, kv
+// head)'s splits as one cluster, merged inside it, where all the clusters
+// run at once and (attn_cluster 1) the cluster keeps every split: 16 or
+// fewer. Fewer, longer splits cost more than the merging launch they save
+// (H100, tg128, clusters of 16 for 32 or 33 splits: 8B -1.1% at depth 2,048,
+// -2.9% at 4,096; 1B -1.9% / -6.3%); with every split kept, the launch
+// saved is the gain (gemma3's 512-key windows on 16 splits: +3.4% at depth
+// 4,096; docs/perf.md).
+Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits, bool no_cluster = false) {
   Plan pl;
   pl.dec = true;
   const int64_t rows = s.T * (s.Hq / s.Hkv);
@@ -282,8 +350,18 @@ Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   pl.threads = s.D >= 256 ? DecCfg<256>::TH : DecCfg<128>::TH;
   const int64_t base = cdiv(rows, kDecRows) * s.Hkv;
   const int64_t aim = std::max(1, s.o->attn_blocks) * int64_t(sm);
-  pl.splits = std::max(
-      1, std::min(max_splits, pick_splits(base, cdiv(s.S, std::max(pl.TK, kMinSplitKeys)), aim, aim, s)));
+  // Splits of a tile at the least (32 keys for 256-dim heads: gemma3's
+  // window of 512 on 16 splits, not 8 of 64 keys: tg128 at depth 4,096
+  // -2.4% with 8).
+  const int64_t ntiles = cdiv(s.span, pl.TK);
+  pl.splits = std::max(1, std::min(max_splits, pick_splits(base, ntiles, aim, aim, s)));
+  const int want = s.o->attn_cluster;
+  if (!no_cluster && want >= 1 && pl.splits > 1) {
+    int cs = int(std::min<int64_t>({std::min(want == 1 ? kMaxCluster : want, kMaxCluster), pl.splits, ntiles}));
+    if (want == 1 && cs < pl.splits) cs = 0;
+    while (cs >= 2 && dec_active_clusters(s.D, cs) < base) cs /= 2;
+    if (cs >= 2) pl.splits = pl.cluster = cs;
+  }
   set_partials(pl, s);  // (always strided: the kernel reads neither strided nor chunk)
   return pl;
 }
@@ -331,6 +409,7 @@ Shape check(const Tensor& dst, const CudaOptions& o) {
   s.f16 = k->dtype == DType::F16;
   // CudaOptions::attn_separate off ignores the hint (for comparisons).
   s.separate = o.attn_separate && dst.iparams[0] != 0 && q->ne[2] > 1;
+  s.span = dst.iparams[1] > 0 ? std::min<int64_t>(s.S, int64_t(dst.iparams[1]) + s.T - 1) : s.S;
   s.o = &o;
   if (k->ne[0] != s.D || v->ne[0] != s.D || v->ne[1] != s.Hkv || v->ne[2] != s.S || s.Hkv <= 0 || s.Hq % s.Hkv != 0 ||
       mask->ne[0] != s.S || mask->ne[1] != s.T || dst.ne[0] != s.D * s.Hq || dst.ne[1] != s.T || q->ne[3] != 1 ||
@@ -397,10 +476,16 @@ void launch_mma(const Params& p, dim3 grid, cudaStream_t st) {
 }
 
 template <int D>
-void launch_dec(const Params& p, dim3 grid, cudaStream_t st) {
+void launch_dec(const Params& p, dim3 grid, int cluster, cudaStream_t st) {
+  if (cluster) {  // (dec_active_clusters raised its shared memory and cluster size)
+    launch_kernel_in_clusters(attn_dec<D, kDecClusterStages, true>, grid, DecCfg<D>::TH, dec_cluster_smem<D>(), st,
+                              dim3(1, 1, unsigned(cluster)), p);
+    return;
+  }
   static std::atomic<uint64_t> raised{0};
-  allow_smem(attn_dec<D>, DecCfg<D>::smem_bytes, raised);
-  launch_kernel(attn_dec<D>, grid, DecCfg<D>::TH, DecCfg<D>::smem_bytes, st, p);
+  constexpr int smem = DecCfg<D>::smem_bytes(kDecStages);
+  allow_smem(attn_dec<D, kDecStages, false>, smem, raised);
+  launch_kernel(attn_dec<D, kDecStages, false>, grid, DecCfg<D>::TH, smem, st, p);
 }
 
 }  // namespace
@@ -421,7 +506,7 @@ size_t attention_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   if (s.T == 0) return 0;
   size_t n = plan_vec(s, kMaxSms).scratch();
   if (mma_eligible(s)) n = std::max(n, plan_mma(s, kMaxSms).scratch());
-  if (dec_eligible(s)) n = std::max(n, plan_dec(s, kMaxSms).scratch());
+  if (dec_eligible(s)) n = std::max(n, plan_dec(s, kMaxSms, kMaxSplits, true).scratch());
   return n + q8_reserve(s);
 }
 
@@ -461,7 +546,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   // planner's splits halved until its partials fit.
   Plan pl;
   bool fits = false;
-  const auto fit = [&](Plan (*planner)(const Shape&, int, int)) {
+  const auto fit = [&](auto planner) {
     for (int ms = kMaxSplits; !fits; ms = pl.splits / 2) {
       pl = planner(s, sm, ms);
       fits = pl.scratch() <= room;
@@ -469,7 +554,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
     }
   };
   if (mma_eligible(s) && p.kv16 && out8) fit(plan_mma);
-  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads) fit(plan_dec);
+  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads) fit([](const Shape& sh, int n, int ms) { return plan_dec(sh, n, ms); });
   if (!fits) fit(plan_vec);
   if (!fits) throw Error("attention " + dst.name + ": scratch memory too small");
   char* scratch = static_cast<char*>(c.scratch) + q8_bytes;
@@ -500,9 +585,9 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   } else if (pl.dec) {
     const dim3 grid(unsigned(cdiv(p.rows, kDecRows)), unsigned(s.Hkv), unsigned(pl.splits));
     switch (s.D) {
-      case 64: launch_dec<64>(p, grid, c.stream); break;
-      case 128: launch_dec<128>(p, grid, c.stream); break;
-      default: launch_dec<256>(p, grid, c.stream); break;
+      case 64: launch_dec<64>(p, grid, pl.cluster, c.stream); break;
+      case 128: launch_dec<128>(p, grid, pl.cluster, c.stream); break;
+      default: launch_dec<256>(p, grid, pl.cluster, c.stream); break;
     }
   } else {
     const dim3 grid(unsigned(cdiv(p.rows, pl.R)), unsigned(s.Hkv), unsigned(pl.splits));
@@ -513,7 +598,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
     }
   }
   WEIR_CUDA_CHECK_LAUNCH();
-  if (pl.splits > 1) {
+  if (pl.splits > 1 && !pl.cluster) {
     launch_kernel(attn_combine, dim3(unsigned(s.T * s.Hq), unsigned(cdiv(s.D, 32))), kThreads, 0, c.stream, p);
     WEIR_CUDA_CHECK_LAUNCH();
   } else if (c.quantize_out && pl.mma) {
