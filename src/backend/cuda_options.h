@@ -58,8 +58,8 @@ struct CudaOptions {
                                // caches, D 64/128/256); off: attn_vec on CUDA cores
   int attn_cluster = 1;        // WEIR_CUDA_ATTN_CLUSTER: attn_dec's splits of a kv head as one thread-block
                                // cluster merged inside it (no attn_combine launch): 0 never, 1 where it
-                               // keeps a quarter of the splits (clusters of up to 16), 2-16 clusters of at
-                               // most that many blocks wherever attn_dec splits (Hopper and later)
+                               // keeps every split (16 at most) and a split has at most 2 key tiles, 2-16
+                               // clusters of at most that many blocks wherever attn_dec splits (Hopper+)
   bool attn_separate = true;   // WEIR_CUDA_ATTN_SEPARATE: take the "one token per sequence" hint
   bool attn_early_mask = true; // WEIR_CUDA_ATTN_EARLY_MASK: scan a fixed mask before pdl_wait()
 };

@@ -27,6 +27,7 @@ constexpr int kVecMaxRows = 8;                         // attn_vec rows per bloc
 constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span, a head a block
 constexpr int kWiderThreads = 512;                     // the same for 256-dim heads (a warp a key: attn_wide 3)
 constexpr int kDecRows = 8;                            // attn_dec: query rows per block (the mma's n8)
+constexpr int kMaxClusterBlocks = 16;                  // attn_dec: blocks a cluster at most (Hopper's non-portable size)
 
 struct Params {
   const float* q;

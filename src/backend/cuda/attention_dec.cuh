@@ -288,19 +288,29 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
     // product's x): job w * splits + k, then every splits * NW-th.
     const int ns = p.splits;
     for (int j = warp * ns + int(cluster_rank()); j < nr * D / 32; j += ns * NW) {
-      const int i = j * 32 + lane, r = i / D, d = i - r * D;
+      const int i = j * 32 + lane, r = i / D;
+      // Every block's (max, sum) and value first, all loads in flight at
+      // once (one round trip to the other SMs, not one a block: the merge
+      // took ~4 us a layer with the loads one after another).
+      float2 ml[kMaxClusterBlocks];
+      float v[kMaxClusterBlocks];
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k)
+        if (k < ns) ml[k] = cluster_peer(cml, unsigned(k))[r], v[k] = cluster_peer(cpo, unsigned(k))[i];
       float M = -INFINITY;
-#pragma unroll 4
-      for (int k = 0; k < ns; ++k) M = fmaxf(M, cluster_peer(cml, unsigned(k))[r].x);
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k)
+        if (k < ns) M = fmaxf(M, ml[k].x);
       const float mu = M == -INFINITY ? 0.f : M;
       float acc = 0.f, L = 0.f;
-#pragma unroll 4
-      for (int k = 0; k < ns; ++k) {
-        const float2 ml = cluster_peer(cml, unsigned(k))[r];
-        const float wt = fast_exp2(ml.x - mu);  // 0 for a split that saw no key
-        acc = fmaf(wt, cluster_peer(cpo, unsigned(k))[i], acc);
-        L = fmaf(wt, ml.y, L);
-      }
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k)
+        if (k < ns) {
+          const float wt = fast_exp2(ml[k].x - mu);  // 0 for a split that saw no key
+          acc = fmaf(wt, v[k], acc);
+          L = fmaf(wt, ml[k].y, L);
+        }
+      const int d = i - r * D;
       const int row = row0 + r, t = row / G, h = g * G + row % G;
       const float out = L > 0.f ? acc / L : 0.f;
       p.out[t * p.o_nb1 + int64_t(h) * D + d] = out;

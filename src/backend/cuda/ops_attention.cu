@@ -37,8 +37,9 @@
 //   128, 256}, blocks of 8 rows): each warp takes 16 keys of a tile, S = Q K^T
 //   and O^T += V^T P^T by mma, tiles staged by cp.async, the warps merged
 //   at the end; strided splits as attn_vec's (the kernel's comment). Where
-//   it has 16 splits or fewer, they are one thread-block cluster and merge
-//   inside it through distributed shared memory (no attn_combine).
+//   it has 16 splits or fewer of at most 2 tiles each, they are one
+//   thread-block cluster and merge inside it through distributed shared
+//   memory (no attn_combine).
 // - attn_mma (tensor cores; F16 caches, D in {64, 128, 256}, more than 8 rows
 //   per kv head): FlashAttention-2 style. 64 rows per block (4 warps x 16
 //   rows), key tiles of 64 (32 for D = 256) double-buffered in shared memory
@@ -279,8 +280,8 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
 }
 
 constexpr int kDecStages = 2;         // attn_dec's stages merged by attn_combine (2 blocks an SM)
+constexpr int kMaxClusterTiles = 2;   // attn_cluster 1: clusters where a split has at most this many tiles
 constexpr int kDecClusterStages = 3;  // and in clusters (3 and 4 measured alike; 3 leaves room for 2 blocks an SM)
-constexpr int kMaxCluster = 16;       // blocks a cluster at most (Hopper; 8 is the portable size)
 
 template <int D>
 int dec_cluster_smem() {
@@ -335,12 +336,13 @@ int dec_active_clusters(int64_t D, int cs) {
 // (a sliding window's: graph.h's max_keys hint). Clusters (CudaOptions::
 // attn_cluster; not with `no_cluster`, the scratch bound): a (row block, kv
 // head)'s splits as one cluster, merged inside it, where all the clusters
-// run at once and (attn_cluster 1) the cluster keeps every split: 16 or
-// fewer. Fewer, longer splits cost more than the merging launch they save
-// (H100, tg128, clusters of 16 for 32 or 33 splits: 8B -1.1% at depth 2,048,
-// -2.9% at 4,096; 1B -1.9% / -6.3%); with every split kept, the launch
-// saved is the gain (gemma3's 512-key windows on 16 splits: +3.4% at depth
-// 4,096; docs/perf.md).
+// run at once and (attn_cluster 1) a split has at most 2 tiles, as many as
+// the merging launch's plan gives a split at depth 4,096: there the launch
+// saved is the gain (H100, tg128: 8B +2.0% and 1B +1.4% at depth 1,024,
+// gemma3's 512-key windows +3.4% at 4,096). With 3 tiles a split (depth
+// 2,048 to 3,072) clusters measured even (8B -0.7 / -0.2%, 1B -0.3 /
+// +0.5%), with 4 (4,096: 16 splits for 33) slower (8B -0.8%, 1B -3.2%;
+// docs/perf.md).
 Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits, bool no_cluster = false) {
   Plan pl;
   pl.dec = true;
@@ -357,8 +359,8 @@ Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits, bool no_clust
   pl.splits = std::max(1, std::min(max_splits, pick_splits(base, ntiles, aim, aim, s)));
   const int want = s.o->attn_cluster;
   if (!no_cluster && want >= 1 && pl.splits > 1) {
-    int cs = int(std::min<int64_t>({std::min(want == 1 ? kMaxCluster : want, kMaxCluster), pl.splits, ntiles}));
-    if (want == 1 && cs < pl.splits) cs = 0;
+    int cs = int(std::min<int64_t>({std::min(want == 1 ? kMaxClusterBlocks : want, kMaxClusterBlocks), pl.splits, ntiles}));
+    if (want == 1 && cdiv(ntiles, cs) > kMaxClusterTiles) cs = 0;
     while (cs >= 2 && dec_active_clusters(s.D, cs) < base) cs /= 2;
     if (cs >= 2) pl.splits = pl.cluster = cs;
   }
