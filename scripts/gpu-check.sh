@@ -74,6 +74,10 @@
 #               "WEIR_CUDA_PDL=0"); WEIR_GPU_AB_ARGS adds bench flags to both (e.g.
 #               "-d 4096" for a deep context); scripts/ab-bench.sh prints the
 #               medians (not run by default)
+#     kvread    what reading a layer's K and V costs apart from attention
+#               (scripts/kv-read-probe.cu, built with this host's nvcc: from
+#               DRAM, from L2, prefetched on a second stream while weights are
+#               read), timed in CUDA graphs (not run by default)
 #     realmodel the real model, carried in parts (below): keeps this call's parts in
 #               /tmp/weir-real-model; once all are there, joins and checks them and
 #               runs the CudaModel.RealGemma3* tests (GPU vs CPU, vs llama.cpp's
@@ -609,6 +613,17 @@ if has ab; then
     B_ENV=${WEIR_GPU_AB_ENV:-} scripts/ab-bench.sh "${WEIR_GPU_AB_ROUNDS:-3}" "$a_bin" "$build/weir" -- \
       -m "$p" -ngl 99 -p 0 -n 128 -r 5 "${extra[@]}" || failed+=(ab)
   done
+fi
+
+if has kvread; then
+  step "K/V read probe (scripts/kv-read-probe.cu)"
+  probe=/tmp/weir-kv-read-probe
+  nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  if "$nvcc_bin" -arch=sm_90 -O3 -o "$probe" scripts/kv-read-probe.cu >"$log_dir/kvread.log" 2>&1; then
+    "$probe" 2>&1 | tee -a "$log_dir/kvread.log" || failed+=(kvread)
+  else
+    tail -5 "$log_dir/kvread.log"; failed+=(kvread)
+  fi
 fi
 
 if has realmodel; then

@@ -32,6 +32,12 @@ __global__ void spin(int us) {  // stands in for the product the prefetch would 
   const long long t0 = clock64(); while (clock64() - t0 < (long long)us * 1800) {}
 }
 int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    fprintf(stderr, "kv-read-probe: no CUDA device\n");
+    return 1;
+  }
+  bool failed = false;
   const int NB = 8;  // 134 MB: more than the L2
   char* buf; float* out;
   cudaMalloc(&buf, BYTES * NB); cudaMalloc(&out, 4); cudaMemset(buf, 1, BYTES * NB);
@@ -42,7 +48,7 @@ int main() {
     cudaGraph_t g; cudaGraphExec_t ge;
     cudaStreamBeginCapture(s0, cudaStreamCaptureModeGlobal);
     for (int i = 0; i < 50; ++i) body(i);
-    if (cudaStreamEndCapture(s0, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) { printf("%s: capture failed\n", what); cudaGetLastError(); return; }
+    if (cudaStreamEndCapture(s0, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) { printf("%s: capture failed\n", what); cudaGetLastError(); failed = true; return; }
     cudaGraphLaunch(ge, s0); cudaStreamSynchronize(s0);
     cudaEventRecord(a, s0);
     for (int r = 0; r < 10; ++r) cudaGraphLaunch(ge, s0);
@@ -97,4 +103,5 @@ int main() {
     spin<<<132, 32, 0, s0>>>(6);
     rd<<<264, 128, 0, s0>>>(buf + (i % NB) * BYTES, out);
   });
+  return failed ? 1 : 0;
 }
