@@ -359,7 +359,8 @@ Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits, bool no_clust
   pl.splits = std::max(1, std::min(max_splits, pick_splits(base, ntiles, aim, aim, s)));
   const int want = s.o->attn_cluster;
   if (!no_cluster && want >= 1 && pl.splits > 1) {
-    int cs = int(std::min<int64_t>({std::min(want == 1 ? kMaxClusterBlocks : want, kMaxClusterBlocks), pl.splits, ntiles}));
+    const int most = want == 1 ? kMaxClusterBlocks : std::min(want, kMaxClusterBlocks);
+    int cs = int(std::min<int64_t>({most, pl.splits, ntiles}));
     if (want == 1 && cdiv(ntiles, cs) > kMaxClusterTiles) cs = 0;
     while (cs >= 2 && dec_active_clusters(s.D, cs) < base) cs /= 2;
     if (cs >= 2) pl.splits = pl.cluster = cs;
@@ -556,7 +557,8 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
     }
   };
   if (mma_eligible(s) && p.kv16 && out8) fit(plan_mma);
-  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads) fit([](const Shape& sh, int n, int ms) { return plan_dec(sh, n, ms); });
+  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads)
+    fit([](const Shape& sh, int n, int ms) { return plan_dec(sh, n, ms); });  // (clusters allowed)
   if (!fits) fit(plan_vec);
   if (!fits) throw Error("attention " + dst.name + ": scratch memory too small");
   char* scratch = static_cast<char*>(c.scratch) + q8_bytes;
