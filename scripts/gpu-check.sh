@@ -485,9 +485,12 @@ if has sanitize; then
     TAIL=6 run_logged sanitize "$log_dir/memcheck-tile.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='*MmaTile*:*OneLaunch*:*Glu*:*Folded*:*CacheThemselves*:CudaAttention.Decode'
   fi
-  if command -v compute-sanitizer >/dev/null; then  # decode attention's plans (shared memory of the splits, the strided tiles' bits)
+  # Decode attention's plans (shared memory of the splits, the strided
+  # tiles' bits, clusters) and the folds split over clusters (their partial
+  # sums read across blocks).
+  if command -v compute-sanitizer >/dev/null; then
     TAIL=6 run_logged sanitize "$log_dir/racecheck-attention.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
-      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='CudaAttention.Decode'
+      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='CudaAttention.Decode:CudaOps.NormFolded*'
   fi
 fi
 

@@ -47,6 +47,7 @@ CudaOptions cuda_options_from_env(int device) {
   number("WEIR_CUDA_STAGES", &o.stages);
   flag("WEIR_CUDA_ONE_WAVE", &o.one_wave);
   flag("WEIR_CUDA_FOLD_DEEP", &o.fold_deep);
+  number("WEIR_CUDA_FOLD_SPLIT", &o.fold_split);
   number("WEIR_CUDA_FOLD_WPR", &o.fold_wpr);
   number("WEIR_CUDA_MV_WARPS", &o.mv_warps);
   flag("WEIR_CUDA_MV_EARLY", &o.mv_early);

@@ -872,11 +872,20 @@ TEST_F(CudaOps, FloatProductsApplyTheGluInTheirLaunch) {
 // kernels and the float kernel (F16, BF16).
 TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
   // The folding launches of few blocks and long rows (K 256, F 8192: 8
-  // blocks, 256 chunks a row) take the deep kernel; also run on the plain
-  // one (CudaOptions::fold_deep).
-  CudaOptions od;
+  // blocks, 256 chunks a row) take the split kernel (clusters of 2 blocks a
+  // row group, Hopper; 4 chunks a step) or the deep one; also run on the
+  // plain one (CudaOptions::fold_split 0, fold_deep off). One token's folds
+  // also run split everywhere (short rows leave blocks with no chunk), with
+  // 2 and 4 chunks a step.
+  CudaOptions od, os, osd;
   od.fold_deep = false;
-  auto plain = make_cuda_backend(od);
+  od.fold_split = 0;
+  os.fold_split = 2;
+  os.fold_deep = false;
+  osd.fold_split = 2;
+  auto plain = make_cuda_backend(od), split = make_cuda_backend(os), split_deep = make_cuda_backend(osd);
+  Backend* const backends[] = {gpu_.get(), plain.get(), split.get(), split_deep.get()};
+  const char* const names[] = {"", " (plain)", " (split)", " (split, deep)"};
   // Short rows, and long ones (5632 = 22 x 256: several steps a warp, q6_K
   // rows not 16-byte aligned).
   for (const auto& [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}, {256, 8192}})
@@ -918,12 +927,13 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
                            {"wn1", floats(randn(size_t(K), 103))},
                            {"wn2", floats(randn(size_t(K), 104))}};
         const auto c = run_outputs(*cpu_, build, in, 1);
-        for (int kernels = 0; kernels < (F == 8192 ? 2 : 1); ++kernels) {
-          Backend& gpu = kernels == 0 ? *gpu_ : *plain;
+        for (int kernels = 0; kernels < 4; ++kernels) {
+          if ((kernels == 1 && F != 8192) || (kernels >= 2 && T != 1)) continue;
+          Backend& gpu = *backends[kernels];
           uint64_t launches = 0;
           const auto gg = run_outputs(gpu, build, in, 3, &launches);
           const std::string what = std::string(dtype_name(wt)) + " K " + std::to_string(K) + " F " + std::to_string(F) +
-                                   " T " + std::to_string(T) + (kernels == 1 ? " (plain)" : "");
+                                   " T " + std::to_string(T) + names[kernels];
           const bool fold = T <= 4;
           // T <= 4: the GLU in the gate/up launch too, which reads the fold.
           EXPECT_EQ(launches, fold ? 5u : 8u)

@@ -1,11 +1,15 @@
 #pragma once
 // Thread-block clusters (Hopper and later): the block's rank in its
-// cluster, the cluster-wide barrier, and another block's shared memory.
+// cluster, the cluster-wide barrier, and another block's shared memory;
+// on the host, whether the device has clusters and how many it holds.
 // Kernels that use them are launched in clusters only on such devices
 // (launch_kernel_in_clusters); built for an older architecture they trap.
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace weir::cuda {
 
@@ -43,6 +47,56 @@ __device__ __forceinline__ const T* cluster_peer(const T* p, unsigned rank) {
   __trap();
   return p;
 #endif
+}
+
+// Whether the current device has thread-block clusters (compute
+// capability 9 or later), asked once.
+inline bool clusters_supported() {
+  static const bool on = [] {
+    int dev = 0, cc = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return cc >= 9;
+  }();
+  return on;
+}
+
+// Clusters of `cs` blocks of Kernel (`threads` threads and `smem` bytes of
+// dynamic shared memory each) that the current device holds at once, asked
+// of the runtime once per device and cluster size; 0 where the device has
+// no clusters or the runtime cannot say. Attributes the launch needs (more
+// shared memory, a non-portable size) are set before the first call.
+template <auto Kernel>
+int active_clusters(unsigned threads, size_t smem, int cs) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int> known;
+  int dev = 0;
+  if (!clusters_supported() || cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(dev, cs);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(cs));
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(cs), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, Kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    n = 0;
+  }
+  known[key] = n;
+  return n;
 }
 
 }  // namespace weir::cuda

@@ -59,8 +59,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -292,35 +290,11 @@ int dec_cluster_smem() {
 // once (the occupancy API, asked once a device and size); 0 where it cannot.
 template <int D>
 int dec_active_clusters(int cs) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, int> known;
-  int dev = 0;
-  WEIR_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(dev, cs);
-  if (auto it = known.find(key); it != known.end()) return it->second;
-  int n = 0, cc = 0;
-  WEIR_CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
-  if (cc >= 9) {
-    const auto kernel = attn_dec<D, kDecClusterStages, true>;
-    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dec_cluster_smem<D>()));
-    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(1, 1, unsigned(cs));
-    cfg.blockDim = dim3(DecCfg<D>::TH);
-    cfg.dynamicSmemBytes = size_t(dec_cluster_smem<D>());
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = unsigned(cs);
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-      cudaGetLastError();
-      n = 0;
-    }
-  }
-  known[key] = n;
-  return n;
+  constexpr auto kernel = attn_dec<D, kDecClusterStages, true>;
+  if (!clusters_supported()) return 0;
+  WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dec_cluster_smem<D>()));
+  WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  return active_clusters<kernel>(DecCfg<D>::TH, size_t(dec_cluster_smem<D>()), cs);
 }
 
 int dec_active_clusters(int64_t D, int cs) {

@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "backend/cuda/bulk_copy.cuh"
+#include "backend/cuda/cluster_ptx.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
@@ -136,7 +137,13 @@ __device__ __forceinline__ void stage_slice(const Staging& st, int mi, int row0,
 // run the code they ran before the others came (H100: the extra parameters
 // and the consumer's runtime test in every launch made gemma3-270m decode
 // 4% slower). STAGED: weights through shared memory (above; WPR 1).
-template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0, bool STAGED = false>
+// KS > 1: the launch's blocks are thread-block clusters of KS blocks
+// (blockIdx.x / KS: the row group), each block taking every KS-th run of
+// 32 WPR chunks of its rows (the cluster's blocks as one block of KS times
+// the threads); FOLD only: the partial row sums meet in the first block's
+// shared memory (distributed shared memory, added in rank order), which
+// folds them.
+template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0, bool STAGED = false, int KS = 1>
 __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi,
                                         const Staging* st = nullptr) {
   constexpr bool FOLD = std::is_same_v<Epi, FoldOut>, JOBS = std::is_same_v<Epi, RowJobs>;
@@ -148,22 +155,25 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100; a
   // GLU warp's 4 rows take 1 (2: 8B Q4_K_M -2.7%, 1B Q4_0 +2.1%; 4 in the
   // fold's launch: 8B Q4_K_M -8%).
-  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR;
+  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR * KS;
   constexpr int U = CHUNKS_A_STEP ? CHUNKS_A_STEP : GLU ? 1 : 2;
   static_assert(!FOLD || kRowsPerBlock == 32, "a folding block makes one 32-element block of x");
   static_assert(!GLU || (WPR == 1 && WARPS == 16), "a GLU block makes one 32-element block of x");
   // Staged: the plain and scaled ends (the others ran slower staged; the
   // GLU's gate/up pairs and the jobs' row pairs would need their own maps).
   static_assert(!STAGED || (WPR == 1 && !FOLD && !GLU && !JOBS), "staged: whole rows a warp, plain or scaled ends");
+  static_assert(KS == 1 || (FOLD && !STAGED), "clusters of blocks a row group: the folding launches");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
-  const int sub = (warp % WPR) * 32 + lane;
+  const int64_t grp = int64_t(blockIdx.x) / KS;  // the block's row group (its cluster's, KS > 1)
+  const int rank = KS > 1 ? int(blockIdx.x % KS) : 0;
+  const int64_t row0 = grp * kRowsPerBlock + int64_t(warp / WPR) * R;
+  const int sub = (rank * WPR + warp % WPR) * 32 + lane;
   const uint8_t* w[R];
   float* y[R];
   int64_t ldy[R];
   bool live[R];
   if constexpr (GLU) {  // gate is m.w[0], up m.w[1], of as many rows (a multiple of 32)
-    const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
+    const int64_t j = grp * 32 + 2 * warp;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       live[r] = true, y[r] = nullptr, ldy[r] = 0;
@@ -212,13 +222,14 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   const bool preloaded = !STAGED && early && live[0];
   if (preloaded) load_step(sub);
   float wn = 0.0f;  // FOLD: this lane's norm weight (no kernel writes it)
-  if constexpr (FOLD) wn = epi.w[int64_t(blockIdx.x) * 32 + lane];
+  if constexpr (FOLD)
+    if (rank == 0) wn = epi.w[grp * 32 + lane];
   pdl_wait();
   if constexpr (STAGED)
     if (!early) produce_first();
   float fr = 0.0f;  // FOLD: warp t < NT adds token t's residual, loaded now
   if constexpr (FOLD)
-    if (warp < NT) fr = reinterpret_cast<const float*>(epi.r.row(warp))[int64_t(blockIdx.x) * 32 + lane];
+    if (warp < NT && rank == 0) fr = reinterpret_cast<const float*>(epi.r.row(warp))[grp * 32 + lane];
   float ss[NT];  // folded x: this lane's share of the sum of squares
   if constexpr (SCALED) fold_partials<NT>(epi.fin, lane, ss);
   float js[NT], jc[NT];  // row jobs: the rope's angle
@@ -277,14 +288,29 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
         const float v = warp_sum(acc[r][t]);
         if (lane == 0) sy[t][warp * R + r] = v;
       }
-    __syncthreads();
+    float part = 0.0f;  // warp t < NT: row lane's sum, token t (the cluster's, KS > 1)
+    if constexpr (KS > 1) {
+      cluster_sync();  // every block's sy written
+      if (warp < NT && rank == 0) {
+        float p[KS];  // every block's loads in flight at once
+#pragma unroll
+        for (int k = 0; k < KS; ++k) p[k] = *cluster_peer(&sy[warp][lane], unsigned(k));
+#pragma unroll
+        for (int k = 0; k < KS; ++k) part += p[k];
+      }
+      cluster_sync();  // the others' sy are read: they may leave
+      if (rank != 0) return;
+    } else {
+      __syncthreads();
+      if (warp < NT) part = sy[warp][lane];
+    }
     if (warp < NT) {
-      const int64_t row = int64_t(blockIdx.x) * 32 + lane;
-      const float v = sy[warp][lane] + fr;
+      const int64_t row = grp * 32 + lane;
+      const float v = part + fr;
       reinterpret_cast<float*>(const_cast<char*>(epi.s.row(warp)))[row] = v;
       const float sq = warp_sum(v * v);
-      q8_store_block(epi.q8, warp, blockIdx.x, v * wn);
-      if (lane == 0) epi.ss[int64_t(warp) * gridDim.x + blockIdx.x] = sq;
+      q8_store_block(epi.q8, warp, grp, v * wn);
+      if (lane == 0) epi.ss[int64_t(warp) * (gridDim.x / KS) + grp] = sq;
     }
   } else if constexpr (GLU) {
     // h = act(gate) * up for the warp's two outputs, then lane l of warp t
@@ -302,7 +328,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
       }
     }
     __syncthreads();
-    if (warp < NT) q8_store_block(epi.q8, warp, blockIdx.x, sh[warp][lane]);
+    if (warp < NT) q8_store_block(epi.q8, warp, grp, sh[warp][lane]);
   } else if constexpr (JOBS) {
     if (reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane) && live[0]) run_jobs<NT, R>(acc, m, row0, epi, js, jc);
   } else {
@@ -330,6 +356,17 @@ __global__ void __launch_bounds__(32 * WARPS, 6) q8_mat_vec_kernel6(Mats m, int6
 template <class D>
 __global__ void __launch_bounds__(512) q8_fold_deep_kernel(Mats m, int64_t K, XQ xq, bool early, FoldOut epi) {
   mat_vec<D, 1, 1, 16, FoldOut, 4>(m, K, xq, early, epi);
+}
+
+// A folding launch of one token split in K over clusters of KS blocks
+// (mat_vec): the launches of few row groups (1B: 64 groups of 32 rows on 132
+// SMs) on all the SMs, no partial sums through global memory (split K
+// through memory and a last block lost, docs/perf.md: a round trip at the
+// end and the next launch's early loads pushed off the idle SMs).
+// U chunks a thread a step (4: the deep kernel's, below).
+template <class D, int KS, int U>
+__global__ void __launch_bounds__(512) q8_fold_split_kernel(Mats m, int64_t K, XQ xq, bool early, FoldOut epi) {
+  mat_vec<D, 1, 1, 16, FoldOut, U, false, KS>(m, K, xq, early, epi);
 }
 
 // The GLU launch of one token, two blocks a SM: registers capped at 64.
@@ -494,6 +531,32 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   launch_wpr<D, NT, 4>(l, c, early, epi);
 }
 
+// A one-token folding launch split in K over clusters of 2 blocks
+// (q8_fold_split_kernel), CudaOptions::fold_split: 0 never; 1 (the
+// default) where the split launch runs in one wave (every cluster resident)
+// and each block still has a step of two chunks a lane; 2 or more wherever
+// the device has clusters. Four chunks a step where each block has them
+// and that spills no more (the deep kernel's rule, CudaOptions::fold_deep).
+// Returns whether it launched.
+template <class D>
+bool launch_fold_split(const Launch& l, const OpCtx& c, bool early) {
+  constexpr int KS = 2;
+  const int want = c.options().fold_split;
+  if (want < 1) return false;
+  const int64_t groups = l.m.total / 32, chunks = (l.K / D::QK) * D::CHUNKS;
+  const int fit = active_clusters<q8_fold_split_kernel<D, KS, 2>>(512, 0, KS);
+  if (fit < 1 || (want == 1 && (chunks < KS * 32 * 2 || groups > fit))) return false;
+  constexpr auto deep = q8_fold_split_kernel<D, KS, 4>;
+  const dim3 grid(unsigned(groups * KS)), cluster(KS, 1, 1);
+  if (c.options().fold_deep && chunks >= KS * 32 * 4 &&
+      kernel_attributes<deep>().localSizeBytes <= kernel_attributes<q8_fold_split_kernel<D, KS, 2>>().localSizeBytes)
+    launch_kernel_in_clusters(deep, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
+  else
+    launch_kernel_in_clusters(q8_fold_split_kernel<D, KS, 2>, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early,
+                              l.fout);
+  return true;
+}
+
 template <class D, int NT>
 void launch_nt(const Launch& l, const OpCtx& c) {
   constexpr int R = rows_per_warp(NT);
@@ -502,6 +565,8 @@ void launch_nt(const Launch& l, const OpCtx& c) {
     constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
     if (l.fout.ss) {  // one warp a row pair
       const bool deep = c.options().fold_deep;
+      if constexpr (NT == 1)
+        if (launch_fold_split<D>(l, c, early)) return;
       if constexpr (NT == 1)
         if (deep && l.m.total / 32 <= c.sm_count / 2 && (l.K / D::QK) * D::CHUNKS >= 2 * 32 * 4 &&
             kernel_attributes<q8_fold_deep_kernel<D>>().localSizeBytes <=
