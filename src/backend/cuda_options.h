@@ -39,7 +39,8 @@ struct CudaOptions {
   bool fold_deep = true;       // WEIR_CUDA_FOLD_DEEP: the deep kernel for small folding launches
   int fold_split = 1;          // WEIR_CUDA_FOLD_SPLIT: a one-token folding launch's rows split in K over a
                                // thread-block cluster of 2 blocks (Hopper+): 0 never, 1 where the split
-                               // launch fits one wave (few row groups and long rows: 1B's down), 2 always
+                               // launch fits one wave (1B's down; q4_0/q5_0/q8_0 also at two blocks an SM:
+                               // 8B Q4_0's down and o), 2 always (one block an SM), 3 always (two)
   int fold_wpr = 0;            // WEIR_CUDA_FOLD_WPR: at most this many warps a row in folding launches (0: no cap)
   int mv_warps = 0;            // WEIR_CUDA_MV_WARPS: warps per SM decode products aim for (0: each kernel's best)
   bool mv_early = true;        // WEIR_CUDA_MV_EARLY: fixed weights loaded before pdl_wait()

@@ -876,16 +876,18 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
   // row group, Hopper; 4 chunks a step) or the deep one; also run on the
   // plain one (CudaOptions::fold_split 0, fold_deep off). One token's folds
   // also run split everywhere (short rows leave blocks with no chunk), with
-  // 2 and 4 chunks a step.
-  CudaOptions od, os, osd;
+  // 2 and 4 chunks a step at one block an SM and 1 at two.
+  CudaOptions od, os, osd, os2;
   od.fold_deep = false;
   od.fold_split = 0;
   os.fold_split = 2;
   os.fold_deep = false;
   osd.fold_split = 2;
-  auto plain = make_cuda_backend(od), split = make_cuda_backend(os), split_deep = make_cuda_backend(osd);
-  Backend* const backends[] = {gpu_.get(), plain.get(), split.get(), split_deep.get()};
-  const char* const names[] = {"", " (plain)", " (split)", " (split, deep)"};
+  os2.fold_split = 3;
+  auto plain = make_cuda_backend(od), split = make_cuda_backend(os), split_deep = make_cuda_backend(osd),
+       split_two = make_cuda_backend(os2);
+  Backend* const backends[] = {gpu_.get(), plain.get(), split.get(), split_deep.get(), split_two.get()};
+  const char* const names[] = {"", " (plain)", " (split)", " (split, deep)", " (split, two an SM)"};
   // Short rows, and long ones (5632 = 22 x 256: several steps a warp, q6_K
   // rows not 16-byte aligned).
   for (const auto& [K, F] : {std::pair<int64_t, int64_t>{512, 768}, {1024, 5632}, {256, 8192}})
@@ -927,7 +929,7 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
                            {"wn1", floats(randn(size_t(K), 103))},
                            {"wn2", floats(randn(size_t(K), 104))}};
         const auto c = run_outputs(*cpu_, build, in, 1);
-        for (int kernels = 0; kernels < 4; ++kernels) {
+        for (int kernels = 0; kernels < 5; ++kernels) {
           if ((kernels == 1 && F != 8192) || (kernels >= 2 && T != 1)) continue;
           Backend& gpu = *backends[kernels];
           uint64_t launches = 0;
