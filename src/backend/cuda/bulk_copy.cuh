@@ -10,23 +10,12 @@
 #include <cstdint>
 
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/pdl.h"
 
 namespace weir::cuda {
 
-// Whether the current device has bulk copies (compute capability 9 or
-// later), asked once.
-inline bool bulk_copy_supported() {
-  static const bool on = [] {
-    int dev = 0, cc = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return cc >= 9;
-  }();
-  return on;
-}
+// Whether the current device has bulk copies.
+inline bool bulk_copy_supported() { return hopper_or_later(); }
 
 // A barrier expecting `count` arrivals a phase.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {

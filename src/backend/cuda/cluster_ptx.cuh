@@ -11,6 +11,8 @@
 #include <mutex>
 #include <utility>
 
+#include "backend/cuda/pdl.h"
+
 namespace weir::cuda {
 
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -49,20 +51,8 @@ __device__ __forceinline__ const T* cluster_peer(const T* p, unsigned rank) {
 #endif
 }
 
-// Whether the current device has thread-block clusters (compute
-// capability 9 or later), asked once.
-inline bool clusters_supported() {
-  static const bool on = [] {
-    int dev = 0, cc = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return cc >= 9;
-  }();
-  return on;
-}
+// Whether the current device has thread-block clusters.
+inline bool clusters_supported() { return hopper_or_later(); }
 
 // Clusters of `cs` blocks of Kernel (`threads` threads and `smem` bytes of
 // dynamic shared memory each) that the current device holds at once, asked

@@ -15,9 +15,11 @@
 
 namespace weir::cuda {
 
-// Whether this device can launch with programmatic dependent launch
-// (Hopper and later), asked of the runtime once.
-inline bool pdl_supported() {
+// Whether the current device is a Hopper or later (compute capability 9
+// or more), asked of the runtime once: the features that come with it
+// (programmatic dependent launch, bulk copies, thread-block clusters) ask
+// this.
+inline bool hopper_or_later() {
   static const bool on = [] {
     int dev = 0, cc = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -29,6 +31,9 @@ inline bool pdl_supported() {
   }();
   return on;
 }
+
+// Whether this device can launch with programmatic dependent launch.
+inline bool pdl_supported() { return hopper_or_later(); }
 
 // Whether the kernels launched now take PDL: set by the backend for each
 // node it launches (CudaOptions::pdl, pdl_off_ops, pdl_nodes; the device's
