@@ -37,7 +37,7 @@ struct CudaOptions {
   int stages = 0;              // WEIR_CUDA_STAGES: at most this many stages (0: the kernel's most)
   bool one_wave = true;        // WEIR_CUDA_ONE_WAVE: cap registers so a decode product fits one wave
   bool fold_deep = true;       // WEIR_CUDA_FOLD_DEEP: the deep kernel for small folding launches
-  int fold_split = 1;          // WEIR_CUDA_FOLD_SPLIT: a one-token folding launch's rows split in K over a
+  int fold_split = 1;          // WEIR_CUDA_FOLD_SPLIT: a folding launch's rows split in K over a
                                // thread-block cluster of 2 blocks (Hopper+): 0 never, 1 where the split
                                // launch fits one wave (1B's down; q4_0/q5_0/q8_0 also at two blocks an SM:
                                // 8B Q4_0's down and o), 2 always (one block an SM), 3 always (two)

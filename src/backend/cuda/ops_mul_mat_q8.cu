@@ -358,17 +358,17 @@ __global__ void __launch_bounds__(512) q8_fold_deep_kernel(Mats m, int64_t K, XQ
   mat_vec<D, 1, 1, 16, FoldOut, 4>(m, K, xq, early, epi);
 }
 
-// A folding launch of one token split in K over clusters of KS blocks
+// A folding launch split in K over clusters of KS blocks
 // (mat_vec): the launches of few row groups (1B: 64 groups of 32 rows on 132
 // SMs) on all the SMs, no partial sums through global memory (split K
 // through memory and a last block lost, docs/perf.md: a round trip at the
 // end and the next launch's early loads pushed off the idle SMs).
 // U chunks a thread a step (4: the deep kernel's, below); MINB blocks an
 // SM asked of the compiler (2: registers capped at 64).
-template <class D, int KS, int U, int MINB = 1>
+template <class D, int NT, int KS, int U, int MINB = 1>
 __global__ void __launch_bounds__(512, MINB)
     q8_fold_split_kernel(Mats m, int64_t K, XQ xq, bool early, FoldOut epi) {
-  mat_vec<D, 1, 1, 16, FoldOut, U, false, KS>(m, K, xq, early, epi);
+  mat_vec<D, NT, 1, 16, FoldOut, U, false, KS>(m, K, xq, early, epi);
 }
 
 // The GLU launch of one token, two blocks a SM: registers capped at 64.
@@ -533,7 +533,7 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   launch_wpr<D, NT, 4>(l, c, early, epi);
 }
 
-// A one-token folding launch split in K over clusters of 2 blocks
+// A folding launch split in K over clusters of 2 blocks
 // (q8_fold_split_kernel), CudaOptions::fold_split: 0 never; 1 (the
 // default) where the split grid runs in one wave (every cluster resident)
 // and each block keeps a step of two chunks a lane (1B's down: 64 groups),
@@ -542,29 +542,31 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
 // down and o: 128 groups on 132 SMs; not q4_K or q6_K, which lost there:
 // docs/perf.md); 2 always, one block an SM; 3 always, two. Four chunks a
 // step where each block has them and that spills no more (the deep
-// kernel's rule, CudaOptions::fold_deep). Returns whether it launched.
-template <class D>
+// kernel's rule, CudaOptions::fold_deep). Several tokens (up to 4): one
+// block an SM, two chunks a step, only (3 is 2 there).
+template <class D, int NT>
 bool launch_fold_split(const Launch& l, const OpCtx& c, bool early) {
   constexpr int KS = 2;
-  constexpr auto one = q8_fold_split_kernel<D, KS, 2>, deep = q8_fold_split_kernel<D, KS, 4>;
-  constexpr auto two = q8_fold_split_kernel<D, KS, 1, 2>;
+  constexpr auto one = q8_fold_split_kernel<D, NT, KS, 2>;
+  constexpr auto deep = q8_fold_split_kernel<D, 1, KS, 4>;
+  constexpr auto two = q8_fold_split_kernel<D, 1, KS, 1, 2>;
   const int want = c.options().fold_split;
   if (want < 1) return false;
   const int64_t groups = l.m.total / 32, chunks = (l.K / D::QK) * D::CHUNKS;
   const dim3 grid(unsigned(groups * KS)), cluster(KS, 1, 1);
   const auto fits = [&](int n) { return n >= 1 && groups <= n; };
-  bool pair = want == 3;
+  bool pair = NT == 1 && want == 3;
   if (want == 1 && !(chunks >= KS * 32 * 2 && fits(active_clusters<one>(512, 0, KS)))) {
     // (Not where one block an SM would hold the grid: the 1B's o, 64 chunks
     // a row, lost 5.7% split.)
-    pair = D::CHUNKS == 1 && chunks >= KS * 32 && !fits(active_clusters<one>(512, 0, KS)) &&
+    pair = NT == 1 && D::CHUNKS == 1 && chunks >= KS * 32 && !fits(active_clusters<one>(512, 0, KS)) &&
            fits(active_clusters<two>(512, 0, KS)) && kernel_attributes<two>().localSizeBytes == 0;
     if (!pair) return false;
   }
   if (active_clusters<one>(512, 0, KS) < 1) return false;  // no clusters here
   if (pair) {
     launch_kernel_in_clusters(two, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
-  } else if (c.options().fold_deep && chunks >= KS * 32 * 4 &&
+  } else if (NT == 1 && c.options().fold_deep && chunks >= KS * 32 * 4 &&
              kernel_attributes<deep>().localSizeBytes <= kernel_attributes<one>().localSizeBytes) {
     launch_kernel_in_clusters(deep, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
   } else {
@@ -581,8 +583,7 @@ void launch_nt(const Launch& l, const OpCtx& c) {
     constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
     if (l.fout.ss) {  // one warp a row pair
       const bool deep = c.options().fold_deep;
-      if constexpr (NT == 1)
-        if (launch_fold_split<D>(l, c, early)) return;
+      if (launch_fold_split<D, NT>(l, c, early)) return;
       if constexpr (NT == 1)
         if (deep && l.m.total / 32 <= c.sm_count / 2 && (l.K / D::QK) * D::CHUNKS >= 2 * 32 * 4 &&
             kernel_attributes<q8_fold_deep_kernel<D>>().localSizeBytes <=
