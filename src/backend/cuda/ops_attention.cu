@@ -286,14 +286,34 @@ int dec_cluster_smem() {
   return DecCfg<D>::smem_bytes(kDecClusterStages);
 }
 
+// Sets `kernel`'s attribute on this device, once a device (`done` keeps a
+// bit per device).
+template <typename Kernel>
+void set_attribute_once(Kernel kernel, cudaFuncAttribute attr, int value, std::atomic<uint64_t>& done) {
+  int dev = 0;
+  WEIR_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(done.load(std::memory_order_relaxed) & bit)) {
+    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, attr, value));
+    done.fetch_or(bit, std::memory_order_relaxed);
+  }
+}
+// Lets `kernel` take `bytes` of dynamic shared memory on this device.
+template <typename Kernel>
+void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& raised) {
+  set_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, raised);
+}
+
 // Clusters of `cs` blocks of attn_dec<D> in clusters that the device runs at
 // once (the occupancy API, asked once a device and size); 0 where it cannot.
+// Its shared memory and cluster size are raised here, once a device.
 template <int D>
 int dec_active_clusters(int cs) {
   constexpr auto kernel = attn_dec<D, kDecClusterStages, true>;
   if (!clusters_supported()) return 0;
-  WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dec_cluster_smem<D>()));
-  WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  static std::atomic<uint64_t> raised{0}, large{0};
+  allow_smem(kernel, dec_cluster_smem<D>(), raised);
+  set_attribute_once(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, large);
   return active_clusters<kernel>(DecCfg<D>::TH, size_t(dec_cluster_smem<D>()), cs);
 }
 
@@ -429,19 +449,6 @@ void launch_vec_l(const Params& p, int R, bool f16, int threads, dim3 grid, cuda
     case 2: return launch_vec_r<L, 2>(p, f16, threads, grid, st);
     case 4: return launch_vec_r<L, 4>(p, f16, threads, grid, st);
     default: return launch_vec_r<L, 8>(p, f16, threads, grid, st);
-  }
-}
-
-// Lets `kernel` take `bytes` of dynamic shared memory on this device (once
-// a device: `raised` keeps a bit per device).
-template <typename Kernel>
-void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& raised) {
-  int dev = 0;
-  WEIR_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(raised.load(std::memory_order_relaxed) & bit)) {
-    WEIR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    raised.fetch_or(bit, std::memory_order_relaxed);
   }
 }
 

@@ -554,16 +554,16 @@ bool launch_fold_split(const Launch& l, const OpCtx& c, bool early) {
   if (want < 1) return false;
   const int64_t groups = l.m.total / 32, chunks = (l.K / D::QK) * D::CHUNKS;
   const dim3 grid(unsigned(groups * KS)), cluster(KS, 1, 1);
-  const auto fits = [&](int n) { return n >= 1 && groups <= n; };
+  const int fit = active_clusters<one>(512, 0, KS);  // clusters resident at once
+  if (fit < 1) return false;                          // no clusters here
   bool pair = NT == 1 && want == 3;
-  if (want == 1 && !(chunks >= KS * 32 * 2 && fits(active_clusters<one>(512, 0, KS)))) {
+  if (want == 1 && !(chunks >= KS * 32 * 2 && groups <= fit)) {
     // (Not where one block an SM would hold the grid: the 1B's o, 64 chunks
     // a row, lost 5.7% split.)
-    pair = NT == 1 && D::CHUNKS == 1 && chunks >= KS * 32 && !fits(active_clusters<one>(512, 0, KS)) &&
-           fits(active_clusters<two>(512, 0, KS)) && kernel_attributes<two>().localSizeBytes == 0;
+    pair = NT == 1 && D::CHUNKS == 1 && chunks >= KS * 32 && groups > fit &&
+           groups <= active_clusters<two>(512, 0, KS) && kernel_attributes<two>().localSizeBytes == 0;
     if (!pair) return false;
   }
-  if (active_clusters<one>(512, 0, KS) < 1) return false;  // no clusters here
   if (pair) {
     launch_kernel_in_clusters(two, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
   } else if (NT == 1 && c.options().fold_deep && chunks >= KS * 32 * 4 &&
