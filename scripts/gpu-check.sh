@@ -49,7 +49,8 @@
 #               two threads' run) and weir bench --tp 2, with the host's mpirun and a
 #               weir linked against MPI (WEIR_PACK_MPI=1 --pack-bins) (not run by default)
 #     depth     tg128 at depth 0 and WEIR_GPU_DEPTH (4096) on the selected models, and
-#               the ratio (issue 28: within 10%) (not run by default)
+#               the ratio (issue 28: within 10%), for each KV cache type in
+#               WEIR_GPU_DEPTH_KV (default "f16 q8_0") (not run by default)
 #     serve     weir serve under load (scripts/load-test.py) on WEIR_GPU_SERVE_MODEL
 #               (default qwen2.5-7b-q4km): weir bench's pp512 and -np N decode
 #               rates (N = WEIR_GPU_SERVE_CLIENTS, default 64), then N streaming
@@ -481,16 +482,28 @@ if has sanitize; then
     TAIL=6 run_logged sanitize "$log_dir/memcheck-f16.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$build/weir" run -m "$tiny_f16" -ngl 99 -n 8 --temp 0 -p "A few words for the float kernels."
   fi
+  # The 8-bit KV cache: its blocks written by the q/k/v launch (in clusters
+  # of 4 blocks on a small model, 16 warps a block on gemma3's) and read by
+  # the attention kernels.
+  tiny_q4km=/tmp/weir-tests/sanitize-tiny-llama-Q4_K_M.gguf
+  mkdir -p /tmp/weir-tests
+  [ -f "$tiny_q4km" ] || "$build/weir" synth --arch llama --preset tiny --type Q4_K_M -o "$tiny_q4km" >/dev/null 2>&1 || true
+  for m in "$tiny_q4km" "$small"; do
+    if command -v compute-sanitizer >/dev/null && [ -f "$m" ]; then
+      TAIL=6 run_logged sanitize "$log_dir/memcheck-q8-cache-$(basename "$m" .gguf).log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/weir" run -m "$m" -ngl 99 -n 8 --temp 0 -ctk q8_0 -p "A few words for the 8-bit cache."
+    fi
+  done
   if command -v compute-sanitizer >/dev/null; then  # the tile kernels on every shape their tests take
     TAIL=6 run_logged sanitize "$log_dir/memcheck-tile.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='*MmaTile*:*OneLaunch*:*Glu*:*Folded*:*CacheThemselves*:CudaAttention.Decode'
+      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='*MmaTile*:*OneLaunch*:*Glu*:*Folded*:*CacheThemselves*:CudaAttention.Decode*'
   fi
   # Decode attention's plans (shared memory of the splits, the strided
   # tiles' bits, clusters) and the folds split over clusters (their partial
   # sums read across blocks).
   if command -v compute-sanitizer >/dev/null; then
     TAIL=6 run_logged sanitize "$log_dir/racecheck-attention.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
-      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='CudaAttention.Decode:CudaOps.NormFolded*'
+      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='CudaAttention.Decode*:CudaOps.NormFolded*'
   fi
 fi
 
@@ -506,14 +519,17 @@ if has depth; then
   # tg at 0): tg128 at depth 0 and WEIR_GPU_DEPTH, and their ratio.
   step "weir bench -ngl 99, tg128 at depth 0 and ${WEIR_GPU_DEPTH:-4096}"
   for m in "${selected[@]}"; do
-    "$build/weir" bench -m "$(path_of "${m%%:*}")" -ngl 99 -p 0 -n 128 -d "0,${WEIR_GPU_DEPTH:-4096}" -r 5 -o csv 2>/dev/null |
-      python3 -c '
+    for kv in ${WEIR_GPU_DEPTH_KV:-f16 q8_0}; do
+      "$build/weir" bench -m "$(path_of "${m%%:*}")" -ngl 99 -p 0 -n 128 -d "0,${WEIR_GPU_DEPTH:-4096}" -r 5 \
+        -ctk "$kv" -ctv "$kv" -o csv 2>/dev/null |
+        python3 -c '
 import csv, sys
 rows = list(csv.DictReader(sys.stdin))
 ts = {int(r["n_depth"]): float(r["avg_ts"]) for r in rows}
 d = max(ts)
-print("depth: %-40s tg128 %9.2f  at depth %d %9.2f  ratio %.3f" % (sys.argv[1], ts[0], d, ts[d], ts[d] / ts[0]))' "${m%%:*}" |
-      tee -a "$log_dir/depth.log" || failed+=(depth)
+print("depth: %-40s %-5s tg128 %9.2f  at depth %d %9.2f  ratio %.3f" % (sys.argv[1], sys.argv[2], ts[0], d, ts[d], ts[d] / ts[0]))' "${m%%:*}" "$kv" |
+        tee -a "$log_dir/depth.log" || failed+=(depth)
+    done
   done
 fi
 

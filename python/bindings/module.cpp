@@ -36,6 +36,7 @@ struct ModelOptions {
   int64_t n_batch = 512;
   int n_parallel = 1;    // requests generated side by side (from several Python threads)
   std::string chat_template;  // a Jinja template instead of the model's ("" : the model's)
+  int kv_type = -1;  // the KV cache's ggml type (0 f32, 1 f16, 8 q8_0); -1: weir serve's default
 };
 
 class PyModel {
@@ -59,7 +60,9 @@ class PyModel {
       }
     }
     const int ngl = o.n_gpu_layers < 0 ? 1 << 20 : o.n_gpu_layers;
-    const DType kv_type = tools::serving_kv_type(ngl);  // as weir serve's
+    if (o.kv_type != -1 && o.kv_type != int(DType::F32) && o.kv_type != int(DType::F16) && o.kv_type != int(DType::Q8_0))
+      throw UsageError("type_k: expected a ggml type id of f32 (0), f16 (1) or q8_0 (8), got " + std::to_string(o.kv_type));
+    const DType kv_type = o.kv_type < 0 ? tools::serving_kv_type(ngl) : DType(o.kv_type);  // default as weir serve's
     tools::BackendFlags bf;
     bf.n_gpu_layers = ngl;
     bf.threads = threads;
@@ -190,7 +193,8 @@ NB_MODULE(_weir, m) {
       .def_rw("n_threads", &ModelOptions::n_threads, "CPU threads (0: all CPUs)")
       .def_rw("n_batch", &ModelOptions::n_batch, "tokens a forward step takes")
       .def_rw("n_parallel", &ModelOptions::n_parallel, "requests generated side by side")
-      .def_rw("chat_template", &ModelOptions::chat_template, "a Jinja chat template instead of the model's");
+      .def_rw("chat_template", &ModelOptions::chat_template, "a Jinja chat template instead of the model's")
+      .def_rw("kv_type", &ModelOptions::kv_type, "the KV cache's ggml type id (0 f32, 1 f16, 8 q8_0; -1: the default)");
 
   nb::class_<server::Answer>(m, "Answer", "A request running on the engine")
       .def("wait_done", [](server::Answer& a, double timeout) {

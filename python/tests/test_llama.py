@@ -35,6 +35,20 @@ def test_greedy_text_equals_weir_run(llm, model_path):
     assert out["model"] == model_path
 
 
+def test_an_8_bit_cache_generates_as_weir_run_does(model_path):
+    r = subprocess.run([WEIR_BIN, "run", "-m", model_path, "-p", PROMPT, "-n", "24", "--temp", "0", "-t",
+                        str(THREADS), "-c", "512", "-ctk", "q8_0"], capture_output=True, check=True, timeout=300)
+    m = weir.Llama(model_path, n_ctx=512, n_threads=THREADS, type_k=8, type_v=8)
+    try:
+        assert m(PROMPT, max_tokens=24, temperature=0)["choices"][0]["text"] == r.stdout.decode("utf-8")
+    finally:
+        m.close()
+    with pytest.raises(ValueError):
+        weir.Llama(model_path, type_k=8, type_v=1)
+    with pytest.raises(ValueError):
+        weir.Llama(model_path, type_k=2)
+
+
 def test_stream_yields_the_same_text(llm):
     whole = llm(PROMPT, max_tokens=32, temperature=0)["choices"][0]["text"]
     chunks = list(llm(PROMPT, max_tokens=32, temperature=0, stream=True))

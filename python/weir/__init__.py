@@ -52,6 +52,10 @@ class Llama:
     n_parallel: requests generated side by side (calls from several Python
         threads share the engine; more wait their turn).
     chat_template: a Jinja chat template instead of the model's.
+    type_k, type_v: the KV cache's type as a ggml type id, as
+        llama-cpp-python takes it: 0 (f32), 1 (f16) or 8 (q8_0: about half
+        of f16's memory); both the same (weir's cache has one type). None:
+        f16 on a GPU, f32 on the CPU.
     verbose: one line on stderr saying where the model runs.
     """
 
@@ -66,6 +70,8 @@ class Llama:
         n_batch: int = 512,
         n_parallel: int = 1,
         chat_template: Optional[str] = None,
+        type_k: Optional[int] = None,
+        type_v: Optional[int] = None,
         verbose: bool = False,
     ) -> None:
         self._model: Optional[_weir.Model] = None
@@ -80,6 +86,11 @@ class Llama:
                 raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
         if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
             raise ValueError(f"n_threads: expected a positive int or None, got {n_threads!r}")
+        kv = type_k if type_k is not None else type_v
+        if type_k is not None and type_v is not None and type_k != type_v:
+            raise ValueError(f"type_k ({type_k}) and type_v ({type_v}) differ; weir's KV cache has one type")
+        if kv is not None and (not isinstance(kv, int) or isinstance(kv, bool) or kv not in (0, 1, 8)):
+            raise ValueError(f"type_k: expected 0 (f32), 1 (f16) or 8 (q8_0), got {kv!r}")
         if seed is not None and (not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed: expected a non-negative int or None, got {seed!r}")
         o = _weir.ModelOptions()
@@ -89,6 +100,7 @@ class Llama:
         o.n_batch = n_batch
         o.n_parallel = n_parallel
         o.chat_template = chat_template or ""
+        o.kv_type = -1 if kv is None else kv
         self.model_path = model_path
         self._model = _weir.Model(model_path, o)
         self._seeds = random.Random(seed)

@@ -10,16 +10,28 @@
 #include "core/error.h"
 
 namespace weir {
+namespace {
+
+// Bytes of a cell's row of n_head heads of head_dim elements: Q8_0 takes
+// whole 32-element blocks a head (a head is read on its own).
+size_t cache_row_bytes(DType type, int64_t head_dim, int64_t n_head) {
+  if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0)
+    throw Error(std::string("kv cache: type must be f32, f16 or q8_0, not ") + dtype_name(type));
+  if (type == DType::Q8_0 && head_dim % 32 != 0)
+    throw Error("kv cache: q8_0 needs heads of a multiple of 32 dims; this model's are " + std::to_string(head_dim));
+  return row_bytes(type, head_dim * n_head);
+}
+
+}  // namespace
 
 KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend, int n_regions)
     : n_cells_(n_cells),
       type_(type),
-      k_row_(row_bytes(type, hp.n_embd_k())),
-      v_row_(row_bytes(type, hp.n_embd_v())),
+      k_row_(cache_row_bytes(type, hp.head_dim_k, hp.n_head_kv)),
+      v_row_(cache_row_bytes(type, hp.head_dim_v, hp.n_head_kv)),
       n_regions_(std::max(1, n_regions)) {
   region_ = n_cells / n_regions_;
   if (region_ < 1) n_regions_ = 1, region_ = n_cells;
-  if (type != DType::F32 && type != DType::F16) throw Error("kv cache: type must be f32 or f16");
   if (n_cells <= 0) throw Error("kv cache: context size must be positive");
   if (n_cells > std::numeric_limits<int32_t>::max())
     throw Error("kv cache: " + std::to_string(n_cells) + " cells is more than positions can number (2^31 - 1)");

@@ -29,9 +29,8 @@ Tensor* cached_attention(Graph& g, const ForwardGraph& fg, KVCache& kv, int il, 
   Tensor* vc = g.external(kv.dtype(), {Dv * Hkv, kv.n_cells()}, kv.v(il), "cache_v");
   kc = g.set_rows(kc, g.reshape(k, {Dk * Hkv, T}), fg.kv_cells);
   vc = g.set_rows(vc, v, fg.kv_cells);
-  const size_t esz = traits(kv.dtype()).type_size;
-  Tensor* kview = g.view(kc, {Dk, Hkv, n_kv}, {size_t(Dk) * esz, kv.k_row_bytes()}, 0);
-  Tensor* vview = g.view(vc, {Dv, Hkv, n_kv}, {size_t(Dv) * esz, kv.v_row_bytes()}, 0);
+  Tensor* kview = g.view(kc, {Dk, Hkv, n_kv}, {row_bytes(kv.dtype(), Dk), kv.k_row_bytes()}, 0);
+  Tensor* vview = g.view(vc, {Dv, Hkv, n_kv}, {row_bytes(kv.dtype(), Dv), kv.v_row_bytes()}, 0);
   return g.attention(q, kview, vview, mask, scale, fg.separate_tokens, max_keys);
 }
 

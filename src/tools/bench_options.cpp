@@ -16,17 +16,11 @@ void check_all(const std::vector<int>& v, int lo, int hi, const char* flag) {
 constexpr int kMaxTokens = 1 << 24;  // -p, -n, -d: 16M tokens is far past any model's context
 constexpr int kMaxTests = 100000;
 
-DType kv_type(const std::string& flag, const std::string& s) {
-  if (s == "f16") return DType::F16;
-  if (s == "f32") return DType::F32;
-  throw UsageError(flag + ": weir's KV cache is f16 or f32, got '" + s + "'");
-}
-
 }  // namespace
 
 bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   o->plan.n_threads = {default_threads()};
-  std::string ctk = "f16", ctv = "f16";
+  KvFlags kv{"f16", "f16"};  // as llama-bench: each f16 unless given
   bool no_warmup = false, no_op_offload = false;
   int mmap = 1;
   Args a("bench",
@@ -45,8 +39,6 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt("--device", &o->device, "N", "the GPU of the -ngl tests (default 0)")
       .opt("-r,--repetitions", &o->reps, "N", "repetitions of each test (default 5)")
       .opt("-o,--output", &o->output, "FMT", "md, csv, json or jsonl (default md)")
-      .opt("-ctk,--cache-type-k", &ctk, "T", "KV cache type: f16 (default) or f32")
-      .opt("-ctv,--cache-type-v", &ctv, "T", "must equal -ctk (one cache type)")
       .opt("--numa", &o->numa, "MODE", "off (default), distribute or isolate")
       .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test")
       .flag("-nopo,--no-op-offload", &no_op_offload,
@@ -58,6 +50,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt("-ts,--tensor-split", &o->tensor_split, "A,B...", "-sm layer: the layers' shares per GPU")
       .flag("-cmoe,--cpu-moe", &o->cpu_moe, "mixture of experts: the expert weights on the CPU, their products there")
       .opt("-ncmoe,--n-cpu-moe", &o->n_cpu_moe, "N", "mixture of experts: the expert weights of the first N layers on the CPU");
+  kv.add_to(a, "f16");
   if (!a.parse(argc, argv)) return false;
   o->warmup = !no_warmup;
   o->op_offload = !no_op_offload;
@@ -82,8 +75,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   if (o->numa == "disabled") o->numa = "off";
   if (o->numa != "off" && o->numa != "distribute" && o->numa != "isolate")
     throw UsageError("--numa: expected off, distribute or isolate, got '" + o->numa + "'");
-  o->kv_type = kv_type("-ctk", ctk);
-  if (kv_type("-ctv", ctv) != o->kv_type) throw UsageError("-ctk and -ctv differ; weir's KV cache has one type");
+  o->kv_type = kv.resolve(DType::F16);
   bool any = false;
   for (int p : o->plan.n_prompt) any = any || p > 0;
   for (int n : o->plan.n_gen) any = any || n > 0;

@@ -102,7 +102,7 @@ int cmd_bench(int argc, char** argv) {
   if (!parse_bench_options(argc, argv, &o)) return 0;
   BenchEnv env;
   env.cpu_info = cpu_model_name();
-  env.type_kv = o.kv_type == DType::F16 ? "f16" : "f32";
+  env.type_kv = dtype_name(o.kv_type);  // ggml's names: f16, f32, q8_0
   env.numa = o.numa;
   CpuOptions cpu_opts;
   cpu_opts.numa = parse_numa_flag(o.numa);

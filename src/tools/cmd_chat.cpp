@@ -39,6 +39,7 @@ int cmd_chat(int argc, char** argv) {
   bool ignore_eos = false;
   SamplerParams sp;
   GpuFlags gpu_flags;
+  KvFlags kv;
   Args a("chat", "Talk with a model in the terminal: Ctrl-C stops an answer, /clear starts over, Ctrl-D or /exit leaves.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to talk with (required)")
       .opt("--system", &system_prompt, "TEXT", "a system message that begins the conversation")
@@ -52,7 +53,9 @@ int cmd_chat(int argc, char** argv) {
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "answers go on past end-of-generation tokens (until -n or the context)");
   gpu_flags.add_to(a);
+  kv.add_to(a, "f32");
   if (!a.parse(argc, argv)) return 0;
+  const DType kv_type = kv.resolve(DType::F32);
   if (n_predict < -1 || n_predict == 0)
     throw UsageError("-n: expected -1 (until the model ends the answer) or a count of tokens, got " + std::to_string(n_predict));
   check_threads(threads);
@@ -70,8 +73,10 @@ int cmd_chat(int argc, char** argv) {
   gpu_flags.apply(bf);
   bf.threads = threads;
   bf.n_ctx = n_ctx;
+  bf.kv_type = kv_type;
   BackendChoice choice = make_backend(*model, bf);
   SessionParams p;
+  p.kv_type = kv_type;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
   p.stop = &stop_flag();

@@ -36,6 +36,7 @@ int cmd_perplexity(int argc, char** argv) {
   int max_chunks = -1;
   int ngl = 0, tp = 1;
   GpuFlags gpu_flags;
+  KvFlags kv;
   bool no_op_offload = false, no_mmap = false, direct_io = false;
   std::vector<std::string> overrides;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
@@ -54,7 +55,9 @@ int cmd_perplexity(int argc, char** argv) {
       .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file")
       .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache");
   gpu_flags.add_to(a);
+  kv.add_to(a, "f32");
   if (!a.parse(argc, argv)) return 0;
+  const DType kv_type = kv.resolve(DType::F32);
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4 || n_ctx > (int64_t(1) << 24))
     throw UsageError("--ctx-size: expected 4 to 16777216 tokens a chunk, got " + std::to_string(n_ctx));
@@ -89,12 +92,14 @@ int cmd_perplexity(int argc, char** argv) {
   bf.overrides = overrides;
   bf.op_offload = !no_op_offload;
   bf.n_ctx = n_ctx;
+  bf.kv_type = kv_type;
   bf.no_mmap = no_mmap;
   bf.tp = tp;
   bf.direct_io = direct_io;
   BackendChoice choice = make_backend(*model, bf);
   Backend& backend = *choice.backend;
   SessionParams p;
+  p.kv_type = kv_type;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
   choice.join_group(p);

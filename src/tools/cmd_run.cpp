@@ -26,6 +26,7 @@ int cmd_run(int argc, char** argv) {
   std::vector<std::string> overrides;
   int ngl = 0, tp = 1;
   GpuFlags gpu_flags;
+  KvFlags kv;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to run (required)")
@@ -51,7 +52,9 @@ int cmd_run(int argc, char** argv) {
       .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it")
       .flag("-v,--verbose", &verbose, "say on stderr what happens as it happens (load, prompt, generation)");
   gpu_flags.add_to(a);
+  kv.add_to(a, "f32");
   if (!a.parse(argc, argv)) return 0;
+  const DType kv_type = kv.resolve(DType::F32);
   if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));
   check_threads(threads);
   check_sampling(sp);
@@ -82,6 +85,7 @@ int cmd_run(int argc, char** argv) {
   bf.overrides = overrides;
   bf.op_offload = !no_op_offload;
   bf.n_ctx = n_ctx;
+  bf.kv_type = kv_type;
   bf.no_mmap = no_mmap;
   bf.tp = tp;
   bf.direct_io = direct_io;
@@ -95,6 +99,7 @@ int cmd_run(int argc, char** argv) {
     if (choice.load.bytes) std::fprintf(stderr, "weir: loaded %s\n", choice.load.summary().c_str());
   }
   SessionParams p;
+  p.kv_type = kv_type;
   p.n_ctx = n_ctx;
   p.n_batch = std::min(n_batch, n_ctx);
   choice.join_group(p);

@@ -371,6 +371,25 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   return c;
 }
 
+DType parse_kv_type(const std::string& flag, const std::string& s) {
+  if (s == "f16") return DType::F16;
+  if (s == "f32") return DType::F32;
+  if (s == "q8_0") return DType::Q8_0;
+  throw UsageError(flag + ": weir's KV cache is f32, f16 or q8_0, got '" + s + "'");
+}
+
+void KvFlags::add_to(Args& a, const std::string& default_type) {
+  a.opt("-ctk,--cache-type-k", &k, "T", "KV cache type: f32, f16 or q8_0 (about half of f16's memory); default " + default_type)
+      .opt("-ctv,--cache-type-v", &v, "T", "must equal -ctk (weir's cache has one type)");
+}
+
+DType KvFlags::resolve(DType fallback) const {
+  const DType tk = k.empty() ? fallback : parse_kv_type("-ctk", k);
+  if (!v.empty() && parse_kv_type("-ctv", v) != tk)
+    throw UsageError("-ctk and -ctv differ; weir's KV cache has one type (give -ctk alone)");
+  return tk;
+}
+
 DType serving_kv_type(int n_gpu_layers) { return n_gpu_layers > 0 ? DType::F16 : DType::F32; }
 
 std::vector<std::string> cpu_expert_overrides(const Model& m, bool cpu_moe, int n_cpu_moe) {

@@ -133,6 +133,18 @@ std::function<void(const LoadProgress&)> load_progress_bar();
 // Whether any layer goes to a GPU with these flags.
 bool wants_gpu(const Model& m, int n_gpu_layers);
 
+// -ctk / -ctv: the KV cache's type, f32, f16 or q8_0 (8-bit blocks: about
+// half of f16's memory and bytes read a token). weir's cache has one type
+// for both, so -ctv, when given, must equal -ctk.
+DType parse_kv_type(const std::string& flag, const std::string& s);
+struct KvFlags {
+  std::string k, v;
+  // default_type: the help's word for what an empty flag means.
+  void add_to(Args& a, const std::string& default_type);
+  // The type asked for, or fallback when neither flag was given.
+  DType resolve(DType fallback) const;
+};
+
 // The KV cache type a server-style session takes by default: F16 where
 // layers run on a GPU (its attention kernels' type), F32 on the CPU (faster
 // there).

@@ -22,6 +22,7 @@
 #include "core/half.h"
 #include "core/tensor.h"
 #include "host_tensor.h"
+#include "q8_blocks.h"
 
 namespace weir::cpu {
 namespace {
@@ -579,6 +580,10 @@ void build_attn(AttnCase& c, std::mt19937& rng, int64_t pos0, int64_t window) {
   c.vc.assign(size_t(c.D * c.Hkv * c.Smax) * es, 0);
   for (std::vector<uint8_t>* cache : {&c.kc, &c.vc}) {
     const std::vector<float> vals = randn(size_t(c.D * c.Hkv * c.Smax), rng, 1.5f);
+    if (c.kv == DType::Q8_0) {  // heads of whole blocks: the cache is one run of blocks
+      *cache = test::q8_0_encode(vals);
+      continue;
+    }
     for (size_t i = 0; i < vals.size(); ++i) {
       if (es == 4) {
         std::memcpy(cache->data() + 4 * i, &vals[i], 4);
@@ -602,8 +607,8 @@ void build_attn(AttnCase& c, std::mt19937& rng, int64_t pos0, int64_t window) {
   c.q.nb[3] = c.q.nb[2] * size_t(c.T);
   auto cache_view = [&](std::vector<uint8_t>& buf, const char* name) {
     Tensor t = host_tensor(c.kv, {c.D, c.Hkv, c.S}, buf.data(), name);
-    t.nb[1] = size_t(c.D) * es;
-    t.nb[2] = size_t(c.D * c.Hkv) * es;
+    t.nb[1] = row_bytes(c.kv, c.D);
+    t.nb[2] = row_bytes(c.kv, c.D * c.Hkv);
     t.nb[3] = t.nb[2] * size_t(c.Smax);
     return t;
   };
@@ -620,6 +625,7 @@ void build_attn(AttnCase& c, std::mt19937& rng, int64_t pos0, int64_t window) {
 
 double cache_at(const AttnCase& c, const std::vector<uint8_t>& buf, int64_t d, int64_t g, int64_t j) {
   const size_t i = size_t((j * c.Hkv + g) * c.D + d);
+  if (c.kv == DType::Q8_0) return test::q8_0_at(buf.data(), int64_t(i));
   if (c.kv == DType::F32) {
     float f;
     std::memcpy(&f, buf.data() + 4 * i, 4);
@@ -664,12 +670,12 @@ void check_attn(const AttnCase& c, const char* what) {
     }
 }
 
-TEST(CpuAttention, GqaCausalSlidingWindowF32AndF16) {
+TEST(CpuAttention, GqaCausalSlidingWindowF32F16AndQ8) {
   IsaGuard guard;
   std::mt19937 rng(12);
-  for (DType kv : {DType::F32, DType::F16})
+  for (DType kv : {DType::F32, DType::F16, DType::Q8_0})
     for (int64_t Hkv : {1, 2})
-      for (int64_t D : {64, 40}) {
+      for (int64_t D : {64, kv == DType::Q8_0 ? 32 : 40}) {
         AttnCase c;
         c.D = D, c.Hq = 4, c.Hkv = Hkv, c.T = 6, c.S = 45, c.Smax = 64, c.kv = kv;
         build_attn(c, rng, /*pos0=*/39, /*window=*/20);
@@ -692,7 +698,7 @@ TEST(CpuAttention, GqaCausalSlidingWindowF32AndF16) {
 
 TEST(CpuAttention, PrefillFromZeroLongKeyRuns) {
   std::mt19937 rng(13);
-  for (DType kv : {DType::F32, DType::F16}) {
+  for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
     AttnCase c;
     c.D = 32, c.Hq = 4, c.Hkv = 1, c.T = 70, c.S = 70, c.Smax = 80, c.kv = kv;
     build_attn(c, rng, 0, 1 << 30);
@@ -766,6 +772,41 @@ TEST(CpuSetRows, WritesRowsIntoF32AndF16Caches) {
         EXPECT_EQ(snap, cache);
         idx[2] = 4;
       }
+    }
+  }
+}
+
+// 8-bit caches: each written row is the format's blocks of the source row
+// (tests/q8_blocks.h, the test's own encoder), bit for bit; other rows stay.
+TEST(CpuSetRows, WritesRowsIntoQ8Caches) {
+  std::mt19937 rng(15);
+  const int64_t K = 96, N = 7, T = 3;
+  const size_t rb = row_bytes(DType::Q8_0, K);
+  for (int nth : kThreadCounts) {
+    std::vector<uint8_t> cache(rb * N, 0x5A);
+    const std::vector<uint8_t> before = cache;
+    Tensor ct = host_tensor(DType::Q8_0, {K, N}, cache.data(), "k_cache");
+    std::vector<float> src = randn(size_t(K * T), rng);
+    for (int64_t i = 0; i < 32; ++i) src[size_t(K + 32 + i)] = 0.0f;  // a block of zeros
+    Tensor st = host_tensor(DType::F32, {K, T}, src.data(), "k_cur");
+    std::vector<int32_t> idx = {6, 0, 3};
+    Tensor it = host_tensor(DType::I32, {T}, idx.data(), "kv_idx");
+    Tensor d = ct;
+    d.op = Op::SetRows;
+    d.view_src = &ct;
+    d.src[0] = &ct;
+    d.src[1] = &st;
+    d.src[2] = &it;
+    d.name = "set_rows";
+    run(op_set_rows, d, nth);
+    for (int64_t r = 0; r < N; ++r) {
+      const auto hit = std::find(idx.begin(), idx.end(), int32_t(r));
+      std::vector<uint8_t> want(before.begin() + r * rb, before.begin() + (r + 1) * rb);
+      if (hit != idx.end()) {
+        const int64_t t = hit - idx.begin();
+        want = test::q8_0_encode(std::vector<float>(src.begin() + t * K, src.begin() + (t + 1) * K));
+      }
+      ASSERT_EQ(0, std::memcmp(cache.data() + r * rb, want.data(), rb)) << "row " << r << " nth=" << nth;
     }
   }
 }

@@ -25,6 +25,7 @@
 #include "core/half.h"
 #include "core/quant/dequantize.h"
 #include "core/quant/random_blocks.h"
+#include "q8_blocks.h"
 
 namespace weir {
 namespace {
@@ -259,13 +260,19 @@ TEST_P(Ops, RopeBothModes) {
 
 TEST_P(Ops, AttentionWithMaskAndGroupedHeads) {
   const int64_t D = 64, Hq = 4, Hkv = 2, T = 3, S = 40;
-  for (DType kv : {DType::F32, DType::F16}) {
-    // K and V as the cache holds them (f16 rounded), then the reference reads them back.
+  for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
+    // K and V as the cache holds them (f16 rounded, or 8-bit blocks), then
+    // the reference reads them back.
     auto cache = [&](uint32_t seed) {
       const auto f = randn(size_t(D * Hkv * S), seed);
       std::vector<uint8_t> b(size_t(D * Hkv * S) * (kv == DType::F16 ? 2 : 4));
       std::vector<double> back(f.size());
+      if (kv == DType::Q8_0) b = test::q8_0_encode(f);
       for (size_t i = 0; i < f.size(); ++i) {
+        if (kv == DType::Q8_0) {
+          back[i] = test::q8_0_at(b.data(), int64_t(i));
+          continue;
+        }
         if (kv == DType::F16) {
           const uint16_t h = f32_to_fp16(f[i]);
           std::memcpy(b.data() + 2 * i, &h, 2);
@@ -324,11 +331,11 @@ TEST_P(Ops, AttentionWithMaskAndGroupedHeads) {
 
 TEST_P(Ops, SetRowsIntoTheCache) {
   const int64_t K = 96, N = 10, T = 3;
-  for (DType dt : {DType::F32, DType::F16}) {
+  for (DType dt : {DType::F32, DType::F16, DType::Q8_0}) {
     const auto src1 = randn(size_t(K * T), 15), src2 = randn(size_t(K * T), 16);
     const std::vector<int32_t> i1 = {9, 0, 4}, i2 = {1, 2, 3};
     // The cache: an input here (zeros), written by set_rows; read back whole.
-    std::vector<uint8_t> zeros(size_t(K * N) * (dt == DType::F16 ? 2 : 4), 0);
+    std::vector<uint8_t> zeros(row_bytes(dt, K * N), 0);
     const Builder b = [&](Graph& g) {
       Tensor* cache = g.input(dt, {K, N}, "cache");
       return g.set_rows(cache, g.input(DType::F32, {K, T}, "src"), g.input(DType::I32, {T}, "idx"));
@@ -340,6 +347,11 @@ TEST_P(Ops, SetRowsIntoTheCache) {
           const float v = s[size_t(t * K + k)];
           y[size_t(idx[size_t(t)] * K + k)] = dt == DType::F16 ? double(fp16_to_f32(f32_to_fp16(v))) : double(v);
         }
+      if (dt == DType::Q8_0)  // rows as the format's blocks hold them
+        for (int64_t t = 0; t < T; ++t) {
+          const auto q = test::q8_0_encode(std::vector<float>(s.begin() + t * K, s.begin() + (t + 1) * K));
+          for (int64_t k = 0; k < K; ++k) y[size_t(idx[size_t(t)] * K + k)] = test::q8_0_at(q.data(), k);
+        }
       return y;
     };
     const auto [r1, r2] = run_twice(*b_, b, {{"cache", zeros}, {"src", bytes_of(src1)}, {"idx", bytes_of(i1)}},
@@ -349,7 +361,9 @@ TEST_P(Ops, SetRowsIntoTheCache) {
       std::vector<uint8_t> f(size_t(K * N) * 4);
       for (int64_t i = 0; i < K * N; ++i) {
         float v;
-        if (dt == DType::F16) {
+        if (dt == DType::Q8_0) {
+          v = test::q8_0_at(r.data(), i);
+        } else if (dt == DType::F16) {
           uint16_t h;
           std::memcpy(&h, r.data() + 2 * i, 2);
           v = fp16_to_f32(h);

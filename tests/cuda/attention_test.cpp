@@ -17,10 +17,12 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
 #include "cuda_test_util.h"
+#include "q8_blocks.h"
 
 namespace weir {
 namespace {
@@ -41,8 +43,8 @@ struct AttnCase {
   int used = -1;       // cells in use; keys >= used are masked for every token (-1: S)
   int window = 0;      // MaskKind::Window: a token sees its last `window` positions
   int q_pad = 0;       // extra floats between q's heads (a strided view)
-  int kv_pad = 0;      // extra elements between K/V positions
-  int kv_off = 0;      // elements from the cache start to the view
+  int kv_pad = 0;      // extra elements between K/V positions (Q8_0: a multiple of 32)
+  int kv_off = 0;      // elements from the cache start to the view (Q8_0: a multiple of 32)
   int m_pad = 0;       // extra floats per mask row
   int masked_row = -1; // a token whose keys are all masked
   float scale = 0.0f;  // 0: 1/sqrt(D)
@@ -50,18 +52,32 @@ struct AttnCase {
   bool separate = false;  // the separate_tokens hint (graph.h)
 };
 
+// Bytes of n cache elements (n a multiple of 32 for Q8_0's blocks).
+size_t kv_bytes(DType kv, int64_t n) { return row_bytes(kv, n); }
+
 // Tensor cores may take a case with F16 caches, D in {64, 128, 256} and
 // 16-byte aligned rows, not batched decode: attn_dec (decode; short spans
-// stay on attn_vec, and CudaOptions::attn_dec turns it off).
+// stay on attn_vec, and CudaOptions::attn_dec turns it off). 8-bit caches
+// too (attn_dec only), with rows aligned to its pieces (8 bytes for D 128,
+// 16 for 256, 4 for 64).
 bool may_use_decode_mma(const AttnCase& c) {
+  const bool dims = c.D == 64 || c.D == 128 || c.D == 256;
+  if (c.kv == DType::Q8_0) {
+    const size_t cw = c.D == 256 ? 16 : c.D == 128 ? 8 : 4;
+    return dims && kv_bytes(c.kv, c.kv_off) % cw == 0 && kv_bytes(c.kv, c.kv_pad) % cw == 0 && !c.separate;
+  }
   const bool aligned = (size_t(c.kv_off) * 2) % 16 == 0 && (size_t(c.kv_pad) * 2) % 16 == 0;
-  return c.kv == DType::F16 && (c.D == 64 || c.D == 128 || c.D == 256) && aligned && !c.separate;
+  return c.kv == DType::F16 && dims && aligned && !c.separate;
 }
 
 // The kernel the CUDA op picks (ops_attention.cu) for more than 8 query
-// rows per kv head: tensor cores (attn_mma) where they may; CUDA cores in
-// f32 otherwise.
-bool uses_tensor_cores(const AttnCase& c) { return may_use_decode_mma(c) && c.T * (c.Hq / c.Hkv) > 8; }
+// rows per kv head: tensor cores (attn_mma) where they may (8-bit caches
+// copied into halves first, any alignment); CUDA cores in f32 otherwise.
+bool uses_tensor_cores(const AttnCase& c) {
+  const bool rows = c.T * (c.Hq / c.Hkv) > 8;
+  if (c.kv == DType::Q8_0) return (c.D == 64 || c.D == 128 || c.D == 256) && !c.separate && rows;
+  return c.kv == DType::F16 && may_use_decode_mma(c) && rows;
+}
 
 // Host buffers of one case; tensors are made over them (host) or over device
 // copies at the same offsets (device).
@@ -115,26 +131,33 @@ struct AttnData {
     for (int t = 0; t < c.T; ++t)
       for (int j = 0; j < c.S; ++j) mask[size_t(t) * size_t(m_nb1) + size_t(j)] = visible[size_t(t)][size_t(j)] ? 0.0f : -INFINITY;
 
-    // Caches: normal values where some token looks, huge finite garbage elsewhere.
+    // Caches: normal values where some token looks, huge finite garbage
+    // elsewhere (8-bit caches: the values' blocks, a cell's row whole blocks).
     std::vector<bool> seen(size_t(c.S), false);  // by some token
     for (int t = 0; t < c.T; ++t)
       for (int j = 0; j < c.S; ++j)
         if (visible[size_t(t)][size_t(j)]) seen[size_t(j)] = true;
     const size_t n = size_t(c.kv_off) + size_t(c.S) * size_t(kv_nb2);
-    k.resize(n * es);
-    v.resize(n * es);
-    for (auto* buf : {&k, &v})
+    const bool q8 = c.kv == DType::Q8_0;
+    k.resize(q8 ? kv_bytes(c.kv, int64_t(n)) : n * es);
+    v.resize(k.size());
+    for (auto* buf : {&k, &v}) {
+      std::vector<float> vals(q8 ? n : 0);
       for (size_t i = 0; i < n; ++i) {
         const int64_t j = i < size_t(c.kv_off) ? -1 : int64_t(i - size_t(c.kv_off)) / kv_nb2;
         const float garbage = (i & 1) ? 6.0e4f : -6.0e4f;  // f32 caches: x 5e32
-        const float x = j >= 0 && seen[size_t(j)] ? randn() : (es == 2 ? garbage : garbage * 5e32f);
-        if (es == 2) {
+        const float x = j >= 0 && seen[size_t(j)] ? randn() : (c.kv == DType::F32 ? garbage * 5e32f : garbage);
+        if (q8) {
+          vals[i] = x;
+        } else if (es == 2) {
           const uint16_t h = f32_to_fp16(x);
           std::memcpy(buf->data() + i * 2, &h, 2);
         } else {
           std::memcpy(buf->data() + i * 4, &x, 4);
         }
       }
+      if (q8) *buf = test::q8_0_encode(vals);
+    }
   }
 
   float scale() const { return c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(float(c.D)); }
@@ -154,13 +177,12 @@ struct AttnData {
       t.data = data;
       t.name = name;
     };
-    const size_t kvb = size_t(c.kv_off) * es;
+    const size_t kvb = kv_bytes(c.kv, c.kv_off), nb0 = c.kv == DType::Q8_0 ? test::kQ8Block : es;
+    const size_t nb1 = kv_bytes(c.kv, kv_nb1), nb2 = kv_bytes(c.kv, kv_nb2);
     set(ts.q, DType::F32, {c.D, c.Hq, c.T, 1}, {4, size_t(q_nb1) * 4, size_t(q_nb2) * 4, size_t(q_nb2) * 4 * c.T}, qd,
         "q");
-    set(ts.k, c.kv, {c.D, c.Hkv, c.S, 1}, {es, size_t(kv_nb1) * es, size_t(kv_nb2) * es, size_t(kv_nb2) * es * c.S},
-        static_cast<uint8_t*>(kd) + kvb, "k");
-    set(ts.v, c.kv, {c.D, c.Hkv, c.S, 1}, {es, size_t(kv_nb1) * es, size_t(kv_nb2) * es, size_t(kv_nb2) * es * c.S},
-        static_cast<uint8_t*>(vd) + kvb, "v");
+    set(ts.k, c.kv, {c.D, c.Hkv, c.S, 1}, {nb0, nb1, nb2, nb2 * c.S}, static_cast<uint8_t*>(kd) + kvb, "k");
+    set(ts.v, c.kv, {c.D, c.Hkv, c.S, 1}, {nb0, nb1, nb2, nb2 * c.S}, static_cast<uint8_t*>(vd) + kvb, "v");
     set(ts.mask, DType::F32, {c.S, c.T, 1, 1}, {4, size_t(m_nb1) * 4, size_t(m_nb1) * 4 * c.T, size_t(m_nb1) * 4 * c.T},
         md, "mask");
     const size_t row = size_t(c.D) * size_t(c.Hq) * 4;
@@ -177,6 +199,7 @@ struct AttnData {
 
   float kv_at(const std::vector<uint8_t>& buf, int j, int g, int d) const {
     const size_t i = size_t(c.kv_off) + size_t(j) * size_t(kv_nb2) + size_t(g) * size_t(kv_nb1) + size_t(d);
+    if (c.kv == DType::Q8_0) return test::q8_0_at(buf.data(), int64_t(i));
     if (es == 2) {
       uint16_t h;
       std::memcpy(&h, buf.data() + i * 2, 2);
@@ -319,7 +342,7 @@ AttnCase mk(std::string name, int D, int Hq, int Hkv, int T, int S, DType kv, Ma
   return c;
 }
 
-constexpr DType F16 = DType::F16, F32 = DType::F32;
+constexpr DType F16 = DType::F16, F32 = DType::F32, Q8 = DType::Q8_0;
 
 TEST(CudaAttention, Decode) {
   WEIR_REQUIRE_GPU();
@@ -383,6 +406,45 @@ TEST(CudaAttention, Decode) {
   for (const auto& c : cases) check_case(c);
 }
 
+// 8-bit caches (-ctk q8_0): the decode shapes of the models on attn_dec
+// (long spans: its stages of blocks turned into halves) and attn_vec (short
+// spans, several tokens, views with rows only 2-byte aligned), against the
+// CPU reading the same blocks.
+TEST(CudaAttention, DecodeQ8Cache) {
+  WEIR_REQUIRE_GPU();
+  std::vector<AttnCase> cases = {
+      mk("llama3 8B at depth 4096", 128, 32, 8, 1, 4352, Q8, MaskKind::Causal),
+      mk("llama 1B at depth 4096", 64, 32, 8, 1, 4352, Q8, MaskKind::Causal),
+      mk("gemma3 local at depth 4096", 256, 4, 1, 1, 4352, Q8, MaskKind::Window),
+      mk("gemma3 global", 256, 4, 1, 1, 2048, Q8, MaskKind::Causal),
+      mk("qwen2.5 7B", 128, 28, 4, 1, 1000, Q8, MaskKind::Causal),
+      mk("T 3 gqa 1", 64, 4, 4, 3, 1000, Q8, MaskKind::Causal),
+      mk("T 8 llama", 128, 32, 8, 8, 1000, Q8, MaskKind::Causal),
+      mk("T 8 gemma random", 256, 4, 1, 8, 256, Q8, MaskKind::Random),
+      mk("llama3 8B, short span", 128, 32, 8, 1, 256, Q8, MaskKind::Causal),
+      mk("gemma3, 33 keys", 256, 4, 1, 1, 256, Q8, MaskKind::Causal),
+      mk("llama3 8B random mask at depth", 128, 32, 8, 1, 3000, Q8, MaskKind::Random),
+      mk("D 96 (attn_vec only)", 96, 6, 2, 1, 700, Q8, MaskKind::Causal),
+  };
+  cases[0].used = 4129;
+  cases[1].used = 4129;
+  cases[2].used = 4129, cases[2].window = 512;
+  cases[3].used = 1900;
+  cases[4].used = 777;
+  cases[6].used = 900;
+  cases[8].used = 130;
+  cases[9].used = 33;
+  // Views whose rows lie at odd blocks (2-byte aligned: attn_vec), and at
+  // pieces attn_dec still copies (8 bytes: kv_pad 128 dims = 136 bytes).
+  cases.push_back(cases[0]);
+  cases.back().name += ", rows 2-byte aligned", cases.back().kv_off = 32, cases.back().kv_pad = 32;
+  cases.push_back(cases[0]);
+  cases.back().name += ", rows 8-byte aligned", cases.back().kv_off = 128, cases.back().kv_pad = 128;
+  cases.push_back(cases[0]);
+  cases.back().name += ", no split", cases.back().sm = 1;
+  for (const auto& c : cases) check_case(c);
+}
+
 // Batched decode: one token per sequence, with the separate_tokens hint
 // (a block per token and kv-head group, reading only that token's keys).
 TEST(CudaAttention, SeparateTokens) {
@@ -392,6 +454,7 @@ TEST(CudaAttention, SeparateTokens) {
       mk("gemma3, 16 sequences in regions", 256, 4, 1, 16, 16 * 40, F16, MaskKind::Sequences),
       mk("gqa 6 (2 rows a block), interleaved", 128, 12, 2, 20, 600, F16, MaskKind::Interleaved),
       mk("f32 mha, 5 sequences", 64, 4, 4, 5, 500, F32, MaskKind::Sequences),
+      mk("q8 llama 8B, 16 sequences in regions", 128, 32, 8, 16, 16 * 129, Q8, MaskKind::Sequences),
   };
   cases[0].used = 64 * 129 - 40;
   cases[1].masked_row = 3;  // a token that sees no key at all
@@ -415,6 +478,10 @@ TEST(CudaAttention, Prefill) {
       mk("f32 D 72 T 64 random", 72, 8, 2, 64, 256, F32, MaskKind::Random),
       mk("f16 D 72 T 64", 72, 4, 1, 64, 256, F16, MaskKind::Window),
       mk("gqa 4 T 3 (tensor cores, 12 rows)", 128, 8, 2, 3, 256, F16, MaskKind::Causal),
+      mk("q8 llama-like T 64", 128, 8, 2, 64, 1000, Q8, MaskKind::Causal),
+      mk("q8 gemma3 local T 300", 256, 4, 1, 300, 1000, Q8, MaskKind::Window),
+      mk("q8 D 64 gqa 8 T 300, rows at odd blocks", 64, 16, 2, 300, 1000, Q8, MaskKind::Causal),
+      mk("q8 D 96 T 64 (attn_vec)", 96, 6, 2, 64, 300, Q8, MaskKind::Causal),
   };
   cases[1].used = 700;
   cases[2].used = 900, cases[2].window = 128;
@@ -423,6 +490,7 @@ TEST(CudaAttention, Prefill) {
   cases[6].masked_row = 0;
   cases[10].masked_row = 63;
   cases[11].window = 40;
+  cases[15].kv_off = 32, cases[15].kv_pad = 32;  // 2-byte aligned rows: copied into halves all the same
   AttnCase c = cases[0];
   c.name = "unaligned cache view (CUDA-core fallback)";
   c.kv_off = 1, c.kv_pad = 3, c.m_pad = 1;

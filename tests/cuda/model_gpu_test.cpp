@@ -179,8 +179,9 @@ MakeBackend tensor_parallel(int n) {
   };
 }
 
-void compare_model(const std::string& path, int n_prompt, int n_steps = 32, const MakeBackend& make = whole_gpu) {
-  SCOPED_TRACE(path);
+void compare_model(const std::string& path, int n_prompt, int n_steps = 32, const MakeBackend& make = whole_gpu,
+                   DType kv_type = DType::F16) {
+  SCOPED_TRACE(path + " (" + dtype_name(kv_type) + " cache)");
   auto model = Model::load(path);
   const int64_t V = model->hparams().n_vocab;
   CpuBackend cpu(int(std::max(2u, std::thread::hardware_concurrency())));
@@ -189,7 +190,7 @@ void compare_model(const std::string& path, int n_prompt, int n_steps = 32, cons
   SessionParams sp;
   sp.n_ctx = n_prompt + n_steps + 8;
   sp.n_batch = 64;  // several batches through the prefill path
-  sp.kv_type = DType::F16;
+  sp.kv_type = kv_type;
   SessionParams gp = sp;
   if (under.join) under.join(gp);
   Session sc(*model, cpu, sp), sg(*model, *gpu, gp);
@@ -285,6 +286,18 @@ TEST(CudaModel, TinyModelsOfEveryArchitecture) {
     compare_model(tiny("llama", FileType::Q4_K_M), 40, 32, whole_gpu_staged(staged));
     compare_model(tiny("qwen3", FileType::Q4_0), 40, 32, whole_gpu_staged(staged));
   }
+}
+
+// The 8-bit KV cache (-ctk q8_0) on both: the ropes' and set_rows' blocks
+// written by the GPU's launches, read by its attention kernels (prefill,
+// decode past the 128-token window), against the CPU's.
+TEST(CudaModel, TinyModelsWithAn8BitCache) {
+  WEIR_REQUIRE_GPU();
+  compare_model(tiny("llama", FileType::Q4_K_M), 40, 32, whole_gpu, DType::Q8_0);
+  compare_model(tiny("qwen2", FileType::Q8_0), 40, 32, whole_gpu, DType::Q8_0);
+  compare_model(tiny("qwen3", FileType::Q4_0), 40, 32, whole_gpu, DType::Q8_0);
+  compare_model(tiny("gemma3", FileType::Q4_K_M), 150, 32, whole_gpu, DType::Q8_0);
+  compare_model(tiny("llama", FileType::MOSTLY_F16), 20, 32, whole_gpu, DType::Q8_0);
 }
 
 // Batched decode on the GPU: S sequences of different prompt lengths, one

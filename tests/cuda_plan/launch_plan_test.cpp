@@ -37,8 +37,8 @@ struct Step {
   CpuBackend cpu{1};  // for the KV cache's memory
   std::unique_ptr<KVCache> kv;
   ForwardGraph fg;
-  Step(const std::string& arch, FileType ft, int64_t T) : model(tiny(arch, ft)) {
-    kv = std::make_unique<KVCache>(model->hparams(), 256, DType::F16, cpu);
+  Step(const std::string& arch, FileType ft, int64_t T, DType kv_type = DType::F16) : model(tiny(arch, ft)) {
+    kv = std::make_unique<KVCache>(model->hparams(), 256, kv_type, cpu);
     fg = model->build(T, 256, 1, *kv, false, TensorParallel{});
   }
   int64_t layers() const { return model->hparams().n_layer; }
@@ -119,27 +119,32 @@ INSTANTIATE_TEST_SUITE_P(Archs, LaunchPlanTest,
 // describe a layer: q/k/v in one launch that ropes and writes the cache
 // itself, attention, the o product with the residual norm folded in,
 // gate/up with the GLU, down with the next norm folded in.
+// The same with an 8-bit KV cache (-ctk q8_0): the q/k/v launch writes its
+// blocks (32 rows together: ops_mul_mat_q8.cu).
 TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
-  Step s("llama", FileType::Q8_0, 1);
-  LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
-  std::map<std::string, int> kinds;
-  for (size_t i = 0; i < p.nodes.size(); i += p.span(i))
-    if (!p.skip[i]) ++kinds[p.label(i)];
-  for (const auto& [k, n] : kinds) std::printf("%3d x %s\n", n, k.c_str());
-  // Per layer: 5; besides: the embedding lookup, the first norm, the
-  // output rows' lookups, the last norm, the output product.
-  EXPECT_EQ(p.launches(), size_t(5 * s.layers() + 6));
-  int grouped = 0, glu = 0, jobs = 0, folds = 0;
-  for (size_t i = 0; i < p.nodes.size(); ++i) {
-    grouped += p.group[i] == 3;
-    glu += p.glu[i];
-    jobs += !p.row_jobs[i].empty();
-    folds += p.fold[i];
+  for (DType kv : {DType::F16, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(kv));
+    Step s("llama", FileType::Q8_0, 1, kv);
+    LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+    std::map<std::string, int> kinds;
+    for (size_t i = 0; i < p.nodes.size(); i += p.span(i))
+      if (!p.skip[i]) ++kinds[p.label(i)];
+    for (const auto& [k, n] : kinds) std::printf("%3d x %s\n", n, k.c_str());
+    // Per layer: 5; besides: the embedding lookup, the first norm, the
+    // output rows' lookups, the last norm, the output product.
+    EXPECT_EQ(p.launches(), size_t(5 * s.layers() + 6));
+    int grouped = 0, glu = 0, jobs = 0, folds = 0;
+    for (size_t i = 0; i < p.nodes.size(); ++i) {
+      grouped += p.group[i] == 3;
+      glu += p.glu[i];
+      jobs += !p.row_jobs[i].empty();
+      folds += p.fold[i];
+    }
+    EXPECT_EQ(grouped, s.layers()) << "q/k/v in one launch";
+    EXPECT_EQ(glu, s.layers()) << "the GLU in the gate/up launch";
+    EXPECT_EQ(jobs, s.layers()) << "rope and cache writes run by the q/k/v launch";
+    EXPECT_GE(folds, s.layers()) << "residual norms folded into the products";
   }
-  EXPECT_EQ(grouped, s.layers()) << "q/k/v in one launch";
-  EXPECT_EQ(glu, s.layers()) << "the GLU in the gate/up launch";
-  EXPECT_EQ(jobs, s.layers()) << "rope and cache writes run by the q/k/v launch";
-  EXPECT_GE(folds, s.layers()) << "residual norms folded into the products";
 }
 
 // qwen3's and gemma3's q and k norms run in the rope launch (two launches

@@ -80,11 +80,19 @@ TEST(BenchOptions, Errors) {
   EXPECT_NE(err({"-m", "a", "-t", "0"}).find("-t"), std::string::npos);
   EXPECT_NE(err({"-m", "a", "-r", "0"}).find("-r"), std::string::npos);
   EXPECT_NE(err({"-m", "a", "-p", "0", "-n", "0"}).find("nothing to run"), std::string::npos);
-  EXPECT_NE(err({"-m", "a", "-ctk", "q8_0"}).find("-ctk"), std::string::npos);
+  EXPECT_NE(err({"-m", "a", "-ctk", "q4_0"}).find("-ctk"), std::string::npos);
+  EXPECT_NE(err({"-m", "a", "-ctk", "q8_0", "-ctv", "q4_0"}).find("-ctv"), std::string::npos);
+  // As llama-bench: -ctv stays f16 unless given, and weir's one cache type
+  // cannot hold K and V apart.
   EXPECT_NE(err({"-m", "a", "-ctk", "f32"}).find("differ"), std::string::npos);
+  EXPECT_NE(err({"-m", "a", "-ctk", "q8_0"}).find("differ"), std::string::npos);
   BenchOptions o;
   ASSERT_TRUE(parse({"-m", "a", "-ctk", "f32", "-ctv", "f32"}, &o));
   EXPECT_EQ(o.kv_type, DType::F32);
+  ASSERT_TRUE(parse({"-m", "a", "-ctk", "q8_0", "-ctv", "q8_0"}, &o));
+  EXPECT_EQ(o.kv_type, DType::Q8_0);
+  ASSERT_TRUE(parse({"-m", "a"}, &o));
+  EXPECT_EQ(o.kv_type, DType::F16);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // attention: q [D, Hq, T] (any strides, rows contiguous), k and v [D, Hkv, S]
-// (views into a KV cache, F32 or F16; row stride nb[1] between heads, nb[2]
+// (views into a KV cache, F32, F16 or Q8_0; row stride nb[1] between heads, nb[2]
 // between positions), mask F32 [S, T] of 0 / -inf, scale in fparams[0].
 // Output [D*Hq, T]: head h of token t in columns h*D .. h*D+D-1 of row t.
 //
@@ -52,7 +52,7 @@ struct AttnArgs {
 
 // Rows j0 .. j0+n-1 (n <= kKeyBlock) of kv head g of a cache as floats:
 // in place for F32 (returns the first row, *ld = the row stride in floats),
-// converted into conv for F16 (*ld = D).
+// converted into conv for F16 and Q8_0 (*ld = D).
 WEIR_INLINE const float* cache_rows(const Tensor& c, int64_t g, int64_t j0, int n, int64_t D,
                                     float* conv, size_t* ld) {
   const auto* base = static_cast<const uint8_t*>(c.data) + g * c.nb[1] + j0 * c.nb[2];
@@ -60,7 +60,7 @@ WEIR_INLINE const float* cache_rows(const Tensor& c, int64_t g, int64_t j0, int 
     *ld = c.nb[2] / sizeof(float);
     return reinterpret_cast<const float*>(base);
   }
-  dequantize_rows(DType::F16, base, c.nb[2], n, D, conv, size_t(D));  // exact, vectorized
+  dequantize_rows(c.dtype, base, c.nb[2], n, D, conv, size_t(D));  // F16 exact; both vectorized
   *ld = size_t(D);
   return conv;
 }
@@ -306,9 +306,12 @@ void op_attention(const Tensor& dst, const OpContext& c) {
   if (q->dtype != DType::F32 || q->nb[0] != sizeof(float) || q->nb[1] % sizeof(float) != 0)
     return fail(c, where + ": q " + q->name + " must be F32 with contiguous rows");
   for (const Tensor* kv : {k, v}) {
-    const size_t es = kv->dtype == DType::F32 ? 4 : kv->dtype == DType::F16 ? 2 : 0;
-    if (es == 0 || kv->nb[0] != es || kv->nb[2] % es != 0)
-      return fail(c, where + ": " + kv->name + " must be F32 or F16 with contiguous rows");
+    // Q8_0: whole blocks a head (D a multiple of 32), blocks back to back.
+    const bool q8 = kv->dtype == DType::Q8_0;
+    const size_t es = kv->dtype == DType::F32 ? 4 : kv->dtype == DType::F16 ? 2 : q8 ? 2 : 0;
+    if (es == 0 || kv->nb[0] != (q8 ? traits(DType::Q8_0).type_size : es) || kv->nb[2] % es != 0 ||
+        (q8 && kv->ne[0] % 32 != 0))
+      return fail(c, where + ": " + kv->name + " must be F32, F16 or Q8_0 with contiguous rows");
   }
   if (mask->dtype != DType::F32 || mask->nb[0] != sizeof(float))
     return fail(c, where + ": mask " + mask->name + " must be F32");
@@ -337,7 +340,7 @@ void op_attention(const Tensor& dst, const OpContext& c) {
   a.heads_per_unit = a.T * a.Hkv >= 4 * int64_t(c.nth) ? group : 1;
   Scratch local;
   Scratch* s = c.scratch ? c.scratch : &local;
-  const bool f16 = k->dtype == DType::F16 || v->dtype == DType::F16;
+  const bool f16 = k->dtype != DType::F32 || v->dtype != DType::F32;  // rows converted
   const size_t hp = size_t(a.heads_per_unit);
   const size_t n = size_t(a.S) * hp + hp * size_t(a.D) + (f16 ? size_t(kKeyBlock) * size_t(a.D) : 0);
   float* buf = s->floats(n);

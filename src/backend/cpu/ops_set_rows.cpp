@@ -1,5 +1,6 @@
 // set_rows: writes row t of src (F32 [K, T]) into row idx[t] of the cache
-// dst.src[0] (F32 or F16 [K, N]), converting to half for F16 caches. dst is
+// dst.src[0] (F32, F16 or Q8_0 [K, N]), converting to half for F16 caches and
+// quantizing to 8-bit blocks (the reference quantizer) for Q8_0. dst is
 // the result node: a view of the cache (same data pointer and strides).
 // idx is checked before anything is written; an out-of-range index is a
 // weir::Error naming the tensor (thrown by thread 0; no thread writes).
@@ -9,6 +10,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ops_common.h"
 #include "core/half.h"
+#include "core/quant/quantize.h"
 
 namespace weir::cpu {
 
@@ -17,13 +19,13 @@ void op_set_rows(const Tensor& dst, const OpContext& c) {
   const Tensor* src = dst.src[1];
   const Tensor* idx = dst.src[2];
   if (!cache || !src || !idx) return fail(c, "set_rows: " + dst.name + ": missing operands");
-  if (dst.dtype != DType::F32 && dst.dtype != DType::F16)
-    return fail(c, "set_rows: " + dst.name + ": cache " + cache->name + " must be F32 or F16, not " +
+  if (dst.dtype != DType::F32 && dst.dtype != DType::F16 && dst.dtype != DType::Q8_0)
+    return fail(c, "set_rows: " + dst.name + ": cache " + cache->name + " must be F32, F16 or Q8_0, not " +
                        dtype_name(dst.dtype));
   if (src->dtype != DType::F32 || src->nb[0] != sizeof(float) || idx->dtype != DType::I32)
     return fail(c, "set_rows: " + dst.name + ": src must be F32 and idx I32");
   const int64_t K = dst.ne[0], N = dst.n_rows(), T = src->n_rows();
-  if (src->ne[0] != K || idx->n_elements() != T || idx->n_rows() != 1)
+  if (src->ne[0] != K || idx->n_elements() != T || idx->n_rows() != 1 || K % traits(dst.dtype).block_size != 0)
     return fail(c, "set_rows: " + dst.name + ": shapes " + shape_str(*src) + " and " +
                        shape_str(*idx) + " do not match cache " + shape_str(*cache));
   auto id_at = [&](int64_t t) {
@@ -44,6 +46,8 @@ void op_set_rows(const Tensor& dst, const OpContext& c) {
       const int64_t id = id_at(t);
       if (dst.dtype == DType::F32) {
         std::memcpy(flat_row<float>(dst, id), s, size_t(K) * sizeof(float));
+      } else if (dst.dtype == DType::Q8_0) {
+        quant::quantize_rows(DType::Q8_0, s, flat_row<uint8_t>(dst, id), 1, K);
       } else {
         auto* d = flat_row<uint8_t>(dst, id);
         for (int64_t i = 0; i < K; ++i) {

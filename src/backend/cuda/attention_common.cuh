@@ -29,6 +29,9 @@ constexpr int kWiderThreads = 512;                     // the same for 256-dim h
 constexpr int kDecRows = 8;                            // attn_dec: query rows per block (the mma's n8)
 constexpr int kMaxClusterBlocks = 16;                  // attn_dec: blocks a cluster at most (Hopper's non-portable size)
 
+// The 8-bit cache's element type, as a tag (q8_0 blocks of kQ8Bytes).
+struct Q8Block {};
+
 struct Params {
   const float* q;
   int64_t q_nb1, q_nb2;  // floats

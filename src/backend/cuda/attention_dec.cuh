@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/cluster_ptx.cuh"
@@ -34,8 +35,15 @@ namespace weir::cuda::attention {
 // in its shared memory, and after a cluster barrier each block merges a
 // share of the outputs reading the others' partials (distributed shared
 // memory): no merging launch, no partials through global memory.
+// An 8-bit cache (KV = Q8Block: q8_0 blocks, 34 bytes a 32 elements) goes
+// through the stages as it lies (a tile's rows of blocks, copied in pieces
+// of CW bytes: the widest the rows' alignment allows), and each warp turns
+// its 16 keys of the stage into halves in one tile of shared memory (its
+// own rows: no barrier but the stage's) before the same mma code reads
+// them: half of F16's bytes from memory, the same tensor-core work.
 // Grid (row blocks of 8, Hkv, splits), DecCfg<D>::TH threads, dynamic
-// shared memory DecCfg<D>::smem_bytes(NST); with CL, clusters (1, 1, splits).
+// shared memory DecCfg<D>::smem_bytes(NST) (F16) or q8_smem_bytes(NST);
+// with CL, clusters (1, 1, splits).
 template <int D>
 struct DecCfg {
   static constexpr int NW = D >= 256 ? 2 : 4;  // warps, 16 keys of a tile each
@@ -45,20 +53,45 @@ struct DecCfg {
   static constexpr int OLD = D + 4;   // the warps' outputs at the merge, floats
   static constexpr int stage_bytes = 2 * BN * LD * 2;  // K and V of a tile
   static constexpr int smem_bytes(int nst) { return nst * stage_bytes; }
+  // 8-bit caches: a head row of blocks, copied CW bytes at a time (its
+  // rows are CW-aligned in a cache of whole heads: 272, 136, 68 bytes).
+  static constexpr int RB = D / 32 * kQ8Bytes;
+  static constexpr int CW = D == 256 ? 16 : D == 128 ? 8 : 4;
+  static constexpr int raw_stage_bytes = 2 * BN * RB;  // K and V of a tile as blocks
+  static constexpr int q8_smem_bytes(int nst) { return stage_bytes + nst * raw_stage_bytes; }
+  static_assert(RB % CW == 0 && (BN * RB) % 16 == 0, "copies tile the rows; stages stay 16-byte aligned");
   // At the end the stages hold the warps' outputs and (max, sum), then the
   // block's partial and its (max, sum) (read by the cluster's blocks).
   static constexpr int merge_bytes = NW * kDecRows * (OLD * 4 + 8) + kDecRows * (D * 4 + 8);
   static_assert(merge_bytes <= smem_bytes(2), "merge buffers fit the stages");
+  static_assert(merge_bytes <= stage_bytes, "8-bit caches: the merge buffers fit the tile of halves");
 };
 
-template <int D, int NST, bool CL>
+// 8 quants (lo: 4, hi: 4) of a block times its scale d, as 8 halves: each
+// byte (plus 128) in the mantissa of 1024 gives 1152 + q exactly, less 1152
+// is q, times d rounds once (half(d * q), as a float product rounded).
+__device__ __forceinline__ uint4 q8_to_halves(uint32_t lo, uint32_t hi, __half2 d) {
+  const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+  lo ^= 0x80808080u, hi ^= 0x80808080u;
+  const auto h = [&](uint32_t w, uint32_t sel) {
+    const uint32_t b = __byte_perm(w, 0x64646464u, sel);
+    const __half2 x = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&b), bias), d);
+    return *reinterpret_cast<const uint32_t*>(&x);
+  };
+  return make_uint4(h(lo, 0x4140), h(lo, 0x4342), h(hi, 0x4140), h(hi, 0x4342));
+}
+
+template <int D, int NST, bool CL, typename KV = __half>
 __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
   static_assert(NST >= 2, "at least double-buffered");
   using C = DecCfg<D>;
+  constexpr bool Q8 = std::is_same_v<KV, Q8Block>;
   constexpr int NW = C::NW, TH = C::TH, BN = C::BN, LD = C::LD, CH = D / 8, DT = D / 16;
+  constexpr int NT16 = Q8 ? 1 : NST;  // tiles of halves (8-bit: one, each warp's own rows)
   extern __shared__ __align__(16) unsigned char smem[];
   __half* Ks = reinterpret_cast<__half*>(smem);
-  __half* Vs = Ks + NST * BN * LD;
+  __half* Vs = Ks + NT16 * BN * LD;
+  unsigned char* raw = smem + C::stage_bytes;  // 8-bit: the stages of blocks
   __shared__ unsigned long long tile_bits;  // owned tile u (< 64) has an unmasked key
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -104,17 +137,52 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
   const char* kq = kg_base + int64_t(kr0) * p.k_nb2 + cc * 16;
   const char* vq = vg_base + int64_t(kr0) * p.v_nb2 + cc * 16;
   const uint32_t sh_off = uint32_t((kr0 * LD + cc * 8) * 2);
-  const auto load_tile = [&](int u, int st) {
+  const auto load_tile_q8 = [&](int u, int st) {
+    constexpr int PR = C::RB / C::CW, N = BN * PR;  // pieces a row, a tile
     const int k0 = (split + u * p.splits) * BN;
-    const char* kp = kq + int64_t(k0) * p.k_nb2;
-    const char* vp = vq + int64_t(k0) * p.v_nb2;
-    const uint32_t ks = smem_u32(Ks + st * BN * LD) + sh_off, vs = smem_u32(Vs + st * BN * LD) + sh_off;
+    const uint32_t ks = smem_u32(raw + st * C::raw_stage_bytes), vs = ks + BN * C::RB;
 #pragma unroll
-    for (int it = 0; it < BN / RPI; ++it) {
-      const bool ok = k0 + kr0 + it * RPI < S;  // else zeros, from a valid address
-      cp_async16(ks + it * RPI * LD * 2, ok ? kp : kg_base, ok ? 16 : 0);
-      cp_async16(vs + it * RPI * LD * 2, ok ? vp : vg_base, ok ? 16 : 0);
-      kp += kstep, vp += vstep;
+    for (int i = tid; i < N; i += TH) {
+      const int r = i / PR, off = (i % PR) * C::CW;
+      const bool ok = k0 + r < S;  // else zeros, from a valid address
+      const int64_t key = k0 + r;
+      cp_async<C::CW>(ks + r * C::RB + off, ok ? kg_base + key * p.k_nb2 + off : kg_base, ok ? C::CW : 0);
+      cp_async<C::CW>(vs + r * C::RB + off, ok ? vg_base + key * p.v_nb2 + off : vg_base, ok ? C::CW : 0);
+    }
+  };
+  // 8-bit: this warp's 16 keys of stage st as halves (the tile's rows 16
+  // warp ..), a lane 8 dims of a key at a time.
+  const auto to_halves = [&](int st) {
+    const unsigned char* rk = raw + st * C::raw_stage_bytes;
+#pragma unroll 2
+    for (int i = lane; i < 16 * CH; i += 32) {
+      const int r = warp * 16 + i / CH, gi = i % CH;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const unsigned char* blk = rk + m * BN * C::RB + r * C::RB + (gi >> 2) * kQ8Bytes;
+        const unsigned short* w = reinterpret_cast<const unsigned short*>(blk + 2 + (gi & 3) * 8);
+        const uint32_t lo = uint32_t(w[0]) | uint32_t(w[1]) << 16, hi = uint32_t(w[2]) | uint32_t(w[3]) << 16;
+        const uint4 h = q8_to_halves(lo, hi, __half2half2(*reinterpret_cast<const __half*>(blk)));
+        *reinterpret_cast<uint4*>((m ? Vs : Ks) + r * LD + gi * 8) = h;
+      }
+    }
+    __syncwarp();
+  };
+  const auto load_tile = [&](int u, int st) {
+    if constexpr (Q8) {
+      load_tile_q8(u, st);
+    } else {
+      const int k0 = (split + u * p.splits) * BN;
+      const char* kp = kq + int64_t(k0) * p.k_nb2;
+      const char* vp = vq + int64_t(k0) * p.v_nb2;
+      const uint32_t ks = smem_u32(Ks + st * BN * LD) + sh_off, vs = smem_u32(Vs + st * BN * LD) + sh_off;
+#pragma unroll
+      for (int it = 0; it < BN / RPI; ++it) {
+        const bool ok = k0 + kr0 + it * RPI < S;  // else zeros, from a valid address
+        cp_async16(ks + it * RPI * LD * 2, ok ? kp : kg_base, ok ? 16 : 0);
+        cp_async16(vs + it * RPI * LD * 2, ok ? vp : vg_base, ok ? 16 : 0);
+        kp += kstep, vp += vstep;
+      }
     }
   };
   // u: the tile computed next; ul: the next to load, NST - 1 ahead.
@@ -170,7 +238,8 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
       }
     cp_async_wait<NST - 1>();
     __syncthreads();
-    const uint32_t stage_off = uint32_t(st * BN * LD * 2);
+    if constexpr (Q8) to_halves(st);
+    const uint32_t stage_off = Q8 ? 0u : uint32_t(st * BN * LD * 2);
     // S = Q K^T (log2 units), this warp's 16 keys; the dim steps spread over
     // two accumulators (two chains of dependent mma, not one: +2.4% tg at
     // depth 4,096 on the 8B, H100; four measured 3.3% slower than two).

@@ -8,13 +8,15 @@
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/q8_act.cuh"
 
 namespace weir::cuda::attention {
 
-// 8 consecutive elements of a K or V row.
+// 8 consecutive elements of a K or V row: elements 8 c .. 8 c + 7 of the
+// row at `row` (a head's row of a cache cell).
 template <typename KV>
 struct Row8;
 
@@ -22,7 +24,8 @@ template <>
 struct Row8<__half> {
   uint4 r;
   __device__ __forceinline__ void zero() { r = make_uint4(0, 0, 0, 0); }
-  __device__ __forceinline__ void load(const char* p, bool aligned) {
+  __device__ __forceinline__ void load(const char* row, int c, bool aligned) {
+    const char* p = row + c * 16;
     if (aligned) {
       r = __ldg(reinterpret_cast<const uint4*>(p));
     } else {
@@ -43,8 +46,8 @@ template <>
 struct Row8<float> {
   float4 a, b;
   __device__ __forceinline__ void zero() { a = b = make_float4(0.f, 0.f, 0.f, 0.f); }
-  __device__ __forceinline__ void load(const char* p, bool aligned) {
-    const float* f = reinterpret_cast<const float*>(p);
+  __device__ __forceinline__ void load(const char* row, int c, bool aligned) {
+    const float* f = reinterpret_cast<const float*>(row + c * 32);
     if (aligned) {
       a = __ldg(reinterpret_cast<const float4*>(f));
       b = __ldg(reinterpret_cast<const float4*>(f) + 1);
@@ -55,6 +58,29 @@ struct Row8<float> {
   }
   __device__ __forceinline__ void get(float (&f)[8]) const {
     f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  }
+};
+
+// The 8-bit cache (q8_0 blocks of 34 bytes: 2-byte aligned): the block's
+// half scale and 8 of its quants, read as 2-byte words.
+template <>
+struct Row8<Q8Block> {
+  uint32_t q0, q1;
+  float d;
+  __device__ __forceinline__ void zero() { q0 = q1 = 0, d = 0.f; }
+  __device__ __forceinline__ void load(const char* row, int c, bool) {
+    const unsigned short* s = reinterpret_cast<const unsigned short*>(row + (c >> 2) * kQ8Bytes);
+    const int w = 1 + (c & 3) * 4;  // the first quant's word
+    d = __half2float(__ushort_as_half(__ldg(s)));
+    q0 = uint32_t(__ldg(s + w)) | uint32_t(__ldg(s + w + 1)) << 16;
+    q1 = uint32_t(__ldg(s + w + 2)) | uint32_t(__ldg(s + w + 3)) << 16;
+  }
+  __device__ __forceinline__ void get(float (&f)[8]) const {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      f[e] = d * float(int8_t(q0 >> (8 * e)));
+      f[4 + e] = d * float(int8_t(q1 >> (8 * e)));
+    }
   }
 };
 
@@ -97,7 +123,7 @@ __device__ __forceinline__ int row_of(int c) {
 template <int L, int R, typename KV, int TH>
 __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
   constexpr int NKG = TH / L;                                        // key groups
-  constexpr int KPT = (sizeof(KV) == 2 ? 8 : 4) / (R == 8 ? 2 : 1);  // keys per thread per tile
+  constexpr int KPT = (std::is_same_v<KV, float> ? 4 : 8) / (R == 8 ? 2 : 1);  // keys per thread per tile
   constexpr int TK = NKG * KPT;                                      // keys per tile
   constexpr int DL = L * 8;                                          // dims covered by a key group
   constexpr int SC = R * TK, RED = NKG * R * DL;
@@ -202,8 +228,8 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
   const int c_end = segmented ? (ke - 1) / kRangeChunk + 1 : 0;
   int ci = segmented ? kb / kRangeChunk : 0;
 
-  const char* kbase = p.k + int64_t(g) * p.k_nb1 + c * 8 * int(sizeof(KV));
-  const char* vbase = p.v + int64_t(g) * p.v_nb1 + c * 8 * int(sizeof(KV));
+  const char* kbase = p.k + int64_t(g) * p.k_nb1;
+  const char* vbase = p.v + int64_t(g) * p.v_nb1;
   const int rr = row_of<R>(c);  // the row this lane's reduced dot belongs to
   const float* mrow = (c < R && rr < nr) ? p.mask + ((row0 + rr) / G) * p.m_nb1 : nullptr;
 
@@ -248,8 +274,8 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
       for (int i = 0; i < KPT; ++i) {
         const int j = k0 + i * NKG + kg;
         if (j < kend && c < dc) {
-          kr[i].load(kbase + j * p.k_nb2, p.kv16);
-          vr[i].load(vbase + j * p.v_nb2, p.kv16);
+          kr[i].load(kbase + j * p.k_nb2, c, p.kv16);
+          vr[i].load(vbase + j * p.v_nb2, c, p.kv16);
         } else {
           kr[i].zero();
           vr[i].zero();

@@ -21,6 +21,15 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
 }
+// W bytes (4, 8 or 16; src and dst W-aligned), zeros past src_bytes (0 or W).
+template <int W>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
+  static_assert(W == 4 || W == 8 || W == 16, "cp.async copies 4, 8 or 16 bytes");
+  if constexpr (W == 16)
+    cp_async16(dst, src, src_bytes);
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(W), "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N of this thread's committed groups are in flight.
 template <int N>

@@ -1,4 +1,5 @@
-// attention (core/graph.h) on the GPU: q F32 [D, Hq, T], k and v F16 or F32
+// attention (core/graph.h) on the GPU: q F32 [D, Hq, T], k and v F16, F32
+// or Q8_0 (the 8-bit cache, -ctk q8_0: heads of whole 34-byte blocks)
 // [D, Hkv, S] (KV cache views), mask F32 [S, T] of 0 / -inf, scale; output
 // F32 [D*Hq, T]. Same semantics as the CPU reference (backend/cpu/
 // ops_attention.cpp): s_j = q.k_j * scale + mask_j, softmax over the keys
@@ -16,7 +17,8 @@
 // (max, sum), and attn_combine merges them. With one split the kernel writes
 // the normalized output itself.
 //
-// - attn_vec (CUDA cores; decode, F32 caches, any D that is a multiple of 8,
+// - attn_vec (CUDA cores; decode, F32 caches (and prefill over 8-bit ones),
+//   any D that is a multiple of 8,
 //   and batched decode, where each token is of another sequence: graph.h's
 //   separate_tokens hint): R <= 8 rows per block, 128 threads; with the
 //   hint, a block's rows are of one token, so it reads only that token's
@@ -33,8 +35,9 @@
 //   (skipping those with no key to see), so a sliding window deep in the
 //   cache is spread over many splits. Short spans take one split of a
 //   block a query head (256 threads; 512 for 256-dim heads) and no merge.
-// - attn_dec (tensor cores; decode over long spans, F16 caches, D in {64,
-//   128, 256}, blocks of 8 rows): each warp takes 16 keys of a tile, S = Q K^T
+// - attn_dec (tensor cores; decode over long spans, F16 or 8-bit caches, D
+//   in {64, 128, 256}, blocks of 8 rows; 8-bit tiles turned into halves in
+//   shared memory, each warp its own keys): each warp takes 16 keys of a tile, S = Q K^T
 //   and O^T += V^T P^T by mma, tiles staged by cp.async, the warps merged
 //   at the end; strided splits as attn_vec's (the kernel's comment). Where
 //   it has 16 splits or fewer of at most 2 tiles each, they are one
@@ -60,6 +63,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "backend/cuda/attention_common.cuh"
@@ -173,6 +177,27 @@ __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
   }
 }
 
+// q8_to_half: an 8-bit cache's cells [0, S) as halves, [S][Hkv][D], for
+// attn_mma (prefill over an 8-bit cache reads them as an f16 cache). A
+// thread a 32-element block; half(d * q), as attn_dec's conversion.
+__global__ void __launch_bounds__(256) q8_to_half(const char* src, int64_t nb1, int64_t nb2, int Hkv, int D, int S,
+                                                  __half* dst) {
+  pdl_wait();
+  const int nbk = D / 32;
+  const int64_t n = int64_t(S) * Hkv * nbk;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int b = int(i % nbk);
+    const int64_t r = i / nbk, j = r / Hkv;
+    const int g = int(r % Hkv);
+    const char* blk = src + j * nb2 + g * nb1 + b * kQ8Bytes;
+    const float d = __half2float(*reinterpret_cast<const __half*>(blk));
+    const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
+    __half2* o = reinterpret_cast<__half2*>(dst + (j * Hkv + g) * D + b * 32);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) o[e] = __floats2half2_rn(d * float(q[2 * e]), d * float(q[2 * e + 1]));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Host side: plans and launches.
 
@@ -180,6 +205,7 @@ struct Shape {
   int64_t D = 0, Hq = 0, Hkv = 0, T = 0, S = 0;
   int64_t span = 0;  // keys a block of one sequence's tokens may see: S, or less by graph.h's max_keys hint
   bool f16 = false;
+  bool q8 = false;        // 8-bit cache (q8_0 blocks)
   bool separate = false;  // no two tokens see the same keys (graph.h's hint)
   const CudaOptions* o = nullptr;  // the plan's knobs (attn_wide, attn_strided, attn_blocks, attn_rows)
 };
@@ -231,7 +257,7 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
     while (pl.R < kVecMaxRows && G % (2 * pl.R) == 0) pl.R *= 2;
   else
     while (pl.R < rows && pl.R < kVecMaxRows && pl.R < s.o->attn_rows) pl.R *= 2;
-  const int kpt = (s.f16 ? 8 : 4) / (pl.R == 8 ? 2 : 1);
+  const int kpt = (s.f16 || s.q8 ? 8 : 4) / (pl.R == 8 ? 2 : 1);
   pl.TK = kThreads / pl.L * kpt;
   const int64_t ntiles = cdiv(s.S, pl.TK);
   const int64_t base = cdiv(rows, pl.R) * s.Hkv;
@@ -259,11 +285,11 @@ Plan plan_vec(const Shape& s, int sm, int max_splits = kMaxSplits) {
   // CudaOptions::attn_wide 0: splits as for long spans (for comparisons).
   const int wide = s.o->attn_wide;
   const bool small = n == 1 && base < sm && wide >= 2;
-  if (wide && (n > 1 || small) && s.f16 && !s.separate) {
+  if (wide && (n > 1 || small) && (s.f16 || s.q8) && !s.separate) {
     // 256-dim heads (a key a warp): 512 threads, so that a tile is 128
     // keys and gemma3's spans up to 256 need no merging launch (attn_wide 3).
     const int wt = wide >= 3 && pl.L == 32 ? kWiderThreads : kWideThreads;
-    const int tk = wt / pl.L * 8;  // 8 keys a thread a tile (f16, R = 1)
+    const int tk = wt / pl.L * 8;  // 8 keys a thread a tile (f16 or q8, R = 1)
     if (s.S <= 2 * int64_t(tk)) pl.threads = wt, pl.TK = tk, pl.R = 1, n = 1;
   }
   pl.splits = std::max(n, 1);
@@ -281,9 +307,15 @@ constexpr int kDecStages = 2;         // attn_dec's stages merged by attn_combin
 constexpr int kMaxClusterTiles = 2;   // attn_cluster 1: clusters where a split has at most this many tiles
 constexpr int kDecClusterStages = 3;  // and in clusters (3 and 4 measured alike; 3 leaves room for 2 blocks an SM)
 
-template <int D>
+// attn_dec's shared memory with NST stages (F16 tiles, or 8-bit ones and a
+// tile of halves).
+template <int D, typename KV>
+constexpr int dec_smem(int nst) {
+  return std::is_same_v<KV, Q8Block> ? DecCfg<D>::q8_smem_bytes(nst) : DecCfg<D>::smem_bytes(nst);
+}
+template <int D, typename KV>
 int dec_cluster_smem() {
-  return DecCfg<D>::smem_bytes(kDecClusterStages);
+  return dec_smem<D, KV>(kDecClusterStages);
 }
 
 // Sets `kernel`'s attribute on this device, once a device (`done` keeps a
@@ -307,22 +339,25 @@ void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& raised) {
 // Clusters of `cs` blocks of attn_dec<D> in clusters that the device runs at
 // once (the occupancy API, asked once a device and size); 0 where it cannot.
 // Its shared memory and cluster size are raised here, once a device.
-template <int D>
+template <int D, typename KV>
 int dec_active_clusters(int cs) {
-  constexpr auto kernel = attn_dec<D, kDecClusterStages, true>;
+  constexpr auto kernel = attn_dec<D, kDecClusterStages, true, KV>;
   if (!clusters_supported()) return 0;
   static std::atomic<uint64_t> raised{0}, large{0};
-  allow_smem(kernel, dec_cluster_smem<D>(), raised);
+  allow_smem(kernel, dec_cluster_smem<D, KV>(), raised);
   set_attribute_once(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, large);
-  return active_clusters<kernel>(DecCfg<D>::TH, size_t(dec_cluster_smem<D>()), cs);
+  return active_clusters<kernel>(DecCfg<D>::TH, size_t(dec_cluster_smem<D, KV>()), cs);
 }
-
+template <typename KV>
 int dec_active_clusters(int64_t D, int cs) {
   switch (D) {
-    case 64: return dec_active_clusters<64>(cs);
-    case 128: return dec_active_clusters<128>(cs);
-    default: return dec_active_clusters<256>(cs);
+    case 64: return dec_active_clusters<64, KV>(cs);
+    case 128: return dec_active_clusters<128, KV>(cs);
+    default: return dec_active_clusters<256, KV>(cs);
   }
+}
+int dec_active_clusters(const Shape& s, int cs) {
+  return s.q8 ? dec_active_clusters<Q8Block>(s.D, cs) : dec_active_clusters<__half>(s.D, cs);
 }
 
 // attn_dec: blocks of 8 rows per kv head, strided splits aiming for
@@ -356,7 +391,7 @@ Plan plan_dec(const Shape& s, int sm, int max_splits = kMaxSplits, bool no_clust
     const int most = want == 1 ? kMaxClusterBlocks : std::min(want, kMaxClusterBlocks);
     int cs = int(std::min<int64_t>({most, pl.splits, ntiles}));
     if (want == 1 && cdiv(ntiles, cs) > kMaxClusterTiles) cs = 0;
-    while (cs >= 2 && dec_active_clusters(s.D, cs) < base) cs /= 2;
+    while (cs >= 2 && dec_active_clusters(s, cs) < base) cs /= 2;
     if (cs >= 2) pl.splits = pl.cluster = cs;
   }
   set_partials(pl, s);  // (always strided: the kernel reads neither strided nor chunk)
@@ -394,9 +429,12 @@ Shape check(const Tensor& dst, const CudaOptions& o) {
     throw Error(where + ": q " + q->name + " must be F32 with contiguous rows and strides a multiple of 4");
   if (k->dtype != v->dtype) throw Error(where + ": k and v must have the same dtype");
   for (const Tensor* kv : {k, v}) {
-    const size_t es = kv->dtype == DType::F32 ? 4 : kv->dtype == DType::F16 ? 2 : 0;
-    if (es == 0 || kv->nb[0] != es || kv->nb[1] % es || kv->nb[2] % es)
-      throw Error(where + ": " + kv->name + " must be F32 or F16 with contiguous rows");
+    // Q8_0: heads of whole blocks (D % 32), blocks back to back, 2-byte aligned.
+    const bool q8 = kv->dtype == DType::Q8_0;
+    const size_t es = kv->dtype == DType::F32 ? 4 : kv->dtype == DType::F16 || q8 ? 2 : 0;
+    if (es == 0 || kv->nb[0] != (q8 ? size_t(kQ8Bytes) : es) || kv->nb[1] % es || kv->nb[2] % es ||
+        reinterpret_cast<uintptr_t>(kv->data) % es || (q8 && kv->ne[0] % 32))
+      throw Error(where + ": " + kv->name + " must be F32, F16 or Q8_0 with contiguous rows");
   }
   if (mask->dtype != DType::F32 || mask->nb[0] != 4 || mask->nb[1] % 4)
     throw Error(where + ": mask " + mask->name + " must be F32 with contiguous rows");
@@ -404,6 +442,7 @@ Shape check(const Tensor& dst, const CudaOptions& o) {
   Shape s;
   s.D = q->ne[0], s.Hq = q->ne[1], s.T = q->ne[2], s.Hkv = k->ne[1], s.S = k->ne[2];
   s.f16 = k->dtype == DType::F16;
+  s.q8 = k->dtype == DType::Q8_0;
   // CudaOptions::attn_separate off ignores the hint (for comparisons).
   s.separate = o.attn_separate && dst.iparams[0] != 0 && q->ne[2] > 1;
   s.span = dst.iparams[1] > 0 ? std::min<int64_t>(s.S, int64_t(dst.iparams[1]) + s.T - 1) : s.S;
@@ -423,32 +462,60 @@ bool mma_eligible(const Shape& s) {
   return s.f16 && mma_dims(s.D) && s.T * (s.Hq / s.Hkv) > kVecMaxRows && !s.separate;
 }
 
+// Prefill over an 8-bit cache: its cells turned into halves in scratch
+// (q8_to_half), then attn_mma on them, where that copy stays under
+// kMaxHalfCopy (attn_vec on the blocks otherwise: H100 pp512 at depth
+// 4,096, 8B Q4_K_M, 5,924 t/s on attn_vec against 13,801 with an f16 cache).
+constexpr size_t kMaxHalfCopy = size_t(256) << 20;
+size_t half_copy_bytes(const Shape& s) {
+  Shape h = s;
+  h.f16 = true, h.q8 = false;
+  if (!s.q8 || !mma_eligible(h)) return 0;
+  const size_t one = round256(size_t(s.S) * size_t(s.Hkv) * size_t(s.D) * 2);
+  return 2 * one <= kMaxHalfCopy ? 2 * one : 0;
+}
+
 // attn_dec takes what attn_vec would take with its 128-thread blocks (not
 // the short spans' one split of a head a block) where the cache is F16 and
 // D in {64, 128, 256} (CudaOptions::attn_dec).
-bool dec_eligible(const Shape& s) { return s.o->attn_dec && s.f16 && mma_dims(s.D) && !s.separate; }
+// 8-bit caches too, their stages copied in pieces of DecCfg<D>::CW bytes
+// (dec_aligned).
+bool dec_eligible(const Shape& s) { return s.o->attn_dec && (s.f16 || s.q8) && mma_dims(s.D) && !s.separate; }
 
-template <int L, int R>
-void launch_vec_r(const Params& p, bool f16, int threads, dim3 grid, cudaStream_t st) {
-  if constexpr (R == 1)
-    if (threads == kWideThreads && f16)
-      return launch_kernel(attn_vec<L, R, __half, kWideThreads>, grid, kWideThreads, 0, st, p);
-  if constexpr (R == 1 && L == 32)
-    if (threads == kWiderThreads && f16)
-      return launch_kernel(attn_vec<L, R, __half, kWiderThreads>, grid, kWiderThreads, 0, st, p);
+// Whether attn_dec can copy k's and v's rows into its stages: 16-byte
+// pieces of F16 rows (Params::kv16), 8-bit rows in pieces of CW bytes.
+bool dec_aligned(const Shape& s, const Tensor& k, const Tensor& v, bool kv16) {
+  if (!s.q8) return kv16;
+  const size_t cw = s.D == 256 ? DecCfg<256>::CW : s.D == 128 ? DecCfg<128>::CW : DecCfg<64>::CW;
+  for (const Tensor* t : {&k, &v})
+    if (reinterpret_cast<uintptr_t>(t->data) % cw || t->nb[1] % cw || t->nb[2] % cw) return false;
+  return true;
+}
+
+template <int L, int R, typename KV>
+void launch_vec_kv(const Params& p, int threads, dim3 grid, cudaStream_t st) {
+  if constexpr (R == 1 && !std::is_same_v<KV, float>) {
+    if (threads == kWideThreads) return launch_kernel(attn_vec<L, R, KV, kWideThreads>, grid, kWideThreads, 0, st, p);
+    if constexpr (L == 32)
+      if (threads == kWiderThreads)
+        return launch_kernel(attn_vec<L, R, KV, kWiderThreads>, grid, kWiderThreads, 0, st, p);
+  }
   if (threads != kThreads) throw Error("attention: no attn_vec of " + std::to_string(threads) + " threads");
-  if (f16)
-    launch_kernel(attn_vec<L, R, __half, kThreads>, grid, kThreads, 0, st, p);
-  else
-    launch_kernel(attn_vec<L, R, float, kThreads>, grid, kThreads, 0, st, p);
+  launch_kernel(attn_vec<L, R, KV, kThreads>, grid, kThreads, 0, st, p);
+}
+template <int L, int R>
+void launch_vec_r(const Params& p, const Shape& s, int threads, dim3 grid, cudaStream_t st) {
+  if (s.q8) return launch_vec_kv<L, R, Q8Block>(p, threads, grid, st);
+  if (s.f16) return launch_vec_kv<L, R, __half>(p, threads, grid, st);
+  launch_vec_kv<L, R, float>(p, threads, grid, st);
 }
 template <int L>
-void launch_vec_l(const Params& p, int R, bool f16, int threads, dim3 grid, cudaStream_t st) {
+void launch_vec_l(const Params& p, const Shape& s, int R, int threads, dim3 grid, cudaStream_t st) {
   switch (R) {
-    case 1: return launch_vec_r<L, 1>(p, f16, threads, grid, st);
-    case 2: return launch_vec_r<L, 2>(p, f16, threads, grid, st);
-    case 4: return launch_vec_r<L, 4>(p, f16, threads, grid, st);
-    default: return launch_vec_r<L, 8>(p, f16, threads, grid, st);
+    case 1: return launch_vec_r<L, 1>(p, s, threads, grid, st);
+    case 2: return launch_vec_r<L, 2>(p, s, threads, grid, st);
+    case 4: return launch_vec_r<L, 4>(p, s, threads, grid, st);
+    default: return launch_vec_r<L, 8>(p, s, threads, grid, st);
   }
 }
 
@@ -459,17 +526,25 @@ void launch_mma(const Params& p, dim3 grid, cudaStream_t st) {
   launch_kernel(attn_mma<D>, grid, kThreads, MmaCfg<D>::smem_bytes, st, p);
 }
 
-template <int D>
+template <int D, typename KV>
 void launch_dec(const Params& p, dim3 grid, int cluster, cudaStream_t st) {
   if (cluster) {  // (dec_active_clusters raised its shared memory and cluster size)
-    launch_kernel_in_clusters(attn_dec<D, kDecClusterStages, true>, grid, DecCfg<D>::TH, dec_cluster_smem<D>(), st,
-                              dim3(1, 1, unsigned(cluster)), p);
+    launch_kernel_in_clusters(attn_dec<D, kDecClusterStages, true, KV>, grid, DecCfg<D>::TH,
+                              dec_cluster_smem<D, KV>(), st, dim3(1, 1, unsigned(cluster)), p);
     return;
   }
   static std::atomic<uint64_t> raised{0};
-  constexpr int smem = DecCfg<D>::smem_bytes(kDecStages);
-  allow_smem(attn_dec<D, kDecStages, false>, smem, raised);
-  launch_kernel(attn_dec<D, kDecStages, false>, grid, DecCfg<D>::TH, smem, st, p);
+  constexpr int smem = dec_smem<D, KV>(kDecStages);
+  allow_smem(attn_dec<D, kDecStages, false, KV>, smem, raised);
+  launch_kernel(attn_dec<D, kDecStages, false, KV>, grid, DecCfg<D>::TH, smem, st, p);
+}
+template <typename KV>
+void launch_dec(const Params& p, int64_t D, dim3 grid, int cluster, cudaStream_t st) {
+  switch (D) {
+    case 64: return launch_dec<64, KV>(p, grid, cluster, st);
+    case 128: return launch_dec<128, KV>(p, grid, cluster, st);
+    default: return launch_dec<256, KV>(p, grid, cluster, st);
+  }
 }
 
 }  // namespace
@@ -491,11 +566,16 @@ size_t attention_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   size_t n = plan_vec(s, kMaxSms).scratch();
   if (mma_eligible(s)) n = std::max(n, plan_mma(s, kMaxSms).scratch());
   if (dec_eligible(s)) n = std::max(n, plan_dec(s, kMaxSms, kMaxSplits, true).scratch());
+  if (const size_t hc = half_copy_bytes(s)) {
+    Shape h = s;
+    h.f16 = true, h.q8 = false;
+    n = std::max(n, hc + plan_mma(h, kMaxSms).scratch());
+  }
   return n + q8_reserve(s);
 }
 
 void op_attention(const Tensor& dst, const OpCtx& c) {
-  const Shape s = check(dst, c.options());
+  Shape s = check(dst, c.options());
   if (s.T == 0) return;
   const Tensor* q = dst.src[0];
   const Tensor* k = dst.src[1];
@@ -525,7 +605,27 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   const size_t q8_bytes = c.quantize_out ? q8_reserve(s) : 0;
   if (c.quantize_out && (q8_bytes == 0 || q8_bytes > c.scratch_bytes))
     throw Error("attention " + dst.name + ": cannot write its output as 8-bit blocks");
-  const size_t room = c.scratch_bytes - q8_bytes;
+  size_t room = c.scratch_bytes - q8_bytes;
+  // Prefill over an 8-bit cache: K and V as halves after the 8-bit output
+  // blocks, the partials after them; the rest as over an f16 cache.
+  size_t half_bytes = half_copy_bytes(s);
+  if (half_bytes && half_bytes <= room) {
+    __half* kh = reinterpret_cast<__half*>(static_cast<char*>(c.scratch) + q8_bytes);
+    __half* vh = kh + half_bytes / 4;  // (half_bytes: two 256-rounded copies)
+    const int64_t n = s.S * s.Hkv * (s.D / 32);
+    const unsigned grid = unsigned(std::clamp<int64_t>(cdiv(n, 256), 1, int64_t(c.sm_count) * 8));
+    launch_kernel(q8_to_half, grid, 256, 0, c.stream, p.k, p.k_nb1, p.k_nb2, int(s.Hkv), int(s.D), int(s.S), kh);
+    WEIR_CUDA_CHECK_LAUNCH();
+    launch_kernel(q8_to_half, grid, 256, 0, c.stream, p.v, p.v_nb1, p.v_nb2, int(s.Hkv), int(s.D), int(s.S), vh);
+    WEIR_CUDA_CHECK_LAUNCH();
+    p.k = reinterpret_cast<const char*>(kh), p.v = reinterpret_cast<const char*>(vh);
+    p.k_nb1 = p.v_nb1 = s.D * 2, p.k_nb2 = p.v_nb2 = s.Hkv * s.D * 2;
+    p.kv16 = true;
+    s.f16 = true, s.q8 = false;
+    room -= half_bytes;
+  } else {
+    half_bytes = 0;
+  }
   // The path, and splits that fit the scratch memory the plan gave: each
   // planner's splits halved until its partials fit.
   Plan pl;
@@ -538,11 +638,11 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
     }
   };
   if (mma_eligible(s) && p.kv16 && out8) fit(plan_mma);
-  if (!fits && dec_eligible(s) && p.kv16 && plan_vec(s, sm).threads == kThreads)
+  if (!fits && dec_eligible(s) && dec_aligned(s, *k, *v, p.kv16) && plan_vec(s, sm).threads == kThreads)
     fit([](const Shape& sh, int n, int ms) { return plan_dec(sh, n, ms); });  // (clusters allowed)
   if (!fits) fit(plan_vec);
   if (!fits) throw Error("attention " + dst.name + ": scratch memory too small");
-  char* scratch = static_cast<char*>(c.scratch) + q8_bytes;
+  char* scratch = static_cast<char*>(c.scratch) + q8_bytes + half_bytes;
   p.ranges = pl.ranges_bytes ? reinterpret_cast<const int2*>(scratch) : nullptr;
   p.part_ml = pl.ml_bytes ? reinterpret_cast<float2*>(scratch + pl.ranges_bytes) : nullptr;
   p.part_o = pl.o_bytes ? reinterpret_cast<float*>(scratch + pl.ranges_bytes + pl.ml_bytes) : nullptr;
@@ -569,17 +669,16 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
     }
   } else if (pl.dec) {
     const dim3 grid(unsigned(cdiv(p.rows, kDecRows)), unsigned(s.Hkv), unsigned(pl.splits));
-    switch (s.D) {
-      case 64: launch_dec<64>(p, grid, pl.cluster, c.stream); break;
-      case 128: launch_dec<128>(p, grid, pl.cluster, c.stream); break;
-      default: launch_dec<256>(p, grid, pl.cluster, c.stream); break;
-    }
+    if (s.q8)
+      launch_dec<Q8Block>(p, s.D, grid, pl.cluster, c.stream);
+    else
+      launch_dec<__half>(p, s.D, grid, pl.cluster, c.stream);
   } else {
     const dim3 grid(unsigned(cdiv(p.rows, pl.R)), unsigned(s.Hkv), unsigned(pl.splits));
     switch (pl.L) {
-      case 8: launch_vec_l<8>(p, pl.R, s.f16, pl.threads, grid, c.stream); break;
-      case 16: launch_vec_l<16>(p, pl.R, s.f16, pl.threads, grid, c.stream); break;
-      default: launch_vec_l<32>(p, pl.R, s.f16, pl.threads, grid, c.stream); break;
+      case 8: launch_vec_l<8>(p, s, pl.R, pl.threads, grid, c.stream); break;
+      case 16: launch_vec_l<16>(p, s, pl.R, pl.threads, grid, c.stream); break;
+      default: launch_vec_l<32>(p, s, pl.R, pl.threads, grid, c.stream); break;
     }
   }
   WEIR_CUDA_CHECK_LAUNCH();

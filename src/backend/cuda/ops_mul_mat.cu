@@ -636,9 +636,14 @@ bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* job
         return false;
       if (jobs[k].into && !can_rope_into(job, *jobs[k].into)) return false;
     } else if (src->ne[0] != N || src->n_rows() != T || !job.src[0] || !job.src[2] || job.src[2]->dtype != DType::I32 ||
-               (job.src[0]->dtype != DType::F32 && job.src[0]->dtype != DType::F16)) {
+               (job.src[0]->dtype != DType::F32 && job.src[0]->dtype != DType::F16 &&
+                job.src[0]->dtype != DType::Q8_0)) {
       return false;
     }
+    // An 8-bit cache takes whole 32-element blocks (run_jobs_q8): the 8-bit
+    // kernels' launch of 16 warps a block for one token.
+    const Tensor* table = job.op == Op::SetRows ? job.src[0] : jobs[k].into ? jobs[k].into->src[0] : nullptr;
+    if (table && table->dtype == DType::Q8_0 && (!has_q8_mat_vec(wt) || T != 1 || N % 32)) return false;
   }
   return true;
 }

@@ -330,6 +330,13 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
     __syncthreads();
     if (warp < NT) q8_store_block(epi.q8, warp, grp, sh[warp][lane]);
   } else if constexpr (JOBS) {
+    if constexpr (WPR == 1 && R == 2 && 32 % (2 * WARPS) == 0 && KS == 1) {  // an 8-bit cache's blocks
+      int64_t l;
+      if (job_of(m, epi, row0, &l).q8) {  // (the same for the whole block: its rows lie in one block of a job)
+        reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane);
+        return run_jobs_q8<NT, WARPS>(acc, m, row0, epi, js, jc);
+      }
+    }
     if (reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane) && live[0]) run_jobs<NT, R>(acc, m, row0, epi, js, jc);
   } else {
     store_row_sums<NT, WPR, WARPS, R>(acc, warp, lane, live, y, ldy);
@@ -522,6 +529,32 @@ void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
 }
 template <class D, int NT, class Epi>
 void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
+  // Jobs into an 8-bit cache (one token: can_run_row_jobs): 32 rows (a
+  // block of a head) a launch block of 16 warps where those fill half the
+  // SMs or more in one wave (1B: 96 blocks; H100 tg128 1B Q4_0 q/k/v 6.6
+  // us, 7.0 with the f16 cache), else a cluster of 4 blocks of 4 warps (the
+  // one-token launch's blocks, capped as launch_wpr caps them; the 8B's 192
+  // blocks of 16 warps took two waves, 13.0 us against 8.9 with the f16
+  // cache, 11.6 in clusters; its q6_K v alone, 32 blocks of 16 warps, 9.1
+  // us against 5.0).
+  if constexpr (std::is_same_v<Epi, RowJobs> && NT == 1) {
+    bool q8 = false;
+    for (int k = 0; k < l.m.n; ++k) q8 = q8 || epi.j[k].q8;
+    if (q8) {
+      constexpr auto wide = q8_mat_vec_kernel<D, NT, 1, 16, Epi>;
+      const int64_t sms = c.sm_count, wide_blocks = blocks_for(l.m.total, 32);
+      if (2 * wide_blocks >= sms && wide_blocks <= sms * resident_blocks<wide>(512))
+        return launch_kernel(wide, unsigned(blocks_for(l.m.total, 32)), 512, 0, c.stream, l.m, l.K, l.xq, early, epi);
+      constexpr auto plain = q8_mat_vec_kernel<D, NT, 1, kWarps, Epi>;
+      constexpr auto capped = q8_mat_vec_kernel6<D, NT, 1, kWarps, Epi>;
+      const int64_t blocks = blocks_for(l.m.total, 2 * kWarps);
+      const bool cap = c.options().one_wave && blocks > sms * resident_blocks<plain>(32 * kWarps) &&
+                       blocks <= sms * resident_blocks<capped>(32 * kWarps) &&
+                       kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
+      return launch_kernel_in_clusters(cap ? capped : plain, unsigned(blocks), 32 * kWarps, 0, c.stream,
+                                       dim3(32 / (2 * kWarps), 1, 1), l.m, l.K, l.xq, early, epi);
+    }
+  }
   // Staged: the plain and scaled ends only (the others measured slower
   // staged, docs/perf.md; mat_vec takes them all, for trying again).
   if constexpr (std::is_same_v<Epi, Plain> || std::is_same_v<Epi, Scaled>)

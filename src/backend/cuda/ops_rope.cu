@@ -51,7 +51,12 @@ struct Jobs {
 };
 
 // A job's blocks are whole warps of items, so a normalized rope's warp
-// takes 32 pairs of one row.
+// takes 32 pairs of one row; so does a rope into an 8-bit cache (its pairs
+// a multiple of 32: can_rope_into), whose warp then holds whole blocks:
+// two (elements 2p, 2p + 1 of pairs p: lanes 0-15 one block, 16-31 the
+// next) in the normal mode, two (the pairs' first elements, their second
+// ones, D / 2 on) in the neox mode; a copy into an 8-bit cache (rows of
+// whole blocks) one block a warp.
 __global__ void rope_store_kernel(Jobs jobs) {
   pdl_wait();
   int ji = 0;
@@ -76,11 +81,24 @@ __global__ void rope_store_kernel(Jobs jobs) {
         x1 = (x1 * scale) * J.nw[b];
       }
       const float ya = x0 * co - x1 * s, yb = x0 * s + x1 * co;  // then scaled, as a scale node after the rope
+      if (J.q8) {
+        if (J.step == 2) {
+          put_q8<2>(J, t, h, a, {ya * J.oscale, yb * J.oscale});
+        } else {
+          put_q8<1>(J, t, h, a, {ya * J.oscale});
+          put_q8<1>(J, t, h, b, {yb * J.oscale});
+        }
+        continue;
+      }
       put(J, t, h, a, ya * J.oscale);
       put(J, t, h, b, yb * J.oscale);
     } else {
       const int64_t t = i / J.D, a = i % J.D;
-      put(J, t, 0, a, reinterpret_cast<const float*>(J.x.row(t))[a]);
+      const float v = reinterpret_cast<const float*>(J.x.row(t))[a];
+      if (J.q8)
+        put_q8<1>(J, t, 0, a, {v});
+      else
+        put(J, t, 0, a, v);
     }
   }
 }
@@ -107,6 +125,7 @@ void cache_out(RopeJob& J, const Tensor& s) {
   J.idx = static_cast<const int32_t*>(s.src[2]->data);
   J.n_out_rows = s.ne[1];
   J.f16 = s.src[0]->dtype == DType::F16;
+  J.q8 = s.src[0]->dtype == DType::Q8_0;
 }
 
 }  // namespace
@@ -117,9 +136,11 @@ bool can_rope_into(const Tensor& rope, const Tensor& set_rows) {
   if (src != &rope && (src->view_offset != 0 || !src->is_contiguous())) return false;
   const Tensor* table = set_rows.src[0];
   const int64_t D = rope.ne[0], H = rope.ne[1];
+  // 8-bit caches: a warp's 32 pairs are whole blocks of one head (D % 64).
   return rope.is_contiguous() && rope.ne[3] == 1 && rope.iparams[0] == D && table &&
-         (table->dtype == DType::F32 || table->dtype == DType::F16) && table->ne[0] == D * H && set_rows.src[2] &&
-         set_rows.src[2]->dtype == DType::I32 && set_rows.src[2]->ne[0] == rope.ne[2];
+         (table->dtype == DType::F32 || table->dtype == DType::F16 || (table->dtype == DType::Q8_0 && D % 64 == 0)) &&
+         table->ne[0] == D * H && set_rows.src[2] && set_rows.src[2]->dtype == DType::I32 &&
+         set_rows.src[2]->ne[0] == rope.ne[2];
 }
 
 bool can_rope_store(const Tensor& t) {
@@ -174,7 +195,7 @@ RopeJob make_rope_job(const RopeStoreNode& n) {
       if (!can_rope_into(t, *n.into)) bad_operands("rope", t, "cannot be written into " + n.into->name);
       check_set_rows(*n.into);
       cache_out(J, *n.into);
-      J.out_h = J.D * (J.f16 ? 2 : 4);
+      J.out_h = J.q8 ? J.D / 32 * kQ8Bytes : J.D * (J.f16 ? 2 : 4);
     } else {
       const Tensor& out = n.scale ? *n.scale : t;
       J.out = static_cast<char*>(out.data);

@@ -1,11 +1,12 @@
 // get_rows (rows of a table of any dtype, as F32) and set_rows (F32 rows
-// into an F32 or F16 table, e.g. the KV cache).
+// into an F32, F16 or Q8_0 table, e.g. the KV cache).
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/rope_job.cuh"
 
 namespace weir::cuda {
 namespace {
@@ -48,6 +49,15 @@ __global__ void set_rows_kernel(char* dst, size_t dst_stride, int64_t n_dst, Row
   }
 }
 
+// Q8_0 tables: rows of whole blocks (K % 32 == 0), a warp a block, as a
+// set_rows job writes them (put_q8).
+__global__ void set_rows_q8_kernel(RopeJob J) {
+  pdl_wait();
+  const int64_t t = blockIdx.x;
+  const float* s = reinterpret_cast<const float*>(J.x.row(t));
+  for (int64_t k = threadIdx.x; k < J.D; k += blockDim.x) put_q8<1>(J, t, 0, k, {s[k]});
+}
+
 }  // namespace
 
 void op_get_rows(const Tensor& dst, const OpCtx& c) {
@@ -75,8 +85,9 @@ void check_set_rows(const Tensor& dst) {
   const Tensor* src = dst.src[1];
   const Tensor* idx = dst.src[2];
   if (!table || !src || !idx || src->dtype != DType::F32 || src->nb[0] != 4 || idx->dtype != DType::I32 ||
-      (table->dtype != DType::F32 && table->dtype != DType::F16) || table->ne[0] != src->ne[0])
-    bad_operands("set_rows", dst, "needs an F32 or F16 table, F32 rows of its width and I32 indices");
+      (table->dtype != DType::F32 && table->dtype != DType::F16 && table->dtype != DType::Q8_0) ||
+      table->ne[0] != src->ne[0] || (table->dtype == DType::Q8_0 && table->ne[0] % 32))
+    bad_operands("set_rows", dst, "needs an F32, F16 or Q8_0 table, F32 rows of its width and I32 indices");
 }
 
 void op_set_rows(const Tensor& dst, const OpCtx& c) {
@@ -88,7 +99,10 @@ void op_set_rows(const Tensor& dst, const OpCtx& c) {
   if (T == 0) return;
   const int threads = int(std::min<int64_t>(256, std::max<int64_t>(32, K)));
   char* d = static_cast<char*>(dst.data);  // the table itself (set_rows' result views it)
-  if (table->dtype == DType::F16)
+  if (table->dtype == DType::Q8_0) {
+    const RopeJob J = make_rope_job({&dst, nullptr});
+    launch_kernel(set_rows_q8_kernel, unsigned(T), threads, 0, c.stream, J);
+  } else if (table->dtype == DType::F16)
     launch_kernel(set_rows_kernel<__half>, unsigned(T), threads, 0, c.stream, d, dst.nb[1], dst.ne[1], rows_of(*src),
                                                                     static_cast<const int32_t*>(idx->data), K);
   else

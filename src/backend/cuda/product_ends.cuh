@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/cluster_ptx.cuh"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/product_group.cuh"
 #include "backend/cuda/rope_job.cuh"
@@ -93,6 +94,41 @@ __device__ __forceinline__ void run_jobs(const float (&acc)[R][NT], const Mats& 
       for (int r = 0; r < R; ++r) put(J, t, 0, l + r, acc[r][t]);
     }
   }
+}
+
+// The same into an 8-bit cache (RopeJob::q8): 32 rows, one 32-element
+// block of a head (whole blocks: can_run_row_jobs), are a launch block of
+// 16 warps, or a cluster of 32 / (2 WARPS) blocks (the launch in clusters of
+// that size); every warp's two values (roped, or as they are) go through
+// shared memory, then warp t of the first block writes token t's block
+// (reading the others' through distributed shared memory). Every thread of
+// the launch block calls it, its acc summed across each warp's lanes.
+template <int NT, int WARPS>
+__device__ __forceinline__ void run_jobs_q8(const float (&acc)[2][NT], const Mats& m, int64_t row0,
+                                            const ProductJobs& jobs, const float (&s)[NT], const float (&co)[NT]) {
+  constexpr int RB = 2 * WARPS, JC = 32 / RB;  // rows a launch block, blocks a 32-row block
+  static_assert(JC * RB == 32, "launch blocks tile a 32-element block");
+  __shared__ float sh[NT][RB];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t l;
+  const RopeJob& J = job_of(m, jobs, row0, &l);
+  if (lane == 0)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      sh[t][2 * warp] = J.rope ? acc[0][t] * co[t] - acc[1][t] * s[t] : acc[0][t];
+      sh[t][2 * warp + 1] = J.rope ? acc[0][t] * s[t] + acc[1][t] * co[t] : acc[1][t];
+    }
+  if constexpr (JC > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+  const unsigned rank = JC > 1 ? cluster_rank() : 0;
+  if (rank == 0 && warp < NT) {
+    const float v = JC > 1 ? *cluster_peer(&sh[warp][lane % RB], unsigned(lane / RB)) : sh[warp][lane];
+    const RopeJob& B = job_of(m, jobs, int64_t(blockIdx.x) / JC * 32, &l);
+    put_q8<1>(B, warp, B.rope ? l / B.D : 0, (B.rope ? l % B.D : l) + lane, {v});
+  }
+  if constexpr (JC > 1) cluster_sync();  // the first block has read the others' values: they may leave
 }
 
 }  // namespace weir::cuda

@@ -11,6 +11,10 @@
 
 namespace weir::cuda {
 
+// A q8_0 block (the 8-bit KV cache's, GGUF's layout): a half scale, then
+// 32 int8 quants.
+constexpr int kQ8Bytes = 34;
+
 inline size_t q8_quant_bytes(int64_t K, int64_t T) { return (size_t(K) * size_t(T) + 255) / 256 * 256; }
 
 struct Q8Act {

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/q8_act.cuh"
 
 namespace weir::cuda {
 
@@ -28,7 +29,9 @@ __device__ __forceinline__ void rope_angle(int32_t pos, int p, float theta_scale
 // A job writes element a of head h of token t to out + (idx ? idx[t] : t) *
 // out_t + h * out_h + a * (f16 ? 2 : 4): a rope's result, or rows of a cache
 // (set_rows, or a rope written straight into the KV cache when set_rows was
-// its only reader).
+// its only reader). An 8-bit cache (q8) holds 32-element blocks instead
+// (element a in block a / 32 of the head, kQ8Bytes a block): its writers
+// hand over whole blocks from a warp's lanes (put_q8).
 struct RopeJob {
   Rows x;  // rope: row h + H t of [D, H, T]; copy: row t of [D, T] (H = 1)
   char* out;
@@ -36,6 +39,7 @@ struct RopeJob {
   const int32_t* idx;  // cache rows, or null
   int64_t n_out_rows;  // rows of the cache (idx out of range: skipped)
   bool f16;
+  bool q8;  // out holds q8_0 blocks (put_q8, never put)
   int64_t D, H, T;
   bool rope;
   const int32_t* pos;
@@ -59,6 +63,37 @@ __device__ __forceinline__ void put(const RopeJob& J, int64_t t, int64_t h, int6
     reinterpret_cast<__half*>(p)[a] = __float2half_rn(v);
   else
     reinterpret_cast<float*>(p)[a] = v;
+}
+
+// The 8-bit cache's blocks (GGUF's q8_0: kQ8Bytes, a half scale d and 32
+// int8 quants), made as the CPU's reference quantizer makes them
+// (core/quant): d = amax / 127, q = round(x * (1 / d)) with ties away from
+// zero, so both backends write the same bytes.
+
+// Lanes in groups of 32 / E (aligned in the warp), each holding E
+// consecutive elements of one block, a the first of them: every lane of the
+// warp calls it (the groups' maxima are shuffles); lanes with store false
+// (a row out of range) write nothing.
+template <int E>
+__device__ __forceinline__ void put_q8(const RopeJob& J, int64_t t, int64_t h, int64_t a, const float (&v)[E]) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+  for (int o = 1; o < 32 / E; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  int64_t row = t;
+  if (J.idx) {
+    row = J.idx[t];
+    if (row < 0 || row >= J.n_out_rows) return;
+  }
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  char* blk = J.out + row * J.out_t + h * J.out_h + (a / 32) * kQ8Bytes;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const float r = roundf(v[e] * id);  // NaN: 0, as the CPU's
+    blk[2 + a % 32 + e] = char(r == r ? int(fminf(fmaxf(r, -127.0f), 127.0f)) : 0);
+  }
+  if (a % 32 == 0) *reinterpret_cast<__half*>(blk) = __float2half_rn(d);
 }
 
 // The job of a rope (written into `into`'s cache when given) or set_rows

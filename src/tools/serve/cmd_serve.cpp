@@ -19,10 +19,11 @@
 namespace weir::tools {
 
 int cmd_serve(int argc, char** argv) {
-  std::string model_path, host = "127.0.0.1", api_key, template_file, alias, step_log, ctk;
+  std::string model_path, host = "127.0.0.1", api_key, template_file, alias, step_log;
   int port = 8080, parallel = 4, threads = default_threads(), ngl = 0, queue = 64, kept = 32;
   int64_t n_ctx = 8192, n_batch = 512;
   GpuFlags gpu_flags;
+  KvFlags kv;
   Args a("serve", "An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health, "
                   "/metrics, /tokenize, /detokenize.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to serve (required)")
@@ -30,7 +31,6 @@ int cmd_serve(int argc, char** argv) {
       .opt("--port", &port, "N", "port (default 8080; 0: any free one, printed)")
       .opt("-np,--parallel", &parallel, "N", "requests generated side by side (default 4)")
       .opt("-c,--ctx-size", &n_ctx, "N", "KV cache cells shared by all requests (default 8192, at most the model's x parallel)")
-      .opt("-ctk,--cache-type-k", &ctk, "T", "KV cache type: f16 or f32 (default: f16 with -ngl, the GPUs' attention kernels' type; f32 on the CPU, faster there)")
       .opt("-b,--batch-size", &n_batch, "N", "tokens a forward step takes: decode tokens and prompt chunks (default 512)")
       .opt("--queue", &queue, "N", "requests that may wait beyond the running ones; more get 503 (default 64)")
       .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache: every prompt computed whole)")
@@ -41,6 +41,7 @@ int cmd_serve(int argc, char** argv) {
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)");
   gpu_flags.add_to(a);
+  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
   if (!a.parse(argc, argv)) return 0;
   check_threads(threads);
   check_device_flag(a.given("--device"), ngl);
@@ -48,9 +49,7 @@ int cmd_serve(int argc, char** argv) {
   if (parallel < 1 || parallel > 256) throw UsageError("--parallel: expected 1 to 256, got " + std::to_string(parallel));
   if (n_ctx < 16) throw UsageError("--ctx-size: expected at least 16 cells, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
-  if (!ctk.empty() && ctk != "f16" && ctk != "f32")
-    throw UsageError("--cache-type-k: expected f16 or f32, got '" + ctk + "'");
-  const DType kv_type = ctk.empty() ? serving_kv_type(ngl) : ctk == "f16" ? DType::F16 : DType::F32;
+  const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (kept < 0) throw UsageError("--cache-prompts: expected 0 or more, got " + std::to_string(kept));
   if (queue < 0) throw UsageError("--queue: expected 0 or more, got " + std::to_string(queue));
 
