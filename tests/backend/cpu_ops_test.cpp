@@ -714,6 +714,18 @@ TEST(CpuAttention, PrefillFromZeroLongKeyRuns) {
 // ---------------------------------------------------------------------------
 // set_rows / get_rows
 
+// set_rows' result node: a view of the cache, rows src at indices idx.
+Tensor set_rows_node(Tensor& cache, Tensor& src, Tensor& idx) {
+  Tensor d = cache;
+  d.op = Op::SetRows;
+  d.view_src = &cache;
+  d.src[0] = &cache;
+  d.src[1] = &src;
+  d.src[2] = &idx;
+  d.name = "set_rows";
+  return d;
+}
+
 TEST(CpuSetRows, WritesRowsIntoF32AndF16Caches) {
   std::mt19937 rng(14);
   const int64_t K = 37, N = 11, T = 4;
@@ -727,13 +739,7 @@ TEST(CpuSetRows, WritesRowsIntoF32AndF16Caches) {
       Tensor st = host_tensor(DType::F32, {K, T}, src.data(), "k_cur");
       std::vector<int32_t> idx = {9, 0, 4, 10};
       Tensor it = host_tensor(DType::I32, {T}, idx.data(), "kv_idx");
-      Tensor d = ct;  // the result node: a view of the cache
-      d.op = Op::SetRows;
-      d.view_src = &ct;
-      d.src[0] = &ct;
-      d.src[1] = &st;
-      d.src[2] = &it;
-      d.name = "set_rows";
+      Tensor d = set_rows_node(ct, st, it);
       run(op_set_rows, d, nth);
       for (int64_t r = 0; r < N; ++r) {
         const auto hit = std::find(idx.begin(), idx.end(), int32_t(r));
@@ -791,13 +797,7 @@ TEST(CpuSetRows, WritesRowsIntoQ8Caches) {
     Tensor st = host_tensor(DType::F32, {K, T}, src.data(), "k_cur");
     std::vector<int32_t> idx = {6, 0, 3};
     Tensor it = host_tensor(DType::I32, {T}, idx.data(), "kv_idx");
-    Tensor d = ct;
-    d.op = Op::SetRows;
-    d.view_src = &ct;
-    d.src[0] = &ct;
-    d.src[1] = &st;
-    d.src[2] = &it;
-    d.name = "set_rows";
+    Tensor d = set_rows_node(ct, st, it);
     run(op_set_rows, d, nth);
     for (int64_t r = 0; r < N; ++r) {
       const auto hit = std::find(idx.begin(), idx.end(), int32_t(r));
