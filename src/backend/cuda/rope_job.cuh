@@ -68,12 +68,10 @@ __device__ __forceinline__ void put(const RopeJob& J, int64_t t, int64_t h, int6
 // The 8-bit cache's blocks (GGUF's q8_0: kQ8Bytes, a half scale d and 32
 // int8 quants), made as the CPU's reference quantizer makes them
 // (core/quant): d = amax / 127, q = round(x * (1 / d)) with ties away from
-// zero, so both backends write the same bytes.
-
-// Lanes in groups of 32 / E (aligned in the warp), each holding E
-// consecutive elements of one block, a the first of them: every lane of the
-// warp calls it (the groups' maxima are shuffles); lanes with store false
-// (a row out of range) write nothing.
+// zero, so both backends write the same bytes. Lanes in groups of 32 / E
+// (aligned in the warp) each hold E consecutive elements of one block, a
+// the first of them; every lane of the warp calls it (the groups' maxima
+// are shuffles); lanes whose cache row is out of range write nothing.
 template <int E>
 __device__ __forceinline__ void put_q8(const RopeJob& J, int64_t t, int64_t h, int64_t a, const float (&v)[E]) {
   float amax = 0.0f;
