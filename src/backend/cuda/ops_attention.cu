@@ -17,8 +17,8 @@
 // (max, sum), and attn_combine merges them. With one split the kernel writes
 // the normalized output itself.
 //
-// - attn_vec (CUDA cores; decode, F32 caches (and prefill over 8-bit ones),
-//   any D that is a multiple of 8,
+// - attn_vec (CUDA cores; decode, F32 caches (8-bit ones where attn_dec and
+//   attn_mma do not take them), any D that is a multiple of 8,
 //   and batched decode, where each token is of another sequence: graph.h's
 //   separate_tokens hint): R <= 8 rows per block, 128 threads; with the
 //   hint, a block's rows are of one token, so it reads only that token's
@@ -43,7 +43,8 @@
 //   it has 16 splits or fewer of at most 2 tiles each, they are one
 //   thread-block cluster and merge inside it through distributed shared
 //   memory (no attn_combine).
-// - attn_mma (tensor cores; F16 caches, D in {64, 128, 256}, more than 8 rows
+// - attn_mma (tensor cores; F16 caches, and 8-bit ones copied into halves
+//   first (q8_to_half), D in {64, 128, 256}, more than 8 rows
 //   per kv head): FlashAttention-2 style. 64 rows per block (4 warps x 16
 //   rows), key tiles of 64 (32 for D = 256) double-buffered in shared memory
 //   by cp.async, S = Q K^T and O += P V by mma.sync m16n8k16 (f16 in, f32
