@@ -53,9 +53,9 @@ int cmd_chat(int argc, char** argv) {
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "answers go on past end-of-generation tokens (until -n or the context)");
   gpu_flags.add_to(a);
-  kv.add_to(a, "f32");
+  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
   if (!a.parse(argc, argv)) return 0;
-  const DType kv_type = kv.resolve(DType::F32);
+  const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (n_predict < -1 || n_predict == 0)
     throw UsageError("-n: expected -1 (until the model ends the answer) or a count of tokens, got " + std::to_string(n_predict));
   check_threads(threads);

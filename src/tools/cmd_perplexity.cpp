@@ -55,9 +55,9 @@ int cmd_perplexity(int argc, char** argv) {
       .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file")
       .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache");
   gpu_flags.add_to(a);
-  kv.add_to(a, "f32");
+  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
   if (!a.parse(argc, argv)) return 0;
-  const DType kv_type = kv.resolve(DType::F32);
+  const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4 || n_ctx > (int64_t(1) << 24))
     throw UsageError("--ctx-size: expected 4 to 16777216 tokens a chunk, got " + std::to_string(n_ctx));

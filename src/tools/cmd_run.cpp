@@ -52,9 +52,9 @@ int cmd_run(int argc, char** argv) {
       .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it")
       .flag("-v,--verbose", &verbose, "say on stderr what happens as it happens (load, prompt, generation)");
   gpu_flags.add_to(a);
-  kv.add_to(a, "f32");
+  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
   if (!a.parse(argc, argv)) return 0;
-  const DType kv_type = kv.resolve(DType::F32);
+  const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));
   check_threads(threads);
   check_sampling(sp);

@@ -145,9 +145,10 @@ struct KvFlags {
   DType resolve(DType fallback) const;
 };
 
-// The KV cache type a server-style session takes by default: F16 where
-// layers run on a GPU (its attention kernels' type), F32 on the CPU (faster
-// there).
+// The KV cache type a session takes by default (run, chat, perplexity,
+// serve, Python): F16 where layers run on a GPU (its attention kernels'
+// type: H100 tg128 8B Q4_K_M +6% at depth 0 and +9% at 4,096 over F32), F32
+// on the CPU (faster there).
 DType serving_kv_type(int n_gpu_layers);
 
 // A Session on this backend; memory the KV cache cannot get is an error that
