@@ -52,9 +52,6 @@ struct AttnCase {
   bool separate = false;  // the separate_tokens hint (graph.h)
 };
 
-// Bytes of n cache elements (n a multiple of 32 for Q8_0's blocks).
-size_t kv_bytes(DType kv, int64_t n) { return row_bytes(kv, n); }
-
 // Tensor cores may take a case with F16 caches, D in {64, 128, 256} and
 // 16-byte aligned rows, not batched decode: attn_dec (decode; short spans
 // stay on attn_vec, and CudaOptions::attn_dec turns it off). 8-bit caches
@@ -64,7 +61,7 @@ bool may_use_decode_mma(const AttnCase& c) {
   const bool dims = c.D == 64 || c.D == 128 || c.D == 256;
   if (c.kv == DType::Q8_0) {
     const size_t cw = c.D == 256 ? 16 : c.D == 128 ? 8 : 4;
-    return dims && kv_bytes(c.kv, c.kv_off) % cw == 0 && kv_bytes(c.kv, c.kv_pad) % cw == 0 && !c.separate;
+    return dims && row_bytes(c.kv, c.kv_off) % cw == 0 && row_bytes(c.kv, c.kv_pad) % cw == 0 && !c.separate;
   }
   const bool aligned = (size_t(c.kv_off) * 2) % 16 == 0 && (size_t(c.kv_pad) * 2) % 16 == 0;
   return c.kv == DType::F16 && dims && aligned && !c.separate;
@@ -139,7 +136,7 @@ struct AttnData {
         if (visible[size_t(t)][size_t(j)]) seen[size_t(j)] = true;
     const size_t n = size_t(c.kv_off) + size_t(c.S) * size_t(kv_nb2);
     const bool q8 = c.kv == DType::Q8_0;
-    k.resize(q8 ? kv_bytes(c.kv, int64_t(n)) : n * es);
+    k.resize(q8 ? row_bytes(c.kv, int64_t(n)) : n * es);
     v.resize(k.size());
     for (auto* buf : {&k, &v}) {
       std::vector<float> vals(q8 ? n : 0);
@@ -177,8 +174,8 @@ struct AttnData {
       t.data = data;
       t.name = name;
     };
-    const size_t kvb = kv_bytes(c.kv, c.kv_off), nb0 = c.kv == DType::Q8_0 ? test::kQ8Block : es;
-    const size_t nb1 = kv_bytes(c.kv, kv_nb1), nb2 = kv_bytes(c.kv, kv_nb2);
+    const size_t kvb = row_bytes(c.kv, c.kv_off), nb0 = c.kv == DType::Q8_0 ? test::kQ8Block : es;
+    const size_t nb1 = row_bytes(c.kv, kv_nb1), nb2 = row_bytes(c.kv, kv_nb2);
     set(ts.q, DType::F32, {c.D, c.Hq, c.T, 1}, {4, size_t(q_nb1) * 4, size_t(q_nb2) * 4, size_t(q_nb2) * 4 * c.T}, qd,
         "q");
     set(ts.k, c.kv, {c.D, c.Hkv, c.S, 1}, {nb0, nb1, nb2, nb2 * c.S}, static_cast<uint8_t*>(kd) + kvb, "k");

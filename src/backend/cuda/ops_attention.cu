@@ -468,10 +468,13 @@ bool mma_eligible(const Shape& s) {
 // kMaxHalfCopy (attn_vec on the blocks otherwise: H100 pp512 at depth
 // 4,096, 8B Q4_K_M, 5,924 t/s on attn_vec against 13,801 with an f16 cache).
 constexpr size_t kMaxHalfCopy = size_t(256) << 20;
+// The shape as the kernels see an 8-bit cache once copied into halves.
+Shape as_halves(Shape s) {
+  s.f16 = true, s.q8 = false;
+  return s;
+}
 size_t half_copy_bytes(const Shape& s) {
-  Shape h = s;
-  h.f16 = true, h.q8 = false;
-  if (!s.q8 || !mma_eligible(h)) return 0;
+  if (!s.q8 || !mma_eligible(as_halves(s))) return 0;
   const size_t one = round256(size_t(s.S) * size_t(s.Hkv) * size_t(s.D) * 2);
   return 2 * one <= kMaxHalfCopy ? 2 * one : 0;
 }
@@ -567,11 +570,7 @@ size_t attention_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   size_t n = plan_vec(s, kMaxSms).scratch();
   if (mma_eligible(s)) n = std::max(n, plan_mma(s, kMaxSms).scratch());
   if (dec_eligible(s)) n = std::max(n, plan_dec(s, kMaxSms, kMaxSplits, true).scratch());
-  if (const size_t hc = half_copy_bytes(s)) {
-    Shape h = s;
-    h.f16 = true, h.q8 = false;
-    n = std::max(n, hc + plan_mma(h, kMaxSms).scratch());
-  }
+  if (const size_t hc = half_copy_bytes(s)) n = std::max(n, hc + plan_mma(as_halves(s), kMaxSms).scratch());
   return n + q8_reserve(s);
 }
 
@@ -622,7 +621,7 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
     p.k = reinterpret_cast<const char*>(kh), p.v = reinterpret_cast<const char*>(vh);
     p.k_nb1 = p.v_nb1 = s.D * 2, p.k_nb2 = p.v_nb2 = s.Hkv * s.D * 2;
     p.kv16 = true;
-    s.f16 = true, s.q8 = false;
+    s = as_halves(s);
     room -= half_bytes;
   } else {
     half_bytes = 0;

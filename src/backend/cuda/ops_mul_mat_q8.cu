@@ -505,6 +505,17 @@ bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) 
   return true;
 }
 
+// Whether `blocks` of `threads` take the register-capped kernel: where the
+// plain one would need a second wave, the capped one runs them in one and
+// spills no more (CudaOptions::one_wave).
+template <auto plain, auto capped>
+bool capped_in_one_wave(int64_t blocks, int threads, const OpCtx& c) {
+  const int64_t sms = c.sm_count;
+  return c.options().one_wave && blocks > sms * resident_blocks<plain>(threads) &&
+         blocks <= sms * resident_blocks<capped>(threads) &&
+         kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
+}
+
 // The kernel for NT tokens with WPR warps a row and the launch's end.
 template <class D, int NT, int WPR, class Epi>
 void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
@@ -515,13 +526,10 @@ void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   // 792 at 80; H100 tg128 8B Q4_K_M +1.3%). WEIR_CUDA_ONE_WAVE=0: never
   // (for comparisons).
   if constexpr (NT == 1 && WPR == 1 && std::is_same_v<Epi, RowJobs>) {
-    const bool on = c.options().one_wave;
     constexpr auto plain = q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>;
     constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
-    const int64_t blocks = blocks_for(l.m.total, kWarps / WPR * R), sms = c.sm_count;
-    if (on && blocks > sms * resident_blocks<plain>(32 * kWarps) &&
-        blocks <= sms * resident_blocks<capped>(32 * kWarps) &&
-        kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes)
+    const int64_t blocks = blocks_for(l.m.total, kWarps / WPR * R);
+    if (capped_in_one_wave<plain, capped>(blocks, 32 * kWarps, c))
       return launch_kernel(capped, unsigned(blocks), 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early, epi);
   }
   launch_kernel(q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>, blocks_for(l.m.total, kWarps / WPR * R), 32 * kWarps, 0,
@@ -544,13 +552,11 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
       constexpr auto wide = q8_mat_vec_kernel<D, NT, 1, 16, Epi>;
       const int64_t sms = c.sm_count, wide_blocks = blocks_for(l.m.total, 32);
       if (2 * wide_blocks >= sms && wide_blocks <= sms * resident_blocks<wide>(512))
-        return launch_kernel(wide, unsigned(blocks_for(l.m.total, 32)), 512, 0, c.stream, l.m, l.K, l.xq, early, epi);
+        return launch_kernel(wide, unsigned(wide_blocks), 512, 0, c.stream, l.m, l.K, l.xq, early, epi);
       constexpr auto plain = q8_mat_vec_kernel<D, NT, 1, kWarps, Epi>;
       constexpr auto capped = q8_mat_vec_kernel6<D, NT, 1, kWarps, Epi>;
       const int64_t blocks = blocks_for(l.m.total, 2 * kWarps);
-      const bool cap = c.options().one_wave && blocks > sms * resident_blocks<plain>(32 * kWarps) &&
-                       blocks <= sms * resident_blocks<capped>(32 * kWarps) &&
-                       kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
+      const bool cap = capped_in_one_wave<plain, capped>(blocks, 32 * kWarps, c);
       return launch_kernel_in_clusters(cap ? capped : plain, unsigned(blocks), 32 * kWarps, 0, c.stream,
                                        dim3(32 / (2 * kWarps), 1, 1), l.m, l.K, l.xq, early, epi);
     }
