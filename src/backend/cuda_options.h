@@ -35,7 +35,8 @@ struct CudaOptions {
   int staged = -1;             // WEIR_CUDA_STAGED: decode products staged through shared memory by the
                                // copy unit: -1 launches of 8+ waves (default), 0 never, 1 every one it can
   int stages = 0;              // WEIR_CUDA_STAGES: at most this many stages (0: the kernel's most)
-  bool one_wave = true;        // WEIR_CUDA_ONE_WAVE: cap registers so a decode product fits one wave
+  bool one_wave = true;        // WEIR_CUDA_ONE_WAVE: cap registers, or take fewer warps a row, so that a
+                               // decode product fits one wave of blocks
   bool fold_deep = true;       // WEIR_CUDA_FOLD_DEEP: the deep kernel for small folding launches
   int fold_split = 1;          // WEIR_CUDA_FOLD_SPLIT: a folding launch's rows split in K over a
                                // thread-block cluster of 2 blocks (Hopper+): 0 never, 1 where the split

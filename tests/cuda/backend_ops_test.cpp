@@ -742,11 +742,15 @@ TEST_F(CudaOps, NormAddNormInOneLaunch) {
 // into the KV caches by the products' own launch: no rope_store launch
 // after them (up to 4 tokens; 5, or the neox mode, take one).
 TEST_F(CudaOps, ProductsRopeAndWriteTheCacheThemselves) {
-  const int64_t K = 256, D = 64, Hq = 4, Hkv = 2, N = 9;
-  // The 8-bit kernels and the float kernel (F16, BF16).
-  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::F16, DType::BF16})
+  const int64_t D = 64, N = 9;
+  // The 8-bit kernels and the float kernel (F16, BF16); and a 1B llama's
+  // q/k/v (Q4_0, 3,072 rows of 2,048), whose one-token launch takes one warp
+  // a row pair where two would need a second wave of blocks (CudaOptions::one_wave).
+  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::F16, DType::BF16, DType::Q4_0})
     for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
       for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
+        const bool big = wt == DType::Q4_0;
+        const int64_t K = big ? 2048 : 256, Hq = big ? 32 : 4, Hkv = big ? 8 : 2;
         const DType ct = T == 3 ? DType::F32 : DType::F16;
         // v of another type (as Q4_K_M files have it): its product is a launch of its own.
         const DType vt = wt == DType::Q4_K ? DType::Q6_K : wt;

@@ -516,6 +516,20 @@ bool capped_in_one_wave(int64_t blocks, int threads, const OpCtx& c) {
          kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
 }
 
+// The most blocks launch_wpr's kernel for WPR warps a row runs in one wave
+// (the register-capped kernel's, where it takes that one).
+template <class D, int NT, int WPR, class Epi>
+int64_t one_wave_blocks(const OpCtx& c) {
+  const int64_t plain = int64_t(c.sm_count) * resident_blocks<q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>>(32 * kWarps);
+  if constexpr (NT == 1 && WPR == 1 && std::is_same_v<Epi, RowJobs>) {
+    constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
+    if (c.options().one_wave && kernel_attributes<capped>().localSizeBytes <=
+                                    kernel_attributes<q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>>().localSizeBytes)
+      return std::max(plain, int64_t(c.sm_count) * resident_blocks<capped>(32 * kWarps));
+  }
+  return plain;
+}
+
 // The kernel for NT tokens with WPR warps a row and the launch's end.
 template <class D, int NT, int WPR, class Epi>
 void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
@@ -566,7 +580,19 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   if constexpr (std::is_same_v<Epi, Plain> || std::is_same_v<Epi, Scaled>)
     if (staged_mode(c.options()) != StagedMode::Never && launch_staged<D, NT>(l, c, early, epi)) return;
   constexpr int R = rows_per_warp(NT);
-  const int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count, c.options().mv_warps);
+  int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count, c.options().mv_warps);
+  // Half the warps a row where the grid would take a second wave of blocks
+  // and half the warps fit one (CudaOptions::one_wave): 1B Q4_0's q/k/v,
+  // 768 blocks at two warps a row pair on 660 slots, 384 at one warp in one
+  // wave (H100 tg128 +4.4%, at depth 4,096 +5.4%; the launch 7.0 -> 5.8 us).
+  const auto one_wave = [&](int w) {
+    return w == 1 ? one_wave_blocks<D, NT, 1, Epi>(c)
+           : w == 2 ? one_wave_blocks<D, NT, 2, Epi>(c)
+                    : one_wave_blocks<D, NT, 4, Epi>(c);
+  };
+  const auto blocks = [&](int w) { return int64_t(blocks_for(l.m.total, kWarps / w * R)); };
+  while (c.options().one_wave && wpr > 1 && blocks(wpr) > one_wave(wpr) && blocks(wpr / 2) <= one_wave(wpr / 2))
+    wpr /= 2;
   if (wpr == 1) return launch_wpr<D, NT, 1>(l, c, early, epi);
   if (wpr == 2) return launch_wpr<D, NT, 2>(l, c, early, epi);
   launch_wpr<D, NT, 4>(l, c, early, epi);
