@@ -584,7 +584,7 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   // Half the warps a row where the grid would take a second wave of blocks
   // and half the warps fit one (CudaOptions::one_wave): 1B Q4_0's q/k/v,
   // 768 blocks at two warps a row pair on 660 slots, 384 at one warp in one
-  // wave (H100 tg128 +4.4%, at depth 4,096 +5.4%; the launch 7.0 -> 5.8 us).
+  // wave (H100 tg128 +4-5%, at depth 4,096 too; the launch 7.0 -> 5.8 us).
   const auto one_wave = [&](int w) {
     return w == 1 ? one_wave_blocks<D, NT, 1, Epi>(c)
            : w == 2 ? one_wave_blocks<D, NT, 2, Epi>(c)
