@@ -109,9 +109,11 @@ class LlamaFamily final : public Model {
     ForwardGraph fg = begin_forward(T, n_kv, n_out, false, separate_tokens);
     Graph& g = *fg.graph;
     auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
-    // y = W[r0:r1] x (+ b[r0:r1]): the rows of a head group
-    auto linear_rows = [&](const GGUFTensorInfo* w, const GGUFTensorInfo* b, Tensor* x, int64_t r0, int64_t r1) {
-      Tensor* y = g.mul_mat(leaf_rows(g, *w, r0, r1), x);
+    // y = W[r0:r1] x: the rows of a head group; + b[r0:r1] (bias_rows).
+    auto linear_rows = [&](const GGUFTensorInfo* w, Tensor* x, int64_t r0, int64_t r1) {
+      return g.mul_mat(leaf_rows(g, *w, r0, r1), x);
+    };
+    auto bias_rows = [&](Tensor* y, const GGUFTensorInfo* b, int64_t r0, int64_t r1) {
       return b ? g.add(y, leaf_rows(g, *b, r0, r1)) : y;
     };
     // The sum of the ranks' partial products (nothing alone).
@@ -123,9 +125,14 @@ class LlamaFamily final : public Model {
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
       Tensor* cur = norm(x, L.attn_norm);
-      Tensor* q = g.reshape(linear_rows(L.wq, L.bq, cur, hs.q0 * Dk, (hs.q0 + Hq) * Dk), {Dk, Hq, T});
-      Tensor* k = g.reshape(linear_rows(L.wk, L.bk, cur, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk), {Dk, Hkv, T});
-      Tensor* v = linear_rows(L.wv, L.bv, cur, hs.kv0 * Dv, (hs.kv0 + Hkv) * Dv);  // [Dv*Hkv, T]
+      // The three products first, then their biases (qwen2): products on
+      // the same x one after the other run as one launch on a GPU.
+      Tensor* q = linear_rows(L.wq, cur, hs.q0 * Dk, (hs.q0 + Hq) * Dk);
+      Tensor* k = linear_rows(L.wk, cur, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk);
+      Tensor* v = linear_rows(L.wv, cur, hs.kv0 * Dv, (hs.kv0 + Hkv) * Dv);  // [Dv*Hkv, T]
+      q = g.reshape(bias_rows(q, L.bq, hs.q0 * Dk, (hs.q0 + Hq) * Dk), {Dk, Hq, T});
+      k = g.reshape(bias_rows(k, L.bk, hs.kv0 * Dk, (hs.kv0 + Hkv) * Dk), {Dk, Hkv, T});
+      v = bias_rows(v, L.bv, hs.kv0 * Dv, (hs.kv0 + Hkv) * Dv);
       if (fl_.qk_norm) {
         q = norm(q, L.q_norm);
         k = norm(k, L.k_norm);

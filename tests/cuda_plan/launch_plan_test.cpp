@@ -147,6 +147,16 @@ TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
   }
 }
 
+// qwen2's q/k/v products come one after the other, their biases after them
+// (the model builds them so): one launch for the three, as llama's.
+TEST(LaunchPlan, Qwen2QkvProductsInOneLaunch) {
+  Step s("qwen2", FileType::Q4_0, 1);
+  LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+  int grouped = 0;
+  for (size_t i = 0; i < p.nodes.size(); ++i) grouped += p.group[i] == 3;
+  EXPECT_EQ(grouped, s.layers());
+}
+
 // qwen3's and gemma3's q and k norms run in the rope launch (two launches
 // fewer a layer), and gemma3's q scale too (with the v cache write then in
 // the same launch: four fewer); decode and prefill, and the promise kept.
