@@ -28,7 +28,8 @@ struct CudaOptions {
   bool vec_group = true;   // WEIR_CUDA_VEC_GROUP: float decode products on the same x in one launch
   bool moe_fuse = true;    // WEIR_CUDA_MOE_FUSE: experts' routing, GLU and sum in the launches around them
   bool norm_chain = true;  // WEIR_CUDA_NORM_CHAIN: a norm, the add after it and the next norm in one launch
-  bool rope_norm = true;   // WEIR_CUDA_ROPE_NORM: q/k norms (qwen3, gemma3) and q's scale (gemma3) in the rope launch
+  bool rope_norm = true;   // WEIR_CUDA_ROPE_NORM: q/k norms (qwen3, gemma3), q's scale (gemma3) and q/k/v biases
+                           // (qwen2) in the rope launch
 
   // Kernel choices and tuning.
   bool pdl = true;             // WEIR_CUDA_PDL: programmatic dependent launch (Hopper and later)

@@ -798,6 +798,68 @@ TEST_F(CudaOps, ProductsRopeAndWriteTheCacheThemselves) {
       }
 }
 
+// qwen2's q, k and v biases: the products' launch (one for the three),
+// then one launch that adds the biases, ropes q and k and writes k and v
+// into the caches (CudaOptions::rope_norm; off: an add launch each). Against
+// the CPU, with 8-bit and float weights, F16 and F32 caches, 1 to 5 tokens.
+TEST_F(CudaOps, BiasesAddedByTheRopeLaunch) {
+  const int64_t K = 256, D = 64, Hq = 4, Hkv = 2, N = 9;
+  CudaOptions off;
+  off.rope_norm = false;
+  auto apart = make_cuda_backend(off);
+  for (DType wt : {DType::Q4_0, DType::F16})
+    for (int64_t T : {int64_t(1), int64_t(3), int64_t(5)}) {
+      const DType ct = T == 3 ? DType::F32 : DType::F16;
+      const auto wq = random_weights(wt, K, D * Hq, 211), wk = random_weights(wt, K, D * Hkv, 212),
+                 wv = random_weights(wt, K, D * Hkv, 213);
+      const auto build = [&](Graph& g) {
+        Tensor* x = g.input(DType::F32, {K, T}, "x");
+        Tensor* pos = g.input(DType::I32, {T}, "pos");
+        Tensor* idx = g.input(DType::I32, {T}, "idx");
+        const RopeParams rp{int(D), 1000000.0f, 1.0f, RopeMode::Neox, nullptr};
+        const auto mm = [&](const std::vector<uint8_t>& w, int64_t rows, const char* name) {
+          return g.mul_mat(g.external(wt, {K, rows}, const_cast<uint8_t*>(w.data()), name), x);
+        };
+        // As qwen2 orders them: the products, then their biases, then the ropes.
+        Tensor* q = mm(wq, D * Hq, "wq");
+        Tensor* k = mm(wk, D * Hkv, "wk");
+        Tensor* v = mm(wv, D * Hkv, "wv");
+        q = g.reshape(g.add(q, g.input(DType::F32, {D * Hq}, "bq")), {D, Hq, T});
+        k = g.reshape(g.add(k, g.input(DType::F32, {D * Hkv}, "bk")), {D, Hkv, T});
+        v = g.add(v, g.input(DType::F32, {D * Hkv}, "bv"));
+        q = g.rope(q, pos, rp);
+        k = g.rope(k, pos, rp);
+        Tensor* kc = g.set_rows(g.input(ct, {D * Hkv, N}, "kc"), g.reshape(k, {D * Hkv, T}), idx);
+        Tensor* vc = g.set_rows(g.input(ct, {D * Hkv, N}, "vc"), v, idx);
+        Tensor* ids = g.input(DType::I32, {4}, "ids");
+        return std::vector<Tensor*>{q, g.get_rows(kc, ids), g.get_rows(vc, ids)};
+      };
+      std::vector<uint8_t> cache(row_bytes(ct, D * Hkv) * N, 0);
+      const std::vector<int32_t> pos = {17, 4000, 123, 5, 77}, idx = {6, 2, 8, 0, 4};
+      const Inputs in = {{"x", floats(randn(size_t(K * T), 221))},
+                         {"bq", floats(randn(size_t(D * Hq), 222))},
+                         {"bk", floats(randn(size_t(D * Hkv), 223))},
+                         {"bv", floats(randn(size_t(D * Hkv), 224))},
+                         {"pos", ints(std::vector<int32_t>(pos.begin(), pos.begin() + T))},
+                         {"idx", ints(std::vector<int32_t>(idx.begin(), idx.begin() + T))},
+                         {"ids", ints({2, 6, 0, 8})},
+                         {"kc", cache},
+                         {"vc", cache}};
+      uint64_t launches = 0, launches_apart = 0;
+      const auto c = run_outputs(*cpu_, build, in, 1);
+      const auto gg = run_outputs(*gpu_, build, in, 3, &launches);
+      const auto ga = run_outputs(*apart, build, in, 3, &launches_apart);
+      const std::string what = std::string(dtype_name(wt)) + " T " + std::to_string(T) + " cache " + dtype_name(ct);
+      EXPECT_EQ(launches, 4u) << "q/k/v, biases + ropes + cache writes, two get_rows: " << what;
+      EXPECT_EQ(launches_apart, 7u) << "and an add launch a bias: " << what;
+      for (size_t i = 0; i < c.size(); ++i) {
+        EXPECT_LT(rel_err(gg[i], c[i]), 3e-2) << what << " output " << i;
+        // The same additions, then the same ropes: bit for bit the separate launches'.
+        EXPECT_EQ(0, std::memcmp(gg[i].data(), ga[i].data(), gg[i].size() * 4)) << what << " output " << i;
+      }
+    }
+}
+
 // A norm (with the residual add) or a GLU hands its result to the product
 // after it as 8-bit blocks: no launch quantizes x. Up to 4 tokens the GLU
 // runs in the gate/up launch (op_mul_mat_glu), past that in a kernel of its

@@ -148,13 +148,22 @@ TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
 }
 
 // qwen2's q/k/v products come one after the other, their biases after them
-// (the model builds them so): one launch for the three, as llama's.
+// (the model builds them so): one launch for the three, as llama's; the
+// biases are added by the rope launch's jobs (q, k and v: no add launch),
+// three launches a layer more with CudaOptions::rope_norm off.
 TEST(LaunchPlan, Qwen2QkvProductsInOneLaunch) {
-  Step s("qwen2", FileType::Q4_0, 1);
-  LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
-  int grouped = 0;
-  for (size_t i = 0; i < p.nodes.size(); ++i) grouped += p.group[i] == 3;
-  EXPECT_EQ(grouped, s.layers());
+  for (int64_t T : {1, 16}) {
+    Step s("qwen2", FileType::Q4_0, T);
+    LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
+    int grouped = 0, biases = 0;
+    for (size_t i = 0; i < p.nodes.size(); ++i) grouped += p.group[i] == 3, biases += p.rope_bias[i] >= 0;
+    if (T == 1) EXPECT_EQ(grouped, s.layers());
+    EXPECT_EQ(biases, 3 * s.layers()) << "T " << T;
+    check_placed(*s.fg.graph, p);
+    CudaOptions off;
+    off.rope_norm = false;
+    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(3 * s.layers())) << "T " << T;
+  }
 }
 
 // qwen3's and gemma3's q and k norms run in the rope launch (two launches

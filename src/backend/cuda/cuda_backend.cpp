@@ -431,7 +431,8 @@ void CudaBackend::launch_nodes(Plan& p, size_t begin, size_t end) {
         if (!p.skip[k])
           jobs[nj++] = {p.nodes[k], p.rope_into[k] >= 0 ? p.nodes[size_t(p.rope_into[k])] : nullptr,
                         p.rope_norm[k] >= 0 ? p.nodes[size_t(p.rope_norm[k])] : nullptr,
-                        p.rope_scale[k] >= 0 ? p.nodes[size_t(p.rope_scale[k])] : nullptr};
+                        p.rope_scale[k] >= 0 ? p.nodes[size_t(p.rope_scale[k])] : nullptr,
+                        p.rope_bias[k] >= 0 ? p.nodes[size_t(p.rope_bias[k])] : nullptr};
       op_rope_store(jobs, nj, c);
       i += size_t(p.rope_store[i] - 1);
       continue;

@@ -28,6 +28,7 @@ struct RopeStoreNode {
   const Tensor* into = nullptr;
   const Tensor* norm = nullptr;
   const Tensor* scale = nullptr;  // a rope's only reader, a scale: the job writes the scaled rows in its place
+  const Tensor* bias = nullptr;   // the job's input is this add's (rows plus a bias vector): the job adds it
 };
 
 struct OpCtx {
@@ -150,6 +151,10 @@ bool can_rope_store(const Tensor& t);  // a rope or set_rows this launch takes
 // Whether rope's job can take the rms_norm + mul before it (rope reads the
 // mul; RopeStoreNode::norm).
 bool can_rope_norm(const Tensor& rope, const Tensor& norm, const Tensor& mul);
+// Whether a rope_store job whose input is x (an add's result, or a view of
+// it at its start) can add the add's bias itself: add = y + b, y as add's
+// shape, b one F32 row broadcast over add's rows, all contiguous.
+bool can_rope_bias(const Tensor& x, const Tensor& add);
 bool can_rope_scale(const Tensor& rope, const Tensor& scale);
 int rope_store_max_jobs();
 void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c);

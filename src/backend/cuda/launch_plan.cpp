@@ -21,6 +21,7 @@ size_t scratch_for(const Tensor& t, const CudaOptions& o) {
 
 void plan_rope_store(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
+void plan_rope_bias(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_norm_folds(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_row_jobs(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_glu(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o);
@@ -72,6 +73,7 @@ void plan_fusion(LaunchPlan& p, const Graph& g, const CudaOptions& o) {
   }
   plan_rope_store(p, readers, o);
   plan_rope_norm(p, readers, o);
+  plan_rope_bias(p, readers, o);
   // Products whose weights no kernel of the graph writes: leaves that no
   // set_rows targets (the KV cache is a leaf too).
   std::vector<bool> written(g.tensors().size(), false);
@@ -360,6 +362,37 @@ void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOp
   }
 }
 
+// A rope or set_rows of a rope_store launch whose input is an add of a
+// bias row (qwen2's q, k and v biases) that only it reads: the job adds
+// the bias itself and the add's launch is skipped (its operands kept until
+// the rope's launch ends).
+void plan_rope_bias(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
+  const size_t n = p.nodes.size();
+  p.rope_bias.assign(n, -1);
+  if (!o.rope_norm) return;
+  std::vector<int> index_of(readers.size(), -1);
+  for (size_t i = 0; i < n; ++i) index_of[size_t(p.nodes[i]->id)] = int(i);
+  for (size_t j = 0; j < n; ++j) {
+    if (p.rope_store[j] <= 0) continue;
+    const size_t end = j + size_t(p.rope_store[j]);
+    for (size_t r = j; r < end; ++r) {
+      const Tensor& t = *p.nodes[r];
+      if (p.skip[r] || p.rope_norm[r] >= 0) continue;
+      const Tensor* x = t.op == Op::Rope ? t.src[0] : t.op == Op::SetRows ? t.src[1] : nullptr;
+      if (!x) continue;
+      const Tensor* add = x->storage();
+      const int ia = add->id >= 0 ? index_of[size_t(add->id)] : -1;
+      if (ia < 0 || size_t(ia) >= j || p.skip[size_t(ia)] || p.fused[size_t(ia)] || readers[size_t(add->id)] != 1 ||
+          (x != add && readers[size_t(x->id)] != 1) || !can_rope_bias(*x, *add))
+        continue;
+      p.rope_bias[r] = ia;
+      p.skip[size_t(ia)] = true;
+      p.mem_end[size_t(ia)] = end;
+    }
+    j = end - 1;
+  }
+}
+
 // The KV-cache writes of an attention block: a rope whose only reader is a
 // set_rows (through a reshape) writes into the cache itself, moved to the
 // rope's place when nothing in between touches the cache; then consecutive
@@ -486,7 +519,7 @@ std::string profile_key(const Tensor& t) {
 
 namespace {
 // Whether a member of the rope_store launch at i has a node in `of`
-// (rope_norm, rope_scale).
+// (rope_norm, rope_scale, rope_bias).
 bool any_in_rope_launch(const LaunchPlan& p, size_t i, const std::vector<int>& of) {
   for (size_t k = i; k < i + size_t(p.rope_store[i]); ++k)
     if (of[k] >= 0) return true;
@@ -503,7 +536,8 @@ std::string LaunchPlan::label(size_t i) const {
                     : p.fused[i] == 2 ? "add+rms_norm+mul" + rows
                     : p.rope_store[i] ? "rope/set_rows x" + std::to_string(p.rope_store[i]) + rows +
                                             (any_in_rope_launch(p, i, p.rope_norm) ? " +rms_norm+mul" : "") +
-                                            (any_in_rope_launch(p, i, p.rope_scale) ? " +scale" : "")
+                                            (any_in_rope_launch(p, i, p.rope_scale) ? " +scale" : "") +
+                                            (any_in_rope_launch(p, i, p.rope_bias) ? " +add" : "")
                                       : profile_key(*p.nodes[i]);
   if (p.quantize_out[i]) key += " +q8";
   if (!p.row_jobs[i].empty()) key += " +rope/set_rows";

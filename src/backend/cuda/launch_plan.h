@@ -44,6 +44,10 @@ struct LaunchPlan {
   // A rope whose only reader is a scale (gemma3's q): the scale's node,
   // skipped (the rope's job writes the scaled rows as its result); -1: none.
   std::vector<int> rope_scale;
+  // A rope or set_rows of a rope_store launch that reads an add of a bias
+  // row alone (qwen2's q, k and v biases): the add's node (skipped, its
+  // operands kept until the rope's launch ends: mem_end); -1: none.
+  std::vector<int> rope_bias;
   // rms_norm + mul at i, then add + rms_norm + mul at i + 2 (fused 1, then
   // 2) whose add reads the first mul alone: one launch (op_norm_add_norm).
   std::vector<bool> norm_chain;

@@ -73,6 +73,7 @@ __global__ void rope_store_kernel(Jobs jobs) {
       const float* src = reinterpret_cast<const float*>(J.x.row(r));
       const int a = p * J.step, b = a + J.other;
       float x0 = src[a], x1 = src[b];
+      if (J.bias) x0 += J.bias[h * J.D + a], x1 += J.bias[h * J.D + b];
       if (J.nw) {  // the row's norm: its half pairs are whole warps (half % 32 == 0, can_rope_norm)
         float ss = 0.0f;
         for (int64_t k = threadIdx.x & 31; k < J.D; k += 32) ss += src[k] * src[k];
@@ -94,7 +95,8 @@ __global__ void rope_store_kernel(Jobs jobs) {
       put(J, t, h, b, yb * J.oscale);
     } else {
       const int64_t t = i / J.D, a = i % J.D;
-      const float v = reinterpret_cast<const float*>(J.x.row(t))[a];
+      float v = reinterpret_cast<const float*>(J.x.row(t))[a];
+      if (J.bias) v += J.bias[a];
       if (J.q8)
         put_q8<1>(J, t, 0, a, {v});
       else
@@ -164,6 +166,28 @@ bool can_rope_norm(const Tensor& rope, const Tensor& norm, const Tensor& mul) {
          mul.is_contiguous() && w->is_contiguous() && rope.iparams[0] == mul.ne[0] && (mul.ne[0] / 2) % 32 == 0;
 }
 
+bool can_rope_bias(const Tensor& x, const Tensor& add) {
+  const Tensor* y = add.src[0];
+  const Tensor* b = add.src[1];
+  if (add.op != Op::Add || x.storage() != &add || x.view_offset != 0 || !x.is_contiguous() || !add.is_contiguous() ||
+      add.dtype != DType::F32 || !y || !b || y->dtype != DType::F32 || !y->is_contiguous() || b->dtype != DType::F32 ||
+      !b->is_contiguous() || b->ne[0] != add.ne[0] || b->ne[1] * b->ne[2] * b->ne[3] != 1)
+    return false;
+  for (int d = 0; d < 4; ++d)
+    if (y->ne[d] != add.ne[d]) return false;
+  return true;
+}
+
+namespace {
+// A job's input rows x (the add's result, or a view of it) read from the
+// add's first operand, and the bias it adds (can_rope_bias).
+void take_bias(RopeJob& J, const Tensor& t, const Tensor& x, const Tensor& add) {
+  if (!can_rope_bias(x, add)) bad_operands(op_name(t.op), t, "cannot add " + add.name + " itself");
+  J.x.base = static_cast<const char*>(add.src[0]->data);
+  J.bias = static_cast<const float*>(add.src[1]->data);
+}
+}  // namespace
+
 RopeJob make_rope_job(const RopeStoreNode& n) {
   const Tensor& t = *n.node;
   RopeJob J{};
@@ -178,6 +202,10 @@ RopeJob make_rope_job(const RopeStoreNode& n) {
       J.x = rows_of(*n.norm->src[0]);
       J.nw = static_cast<const float*>(x.src[1]->data);
       J.neps = n.norm->fparams[0];
+    }
+    if (n.bias) {
+      if (n.norm) bad_operands("rope", t, "cannot both normalize its rows and add a bias");
+      take_bias(J, t, x, *n.bias);
     }
     J.D = x.ne[0], J.H = x.ne[1], J.T = x.ne[2];
     J.pos = static_cast<const int32_t*>(t.src[1]->data);
@@ -210,6 +238,7 @@ RopeJob make_rope_job(const RopeStoreNode& n) {
     J.D = src.ne[0], J.H = 1, J.T = src.n_rows();
     J.items = J.D * J.T;
     cache_out(J, t);
+    if (n.bias) take_bias(J, t, src, *n.bias);
   } else {
     bad_operands("rope_store", t, "is neither rope nor set_rows");
   }

@@ -50,6 +50,7 @@ struct RopeJob {
   const float* nw;  // rope: x's rows rms-normalized (eps neps) and times nw first; null: not
   float neps;
   float oscale;  // rope: its results times this (1: as they are)
+  const float* bias;  // added to x's elements first (element h D + a of a row; copy: a); null: none
 };
 
 __device__ __forceinline__ void put(const RopeJob& J, int64_t t, int64_t h, int64_t a, float v) {
