@@ -335,31 +335,40 @@ void plan_row_jobs(LaunchPlan& p, const std::vector<int>& readers, const CudaOpt
   }
 }
 
-// A rope of a rope_store launch whose input is an rms_norm + mul launch
-// that only it reads: the rope's job normalizes the rows itself, and the
-// norm's launch is skipped (its input kept until the rope's launch ends).
-void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
+// Calls f(r, j, end, index_of) for every member r of a rope_store launch
+// not skipped (the launch: nodes [j, end)); index_of: a tensor's place in
+// p.nodes by its id (-1: not a node).
+template <class F>
+void each_rope_job(LaunchPlan& p, size_t n_tensors, F&& f) {
   const size_t n = p.nodes.size();
-  p.rope_norm.assign(n, -1);
-  if (!o.rope_norm) return;
-  std::vector<int> index_of(readers.size(), -1);
+  std::vector<int> index_of(n_tensors, -1);
   for (size_t i = 0; i < n; ++i) index_of[size_t(p.nodes[i]->id)] = int(i);
   for (size_t j = 0; j < n; ++j) {
     if (p.rope_store[j] <= 0) continue;
     const size_t end = j + size_t(p.rope_store[j]);
-    for (size_t r = j; r < end; ++r) {
-      const Tensor& rope = *p.nodes[r];
-      if (p.skip[r] || rope.op != Op::Rope || !rope.src[0] || rope.src[0]->op != Op::Mul) continue;
-      const int im = index_of[size_t(rope.src[0]->id)];
-      if (im < 1 || p.fused[size_t(im - 1)] != 1 || p.skip[size_t(im - 1)] || readers[size_t(rope.src[0]->id)] != 1 ||
-          !can_rope_norm(rope, *p.nodes[size_t(im - 1)], *rope.src[0]))
-        continue;
-      p.rope_norm[r] = im - 1;
-      p.skip[size_t(im - 1)] = p.skip[size_t(im)] = true;
-      p.mem_end[size_t(im - 1)] = end;
-    }
+    for (size_t r = j; r < end; ++r)
+      if (!p.skip[r]) f(r, j, end, index_of);
     j = end - 1;
   }
+}
+
+// A rope of a rope_store launch whose input is an rms_norm + mul launch
+// that only it reads: the rope's job normalizes the rows itself, and the
+// norm's launch is skipped (its input kept until the rope's launch ends).
+void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
+  p.rope_norm.assign(p.nodes.size(), -1);
+  if (!o.rope_norm) return;
+  each_rope_job(p, readers.size(), [&](size_t r, size_t, size_t end, const std::vector<int>& index_of) {
+    const Tensor& rope = *p.nodes[r];
+    if (rope.op != Op::Rope || !rope.src[0] || rope.src[0]->op != Op::Mul) return;
+    const int im = index_of[size_t(rope.src[0]->id)];
+    if (im < 1 || p.fused[size_t(im - 1)] != 1 || p.skip[size_t(im - 1)] || readers[size_t(rope.src[0]->id)] != 1 ||
+        !can_rope_norm(rope, *p.nodes[size_t(im - 1)], *rope.src[0]))
+      return;
+    p.rope_norm[r] = im - 1;
+    p.skip[size_t(im - 1)] = p.skip[size_t(im)] = true;
+    p.mem_end[size_t(im - 1)] = end;
+  });
 }
 
 // A rope or set_rows of a rope_store launch whose input is an add of a
@@ -367,30 +376,21 @@ void plan_rope_norm(LaunchPlan& p, const std::vector<int>& readers, const CudaOp
 // the bias itself and the add's launch is skipped (its operands kept until
 // the rope's launch ends).
 void plan_rope_bias(LaunchPlan& p, const std::vector<int>& readers, const CudaOptions& o) {
-  const size_t n = p.nodes.size();
-  p.rope_bias.assign(n, -1);
+  p.rope_bias.assign(p.nodes.size(), -1);
   if (!o.rope_norm) return;
-  std::vector<int> index_of(readers.size(), -1);
-  for (size_t i = 0; i < n; ++i) index_of[size_t(p.nodes[i]->id)] = int(i);
-  for (size_t j = 0; j < n; ++j) {
-    if (p.rope_store[j] <= 0) continue;
-    const size_t end = j + size_t(p.rope_store[j]);
-    for (size_t r = j; r < end; ++r) {
-      const Tensor& t = *p.nodes[r];
-      if (p.skip[r] || p.rope_norm[r] >= 0) continue;
-      const Tensor* x = t.op == Op::Rope ? t.src[0] : t.op == Op::SetRows ? t.src[1] : nullptr;
-      if (!x) continue;
-      const Tensor* add = x->storage();
-      const int ia = add->id >= 0 ? index_of[size_t(add->id)] : -1;
-      if (ia < 0 || size_t(ia) >= j || p.skip[size_t(ia)] || p.fused[size_t(ia)] || readers[size_t(add->id)] != 1 ||
-          (x != add && readers[size_t(x->id)] != 1) || !can_rope_bias(*x, *add))
-        continue;
-      p.rope_bias[r] = ia;
-      p.skip[size_t(ia)] = true;
-      p.mem_end[size_t(ia)] = end;
-    }
-    j = end - 1;
-  }
+  each_rope_job(p, readers.size(), [&](size_t r, size_t j, size_t end, const std::vector<int>& index_of) {
+    const Tensor& t = *p.nodes[r];
+    const Tensor* x = t.op == Op::Rope ? t.src[0] : t.op == Op::SetRows ? t.src[1] : nullptr;
+    if (p.rope_norm[r] >= 0 || !x) return;
+    const Tensor* add = x->storage();
+    const int ia = add->id >= 0 ? index_of[size_t(add->id)] : -1;
+    if (ia < 0 || size_t(ia) >= j || p.skip[size_t(ia)] || p.fused[size_t(ia)] || readers[size_t(add->id)] != 1 ||
+        (x != add && readers[size_t(x->id)] != 1) || !can_rope_bias(*x, *add))
+      return;
+    p.rope_bias[r] = ia;
+    p.skip[size_t(ia)] = true;
+    p.mem_end[size_t(ia)] = end;
+  });
 }
 
 // The KV-cache writes of an attention block: a rope whose only reader is a
