@@ -494,9 +494,12 @@ if has sanitize; then
         "$build/weir" run -m "$m" -ngl 99 -n 8 --temp 0 -ctk q8_0 -p "A few words for the 8-bit cache."
     fi
   done
-  if command -v compute-sanitizer >/dev/null; then  # the tile kernels on every shape their tests take
+  # The tile kernels on every shape their tests take; the rope launch's jobs
+  # (q/k norms, qwen2's biases) and the products' row jobs.
+  if command -v compute-sanitizer >/dev/null; then
     TAIL=6 run_logged sanitize "$log_dir/memcheck-tile.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$build/tests/weir_cuda_tests" --gtest_brief=1 --gtest_filter='*MmaTile*:*OneLaunch*:*Glu*:*Folded*:*CacheThemselves*:CudaAttention.Decode*'
+      "$build/tests/weir_cuda_tests" --gtest_brief=1 \
+      --gtest_filter='*MmaTile*:*OneLaunch*:*RopeLaunch*:*Glu*:*Folded*:*CacheThemselves*:CudaAttention.Decode*'
   fi
   # Decode attention's plans (shared memory of the splits, the strided
   # tiles' bits, clusters) and the folds split over clusters (their partial
