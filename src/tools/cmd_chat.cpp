@@ -53,7 +53,7 @@ int cmd_chat(int argc, char** argv) {
       .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "answers go on past end-of-generation tokens (until -n or the context)");
   gpu_flags.add_to(a);
-  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
+  kv.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (n_predict < -1 || n_predict == 0)

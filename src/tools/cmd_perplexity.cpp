@@ -55,7 +55,7 @@ int cmd_perplexity(int argc, char** argv) {
       .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file")
       .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache");
   gpu_flags.add_to(a);
-  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
+  kv.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (file.empty()) throw UsageError("no text file given (-f FILE)");

@@ -52,7 +52,7 @@ int cmd_run(int argc, char** argv) {
       .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it")
       .flag("-v,--verbose", &verbose, "say on stderr what happens as it happens (load, prompt, generation)");
   gpu_flags.add_to(a);
-  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
+  kv.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));

@@ -371,12 +371,14 @@ BackendChoice make_backend(const Model& m, const BackendFlags& f) {
   return c;
 }
 
+namespace {
 DType parse_kv_type(const std::string& flag, const std::string& s) {
   if (s == "f16") return DType::F16;
   if (s == "f32") return DType::F32;
   if (s == "q8_0") return DType::Q8_0;
   throw UsageError(flag + ": weir's KV cache is f32, f16 or q8_0, got '" + s + "'");
 }
+}  // namespace
 
 void KvFlags::add_to(Args& a, const std::string& default_type) {
   a.opt("-ctk,--cache-type-k", &k, "T", "KV cache type: f32, f16 or q8_0 (about half of f16's memory); default " + default_type)

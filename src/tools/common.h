@@ -136,11 +136,13 @@ bool wants_gpu(const Model& m, int n_gpu_layers);
 // -ctk / -ctv: the KV cache's type, f32, f16 or q8_0 (8-bit blocks: about
 // half of f16's memory and bytes read a token). weir's cache has one type
 // for both, so -ctv, when given, must equal -ctk.
-DType parse_kv_type(const std::string& flag, const std::string& s);
 struct KvFlags {
   std::string k, v;
-  // default_type: the help's word for what an empty flag means.
-  void add_to(Args& a, const std::string& default_type);
+  // default_type: the help's word for what an empty flag means (by default
+  // serving_kv_type's choice).
+  void add_to(Args& a,
+              const std::string& default_type =
+                  "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
   // The type asked for, or fallback when neither flag was given.
   DType resolve(DType fallback) const;
 };

@@ -505,27 +505,31 @@ bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) 
   return true;
 }
 
-// Whether `blocks` of `threads` take the register-capped kernel: where the
-// plain one would need a second wave, the capped one runs them in one and
+// Whether the register-capped kernel may stand in for the plain one: it
 // spills no more (CudaOptions::one_wave).
+template <auto plain, auto capped>
+bool may_cap(const OpCtx& c) {
+  return c.options().one_wave && kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
+}
+
+// Whether `blocks` of `threads` take the register-capped kernel: where the
+// plain one would need a second wave, the capped one runs them in one.
 template <auto plain, auto capped>
 bool capped_in_one_wave(int64_t blocks, int threads, const OpCtx& c) {
   const int64_t sms = c.sm_count;
-  return c.options().one_wave && blocks > sms * resident_blocks<plain>(threads) &&
-         blocks <= sms * resident_blocks<capped>(threads) &&
-         kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
+  return may_cap<plain, capped>(c) && blocks > sms * resident_blocks<plain>(threads) &&
+         blocks <= sms * resident_blocks<capped>(threads);
 }
 
 // The most blocks launch_wpr's kernel for WPR warps a row runs in one wave
 // (the register-capped kernel's, where it takes that one).
 template <class D, int NT, int WPR, class Epi>
 int64_t one_wave_blocks(const OpCtx& c) {
-  const int64_t plain = int64_t(c.sm_count) * resident_blocks<q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>>(32 * kWarps);
+  constexpr auto kernel = q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>;
+  const int64_t plain = int64_t(c.sm_count) * resident_blocks<kernel>(32 * kWarps);
   if constexpr (NT == 1 && WPR == 1 && std::is_same_v<Epi, RowJobs>) {
     constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
-    if (c.options().one_wave && kernel_attributes<capped>().localSizeBytes <=
-                                    kernel_attributes<q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>>().localSizeBytes)
-      return std::max(plain, int64_t(c.sm_count) * resident_blocks<capped>(32 * kWarps));
+    if (may_cap<kernel, capped>(c)) return std::max(plain, int64_t(c.sm_count) * resident_blocks<capped>(32 * kWarps));
   }
   return plain;
 }

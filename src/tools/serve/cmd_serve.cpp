@@ -41,7 +41,7 @@ int cmd_serve(int argc, char** argv) {
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)");
   gpu_flags.add_to(a);
-  kv.add_to(a, "f16 with -ngl (the GPUs' attention kernels' type), f32 on the CPU (faster there)");
+  kv.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   check_threads(threads);
   check_device_flag(a.given("--device"), ngl);
