@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace weir::server {
 
@@ -9,6 +10,15 @@ using nlohmann::json;
 
 ApiError bad_request(const std::string& param, const std::string& message) {
   return ApiError(400, "invalid_request_error", param, message);
+}
+
+const char* error_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 503: return "server_overloaded";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
 }
 
 json error_json(const ApiError& e) {
@@ -56,10 +66,11 @@ void read_int(const json& body, const char* name, int64_t lo, int64_t hi, int* o
   const json* v = field(body, name);
   if (!v) return;
   if (!v->is_number_integer()) wrong_type(name, *v, "an integer");
-  const int64_t n = v->get<int64_t>();
-  if (n < lo || n > hi)
+  const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX);
+  const int64_t n = too_big ? INT64_MAX : v->get<int64_t>();
+  if (too_big || n < lo || n > hi)
     throw bad_request(name, "'" + std::string(name) + "' must be between " + std::to_string(lo) + " and " +
-                                std::to_string(hi) + ", got " + std::to_string(n));
+                                std::to_string(hi) + ", got " + v->dump());
   *out = int(n);
 }
 
@@ -116,6 +127,16 @@ GenerationRequest read_common(const json& body) {
 
 }  // namespace
 
+int32_t token_id(const json& v, int64_t n_vocab, const std::string& field) {
+  const int64_t hi = n_vocab > 0 ? n_vocab - 1 : INT32_MAX;
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
+                                               : v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= hi;
+  if (!in_range)
+    throw bad_request(field, "'" + field + "' holds " + v.dump(-1, ' ', false, json::error_handler_t::replace) +
+                                 ", not a token id (0 to " + std::to_string(hi) + ")");
+  return int32_t(v.get<int64_t>());
+}
+
 GenerationRequest parse_chat_request(const json& body) {
   GenerationRequest r = read_common(body);
   r.chat = true;
@@ -156,7 +177,7 @@ GenerationRequest parse_completion_request(const json& body) {
   } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
     r.prompt = (*p)[0].get<std::string>();
   } else if (p->is_array() && !p->empty() && std::all_of(p->begin(), p->end(), [](const json& t) { return t.is_number_integer(); })) {
-    for (const json& t : *p) r.prompt_tokens.push_back(int32_t(t.get<int64_t>()));
+    for (const json& t : *p) r.prompt_tokens.push_back(token_id(t, 0, "prompt"));
   } else if (p->is_array() && p->size() > 1 && (*p)[0].is_string()) {
     throw bad_request("prompt", "'prompt' as several strings is not supported: send one prompt a request");
   } else {

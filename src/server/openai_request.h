@@ -24,6 +24,10 @@ struct ApiError : Error {
 // {"error": {"message", "type", "param", "code"}}
 nlohmann::json error_json(const ApiError& e);
 ApiError bad_request(const std::string& param, const std::string& message);
+// OpenAI's error type for an HTTP status: "invalid_request_error" (4xx),
+// "authentication_error" (401), "not_found_error" (404), "server_overloaded"
+// (503), "server_error" (5xx).
+const char* error_type(int status);
 
 struct GenerationRequest {
   bool chat = false;
@@ -45,6 +49,11 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
 };
+
+// A token id given in JSON: an integer from 0 to n_vocab - 1 (n_vocab 0:
+// any that fits int32). Anything else (a float, 2^32 + 9259, -1) is an
+// ApiError (400) naming `field` and quoting the value as sent.
+int32_t token_id(const nlohmann::json& v, int64_t n_vocab, const std::string& field);
 
 GenerationRequest parse_chat_request(const nlohmann::json& body);
 GenerationRequest parse_completion_request(const nlohmann::json& body);

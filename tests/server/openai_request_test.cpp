@@ -114,5 +114,39 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
   }
 }
 
+
+// Token ids as sent: a number that does not fit int32 (or is not a token id
+// at all) is refused naming the field and quoting the number, never
+// wrapped to another id (2^32 + 9259 was taken as 9259, 2^63 as 0).
+TEST(OpenAiRequest, TokenIdsOutsideInt32AreRefusedNotWrapped) {
+  for (const char* id : {"4294976555", "9223372036854775808", "1000000000000", "-1", "18446744073709551615", "2147483648"}) {
+    SCOPED_TRACE(id);
+    const json body = json::parse(std::string(R"({"prompt": [1, )") + id + "]}");
+    try {
+      parse_completion_request(body);
+      FAIL() << "accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, "prompt");
+      EXPECT_NE(std::string(e.what()).find(id), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": [0, 2147483647]})")).prompt_tokens,
+            (std::vector<int32_t>{0, 2147483647}));
+  EXPECT_EQ(token_id(json(262143), 262144, "tokens"), 262143);
+  EXPECT_THROW(token_id(json(262144), 262144, "tokens"), ApiError);
+  EXPECT_THROW(token_id(json(1.0), 262144, "tokens"), ApiError);
+}
+
+TEST(OpenAiRequest, HugeIntegersAreOutOfRangeAsSent) {
+  try {
+    parse_completion_request(json::parse(R"({"prompt": "x", "max_tokens": 18446744073709551615})"));
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "max_tokens");
+    EXPECT_NE(std::string(e.what()).find("18446744073709551615"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace weir::server
