@@ -15,9 +15,14 @@ LineMap::LineMap(std::string_view source) : source_(source) {
 Pos LineMap::at(size_t offset) const {
   const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
   const size_t line = static_cast<size_t>(it - line_starts_.begin());
-  const size_t start = line_starts_[line - 1];
   const size_t end = std::min(offset, source_.size());
-  return {static_cast<int>(line), static_cast<int>(utf8_length(source_.substr(start, end - start))) + 1};
+  // Count from the last answer when it is on this line and not past offset.
+  size_t from = line_starts_[line - 1];
+  int col = 1;
+  if (line == last_line_ && last_offset_ <= end) from = last_offset_, col = last_col_;
+  col += static_cast<int>(utf8_length(source_.substr(from, end - from)));
+  last_line_ = line, last_offset_ = end, last_col_ = col;
+  return {static_cast<int>(line), col};
 }
 
 std::string located(std::string_view name, Pos pos, std::string_view message) {
