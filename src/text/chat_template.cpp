@@ -8,6 +8,7 @@ ChatTemplate::ChatTemplate(std::string source, std::string origin, const Vocab& 
     : source_(std::move(source)), origin_(std::move(origin)) {
   jinja::Options o;
   o.name = origin_;
+  o.render_name = origin_.substr(origin_.rfind('/') + 1);  // npos + 1 == 0: all of it
   template_ = std::make_shared<const jinja::Template>(source_, o);
   if (v.valid(v.bos)) bos_ = std::string(v.text(v.bos));
   if (v.valid(v.eos)) eos_ = std::string(v.text(v.eos));
@@ -27,14 +28,14 @@ ChatTemplate ChatTemplate::for_model(const GGUFFile& f, const Vocab& v) {
 }
 
 std::string ChatTemplate::render(const jinja::Value& messages, bool add_generation_prompt,
-                                 const jinja::Value& tools) const {
+                                 const jinja::Value& tools, const jinja::RenderLimits& limits) const {
   jinja::Dict ctx;
   ctx.set(jinja::Value("messages"), messages);
   ctx.set(jinja::Value("add_generation_prompt"), jinja::Value(add_generation_prompt));
   ctx.set(jinja::Value("bos_token"), jinja::Value(bos_));
   ctx.set(jinja::Value("eos_token"), jinja::Value(eos_));
   if (!tools.is_undefined()) ctx.set(jinja::Value("tools"), tools);
-  return template_->render(jinja::Value::dict(std::move(ctx)));
+  return template_->render(jinja::Value::dict(std::move(ctx)), limits);
 }
 
 }  // namespace weir

@@ -19,14 +19,18 @@ class ChatTemplate {
   // <start_of_turn>, ChatML's <|im_start|>, Llama 3's headers); throws
   // Error saying what to do when there is neither.
   static ChatTemplate for_model(const GGUFFile& f, const Vocab& v);
-  // A template given as text (e.g. --chat-template-file), for this vocabulary.
+  // A template given as text (e.g. --chat-template-file), for this
+  // vocabulary. Its syntax errors name `origin` in full (a file's path:
+  // they go to whoever loads it); its render errors, which weir serve
+  // sends to clients, only origin's last path component (the file's name).
   ChatTemplate(std::string source, std::string origin, const Vocab& v);
 
   // messages: a list of {role, content, ...} dicts (jinja::value_from_json of
   // the request's messages); tools: a list or undefined. Throws Error for
-  // the template's own refusals (raise_exception) and render errors.
+  // the template's own refusals (raise_exception) and render errors, a
+  // limit passed among them; Cancelled when limits.stop is set.
   std::string render(const jinja::Value& messages, bool add_generation_prompt,
-                     const jinja::Value& tools = jinja::Value()) const;
+                     const jinja::Value& tools = jinja::Value(), const jinja::RenderLimits& limits = {}) const;
 
   const std::string& source() const { return source_; }
   // "tokenizer.chat_template", "built-in gemma", or the file given.

@@ -87,7 +87,7 @@ TEST(JinjaErrors, RuntimeErrorsNameTheLine) {
 // finds such templates in seconds; a server must not hang on one).
 TEST(JinjaErrors, RunawayTemplatesAreRefused) {
   EXPECT_NE(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
-                .find("statements: refused"),
+                .find("work budget"),
             std::string::npos);
   EXPECT_NE(error_of("{% set ns = namespace(s='x' * 1000000) %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
                      "{% endfor %}")
@@ -95,7 +95,8 @@ TEST(JinjaErrors, RunawayTemplatesAreRefused) {
             std::string::npos);
   EXPECT_NE(error_of("{{ 'ab' * 100000000 }}").find("64 MiB"), std::string::npos);
   EXPECT_NE(error_of("{{ 'a'|center(1000000000) }}").find("64 MiB"), std::string::npos);
-  EXPECT_NE(error_of("{% for i in range(100000) %}{{ 'x' * 10000 }}{% endfor %}").find("64 MiB"), std::string::npos);
+  EXPECT_NE(error_of("{% for i in range(100000) %}{{ 'x' * 10000 }}{% endfor %}").find("rendered text exceeded"),
+            std::string::npos);
 }
 
 TEST(JinjaErrors, TemplateNameInMessages) {

@@ -6,6 +6,7 @@
 
 #include "text/jinja/operators.h"
 #include "text/jinja/unicode.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja::filters {
 
@@ -169,12 +170,22 @@ Value do_sum(const Value& v, const CallArgs& args) {
 Value do_join(const Value& v, const CallArgs& args) {
   ArgBinder b("join", args, {{"d", Value("")}, {"attribute", Value::none()}});
   const std::string sep = b[0].str();
-  std::string out;
-  bool first = true;
+  // The pieces as strings (shared, not copied), then the result's size:
+  // refused before it is built when too big.
+  std::vector<Value> pieces;
+  uint64_t size = 0;
   for (const Value& item : iterate(v)) {
-    if (!first) out += sep;
-    first = false;
-    out += (b[1].is_none() ? item : lookup_path(item, b[1])).str();
+    const Value x = b[1].is_none() ? item : lookup_path(item, b[1]);
+    pieces.push_back(x.is_string() ? x : Value(x.str()));
+    size += (pieces.size() > 1 ? sep.size() : 0) + pieces.back().text().size();
+    if (size > kMaxTextBytes) refuse_size(size);
+  }
+  will_build(size);
+  std::string out;
+  out.reserve(size);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i) out += sep;
+    out += pieces[i].text();
   }
   return Value(std::move(out));
 }
@@ -183,8 +194,11 @@ Value do_batch(const Value& v, const CallArgs& args) {
   ArgBinder b("batch", args, {{"linecount", Value(), true}, {"fill_with", Value::none()}});
   const int64_t n = int_param(b[0], "batch");
   if (n < 1) throw EvalError("batch: linecount must be at least 1 (unsupported otherwise)");
+  const std::vector<Value> items = iterate(v);
+  // The last row is filled up to n: check that before building it.
+  if (!b[1].is_none()) will_build_list(std::max<uint64_t>(uint64_t(n), items.size()));
   std::vector<Value> out, row;
-  for (const Value& item : iterate(v)) {
+  for (const Value& item : items) {
     if (static_cast<int64_t>(row.size()) == n) out.push_back(Value::list(std::move(row))), row.clear();
     row.push_back(item);
   }
@@ -201,6 +215,7 @@ Value do_slice(const Value& v, const CallArgs& args) {
   const int64_t slices = int_param(b[0], "slice");
   if (slices < 1) throw EvalError("slice: slices must be at least 1 (unsupported otherwise)");
   const std::vector<Value> seq = iterate(v);
+  will_build_list(uint64_t(slices));  // the slices, before making them
   const auto length = static_cast<int64_t>(seq.size());
   const int64_t per = length / slices, with_extra = length % slices;
   int64_t offset = 0;

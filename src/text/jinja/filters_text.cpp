@@ -8,11 +8,13 @@
 #include "text/jinja/operators.h"
 #include "text/jinja/pystr.h"
 #include "text/jinja/unicode.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja::filters {
 
 Value do_indent(const Value& v, const CallArgs& args) {
   ArgBinder b("indent", args, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}});
+  if (!b[0].is_string()) will_build(static_cast<uint64_t>(std::max<int64_t>(0, int_param(b[0], "indent"))));
   const std::string indention = b[0].is_string() ? b[0].text() : std::string(static_cast<size_t>(std::max<int64_t>(0, int_param(b[0], "indent"))), ' ');
   // jinja2 appends "\n" to the value as it is: only strings take it.
   if (!v.is_string()) {
@@ -21,7 +23,11 @@ Value do_indent(const Value& v, const CallArgs& args) {
   }
   const Value& s = v;
   const std::vector<std::string> lines = pystr::splitlines(s.text() + "\n", false);
+  // At most the text and an indention per line: refused before it is built.
+  const uint64_t most = s.text().size() + 1 + (lines.size() + 1) * uint64_t(indention.size());
+  will_build(most);
   std::string rv;
+  rv.reserve(most);
   if (b[2].truthy()) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i];
   } else {
@@ -39,7 +45,9 @@ Value do_title(const Value& v) {
   // jinja2's own title, not str.title(): a word starts after a run of
   // whitespace, -, (, {, [ or <; its first character is uppercased and the
   // rest lowercased.
-  const std::string s = soft_str(v).text();
+  const Value text = soft_str(v);
+  const std::string& s = text.text();
+  charge_work(s.size());
   std::string out, word;
   auto flush = [&] {
     if (word.empty()) return;
@@ -64,7 +72,9 @@ Value do_title(const Value& v) {
 }
 
 Value do_wordcount(const Value& v) {
-  const std::string s = soft_str(v).text();
+  const Value text = soft_str(v);
+  const std::string& s = text.text();
+  charge_work(s.size());
   int64_t n = 0;
   bool in_word = false;
   for (size_t i = 0; i < s.size();) {
@@ -86,6 +96,7 @@ Value do_tojson(const Value& v, const CallArgs& args) {
   int indent = -1;
   if (!b[1].is_none()) {
     if (!b[1].is_int()) throw EvalError("tojson: indent must be an int (a string indent is not supported)");
+    if (b[1].integer() > 1 << 20) throw EvalError("tojson: an indent over 1048576 (unsupported)");
     indent = static_cast<int>(std::max<int64_t>(0, b[1].integer()));
   }
   if (!b[2].is_none()) throw EvalError("tojson: separators is not supported");

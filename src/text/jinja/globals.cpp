@@ -4,6 +4,7 @@
 
 #include "text/jinja/builtins.h"
 #include "text/jinja/render.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja {
 
@@ -89,6 +90,7 @@ Value strftime_now(const CallArgs& args) {
   localtime_r(&now, &local);
   const std::string& fmt = args.positional[0].text();
   if (fmt.empty()) return Value("");
+  will_build(256 + uint64_t(fmt.size()) * 8);
   std::string buf(256 + fmt.size() * 8, '\0');
   const size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &local);
   if (n == 0) throw EvalError("strftime_now(): the format gives no text or too much");

@@ -11,6 +11,7 @@
 #include "text/jinja/position.h"
 #include "text/jinja/template.h"
 #include "text/jinja/unicode.h"
+#include "text/jinja/work.h"
 #include "text/utf8_streamer.h"
 
 namespace weir::jinja {
@@ -214,6 +215,7 @@ class JsonReader {
 void write_string(std::string& out, std::string_view s, bool ensure_ascii) {
   out.push_back('"');
   for (size_t i = 0; i < s.size();) {
+    check_built(out);
     const char32_t c = utf8_next(s, i);
     char buf[16];
     switch (c) {
@@ -259,8 +261,9 @@ std::string key_text(const Value& k) {
 void write(std::string& out, const Value& v, bool sort_keys, int indent, int level, bool ensure_ascii) {
   std::string newline, close;  // before each item, and before the closing bracket
   if (indent >= 0) {
-    newline.assign(static_cast<size_t>(indent * (level + 1)) + 1, ' ');
-    close.assign(static_cast<size_t>(indent * level) + 1, ' ');
+    will_build(uint64_t(indent) * uint64_t(level + 1) + 1);
+    newline.assign(static_cast<size_t>(indent) * static_cast<size_t>(level + 1) + 1, ' ');
+    close.assign(static_cast<size_t>(indent) * static_cast<size_t>(level) + 1, ' ');
     newline[0] = close[0] = '\n';
   }
   const char* sep = indent >= 0 ? "," : ", ";
@@ -287,6 +290,7 @@ void write(std::string& out, const Value& v, bool sort_keys, int indent, int lev
         for (size_t i = 0; i < items.size(); ++i) {
           out += i ? sep + newline : newline;
           write(out, items[i], sort_keys, indent, level + 1, ensure_ascii);
+          check_built(out);
         }
         out += close + "]";
         return;
@@ -307,6 +311,7 @@ void write(std::string& out, const Value& v, bool sort_keys, int indent, int lev
         write_string(out, key_text(items[i]->first), ensure_ascii);
         out += ": ";
         write(out, items[i]->second, sort_keys, indent, level + 1, ensure_ascii);
+        check_built(out);
       }
       out += close + "}";
       return;
@@ -323,6 +328,7 @@ Value value_from_json(std::string_view json) { return JsonReader(json).document(
 std::string to_json(const Value& v, bool sort_keys, int indent, bool ensure_ascii) {
   std::string out;
   write(out, v, sort_keys, indent, 0, ensure_ascii);
+  charge_work(out.size());
   return out;
 }
 

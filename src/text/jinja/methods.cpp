@@ -10,6 +10,7 @@
 #include "text/jinja/operators.h"
 #include "text/jinja/pystr.h"
 #include "text/jinja/unicode.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja {
 
@@ -173,14 +174,24 @@ Value str_method(const Value& self, const std::string& name, const CallArgs& arg
   }
   if (name == "join") {
     ArgBinder b(fn, *a, {{"iterable", Value(), true}});
-    std::string out;
-    size_t i = 0;
+    // The pieces (shared, not copied), then the result's size: refused
+    // before it is built when too big.
+    std::vector<Value> pieces;
+    uint64_t size = 0;
     for (const Value& item : iterate(b[0])) {
       if (!item.is_string())
-        throw EvalError("sequence item " + std::to_string(i) + ": expected str instance, " + item.type_name() +
-                        " found");
-      if (i++) out += s;
-      out += markup ? escape_unless_markup(item) : item.text();
+        throw EvalError("sequence item " + std::to_string(pieces.size()) + ": expected str instance, " +
+                        item.type_name() + " found");
+      pieces.push_back(markup ? Value(escape_unless_markup(item)) : item);
+      size += (pieces.size() > 1 ? s.size() : 0) + pieces.back().text().size();
+      if (size > kMaxTextBytes) refuse_size(size);
+    }
+    will_build(size);
+    std::string out;
+    out.reserve(size);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (i) out += s;
+      out += pieces[i].text();
     }
     return wrap(std::move(out));
   }

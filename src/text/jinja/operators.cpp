@@ -1,9 +1,11 @@
 #include "text/jinja/operators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "text/jinja/unicode.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja {
 
@@ -22,19 +24,21 @@ namespace {
 
 bool is_integral(const Value& v) { return v.is_int() || v.is_bool(); }
 
-// Results larger than this fail rather than exhaust memory.
-constexpr size_t kMaxRepeatBytes = kMaxTextBytes;
-
+// The result's size is checked before it is built.
 Value repeat(const Value& seq, int64_t n) {
-  const size_t unit = seq.is_string() ? seq.text().size() : seq.seq().items.size() * sizeof(Value);
-  if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > kMaxRepeatBytes / unit)
-    check_text_size(kMaxRepeatBytes + 1);
+  const uint64_t unit = seq.is_string() ? seq.text().size() : seq.seq().items.size();
+  const uint64_t times = n > 0 ? static_cast<uint64_t>(n) : 0;
+  const uint64_t total = unit && times > UINT64_MAX / unit ? UINT64_MAX : unit * times;
+  if (seq.is_string()) will_build(total);
+  else will_build_list(total);
   if (seq.is_string()) {
     std::string out;
+    out.reserve(total);
     for (int64_t i = 0; i < n; ++i) out += seq.text();
     return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
   std::vector<Value> out;
+  out.reserve(total);
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.seq().items.begin(), seq.seq().items.end());
   return Value::list(std::move(out), seq.seq_kind());
 }
@@ -77,13 +81,18 @@ Value add(const Value& a, const Value& b) {
     return Value(a.number() + b.number());
   }
   if (a.is_string() && b.is_string()) {
-    check_text_size(a.text().size() + b.text().size());
-    if (a.is_markup() || b.is_markup()) return Value::markup(escape_unless_markup(a) + escape_unless_markup(b));
+    will_build(a.text().size() + b.text().size());
+    if (a.is_markup() || b.is_markup()) {
+      std::string out = escape_unless_markup(a);
+      const std::string tail = escape_unless_markup(b);
+      will_build(out.size() + tail.size());
+      return Value::markup(out + tail);
+    }
     return Value(a.text() + b.text());
   }
   if (a.is_sequence() && b.is_sequence() && a.seq_kind() == b.seq_kind() &&
       (a.seq_kind() == SeqKind::List || a.seq_kind() == SeqKind::Tuple)) {
-    check_text_size((a.seq().items.size() + b.seq().items.size()) * sizeof(Value));
+    will_build_list(a.seq().items.size() + b.seq().items.size());
     std::vector<Value> out = a.seq().items;
     out.insert(out.end(), b.seq().items.begin(), b.seq().items.end());
     return Value::list(std::move(out), a.seq_kind());
@@ -144,10 +153,15 @@ std::string escape_unless_markup(const Value& v) {
 
 Value binary_op(std::string_view op, const Value& a, const Value& b) {
   if (op == "~") {
-    std::string s = a.str();
-    const std::string t = b.str();
-    check_text_size(s.size() + t.size());
-    return Value(s + t);
+    // Strings as they are (shared, not copied); the rest printed first.
+    const Value s = a.is_string() ? a : Value(a.str());
+    const Value t = b.is_string() ? b : Value(b.str());
+    will_build(s.text().size() + t.text().size());
+    std::string out;
+    out.reserve(s.text().size() + t.text().size());
+    out += s.text();
+    out += t.text();
+    return Value(std::move(out));
   }
   if (op == "+") return add(a, b);
   if (op == "*") return multiply(a, b);
@@ -208,6 +222,7 @@ namespace {
 std::string pad(std::string body, bool left, size_t width, char fill = ' ') {
   const size_t len = utf8_length(body);
   if (len >= width) return body;
+  will_build(body.size() + (width - len));
   const std::string p(width - len, fill);
   return left ? body + p : p + body;
 }
@@ -247,12 +262,15 @@ Value percent_format(const Value& format, const Value& args) {
     while (i < f.size() && std::string_view("-+ #0").find(f[i]) != std::string_view::npos) flags.push_back(f[i++]);
     if (i < f.size() && f[i] == '*') throw EvalError("'*' widths in % formats are not supported");
     size_t width = 0;
-    while (i < f.size() && f[i] >= '0' && f[i] <= '9') width = width * 10 + static_cast<size_t>(f[i++] - '0');
+    // Past kMaxTextBytes a width only fails (pad refuses it): saturate there.
+    while (i < f.size() && f[i] >= '0' && f[i] <= '9')
+      width = std::min(width * 10 + static_cast<size_t>(f[i++] - '0'), kMaxTextBytes + 1);
     int precision = -1;
     if (i < f.size() && f[i] == '.') {
       ++i;
       precision = 0;
-      while (i < f.size() && f[i] >= '0' && f[i] <= '9') precision = precision * 10 + (f[i++] - '0');
+      while (i < f.size() && f[i] >= '0' && f[i] <= '9')
+        precision = std::min(precision * 10 + (f[i++] - '0'), 1 << 30);
     }
     while (i < f.size() && (f[i] == 'l' || f[i] == 'h' || f[i] == 'L')) ++i;
     if (i >= f.size()) throw EvalError("incomplete format");
@@ -310,6 +328,9 @@ Value percent_format(const Value& format, const Value& args) {
           if (arg.is_undefined()) throw EvalError(arg.undefined_hint());
           throw EvalError(std::string("%") + type + " format: a real number is required, not " + arg.type_name());
         }
+        // The number is written into buf below, so it must fit.
+        if (width > 400 || precision > 400)
+          throw EvalError("a width or precision over 400 in a % format of a number (unsupported)");
         std::string spec = "%" + flags + (width ? std::to_string(width) : "") +
                            (precision >= 0 ? "." + std::to_string(precision) : "");
         char buf[512];
@@ -344,7 +365,9 @@ Value percent_format(const Value& format, const Value& args) {
       default: throw EvalError(std::string("unsupported format character '") + type + "'");
     }
     out += piece;
+    check_built(out);
   }
+  charge_work(out.size());
   // Python takes any non-tuple with __getitem__ (a list, a dict) as a
   // mapping, so unused arguments are no error then.
   const bool mapping_like = mapping || args.is_seq(SeqKind::List) || args.is_seq(SeqKind::Range) || args.is_undefined();

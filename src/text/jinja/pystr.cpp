@@ -4,6 +4,7 @@
 
 #include "text/jinja/unicode.h"
 #include "text/jinja/value.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja::pystr {
 
@@ -24,9 +25,20 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
 
 namespace {
 
-// Byte offsets of whitespace runs' edges: the words of s.
+// Byte offsets of whitespace runs' edges: the words of s. Charged as the
+// list of strings split makes of them, before it is built.
 std::vector<std::pair<size_t, size_t>> words(std::string_view s) {
+  size_t n = 0;
+  bool in_word = false;
+  for (size_t i = 0; i < s.size();) {
+    const bool space = is_space(utf8_next(s, i));
+    n += !space && !in_word;
+    in_word = !space;
+  }
+  charge_work(s.size());
+  will_build_list(n);
   std::vector<std::pair<size_t, size_t>> out;
+  out.reserve(n);
   size_t i = 0;
   while (i < s.size()) {
     size_t j = i;
@@ -62,6 +74,9 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
     }
     return out;
   }
+  // The parts are counted first, and refused when too many.
+  const uint64_t parts = uint64_t(count(s, *sep)) + 1;
+  will_build_list(maxsplit >= 0 ? std::min<uint64_t>(parts, uint64_t(maxsplit) + 1) : parts);
   size_t start = 0;
   int64_t n = 0;
   for (size_t at = s.find(*sep); at != std::string_view::npos && (maxsplit < 0 || n < maxsplit);
@@ -92,6 +107,7 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
     std::reverse(out.begin(), out.end());
     return out;
   }
+  will_build_list(std::min<uint64_t>(uint64_t(count(s, *sep)) + 1, uint64_t(maxsplit) + 1));
   size_t end = s.size();
   int64_t n = 0;
   while (n < maxsplit) {
@@ -108,6 +124,10 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
 }
 
 std::vector<std::string> splitlines(std::string_view s, bool keepends) {
+  uint64_t lines = 1;
+  for (size_t i = 0; i < s.size();) lines += is_line_break(utf8_next(s, i));
+  charge_work(s.size());
+  will_build_list(lines);
   std::vector<std::string> out;
   size_t start = 0, i = 0;
   while (i < s.size()) {
@@ -126,7 +146,14 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
 }
 
 std::string replace(std::string_view s, std::string_view old, std::string_view with, int64_t count) {
+  // The result's size first: refused before it is built when too big.
+  uint64_t hits = old.empty() ? utf8_length(s) + 1 : uint64_t(pystr::count(s, old));
+  if (count >= 0) hits = std::min<uint64_t>(hits, uint64_t(count));
+  const uint64_t removed = hits * old.size();
+  const uint64_t added = with.size() && hits > UINT64_MAX / 2 / with.size() ? UINT64_MAX / 2 : hits * with.size();
+  will_build(s.size() - removed + added);
   std::string out;
+  out.reserve(s.size() - removed + added);
   if (old.empty()) {
     // Python puts `with` before every character and at the end.
     int64_t n = 0;
@@ -180,6 +207,7 @@ int64_t find(std::string_view s, std::string_view sub, std::optional<int64_t> st
 
 int64_t count(std::string_view s, std::string_view sub) {
   if (sub.empty()) return static_cast<int64_t>(utf8_length(s)) + 1;
+  charge_work(s.size());
   int64_t n = 0;
   for (size_t at = s.find(sub); at != std::string_view::npos; at = s.find(sub, at + sub.size())) ++n;
   return n;
@@ -188,10 +216,15 @@ int64_t count(std::string_view s, std::string_view sub) {
 namespace {
 
 std::string repeat(std::string_view fill, int64_t n) {
-  if (n > 0 && !fill.empty()) check_text_size(fill.size() * std::min<uint64_t>(uint64_t(n), kMaxTextBytes + 1));
+  if (n > 0 && !fill.empty()) will_build(fill.size() * std::min<uint64_t>(uint64_t(n), kMaxTextBytes + 1));
   std::string out;
   for (int64_t i = 0; i < n; ++i) out += fill;
   return out;
+}
+
+// Checks, before building, s padded with n fills.
+void will_pad(std::string_view s, std::string_view fill, int64_t n) {
+  will_build(s.size() + fill.size() * std::min<uint64_t>(uint64_t(n), kMaxTextBytes + 1));
 }
 
 }  // namespace
@@ -201,22 +234,28 @@ std::string center(std::string_view s, int64_t width, std::string_view fill) {
   if (width <= len) return std::string(s);
   const int64_t marg = width - len;
   const int64_t left = marg / 2 + (marg & width & 1);
+  will_pad(s, fill, marg);
   return repeat(fill, left) + std::string(s) + repeat(fill, marg - left);
 }
 
 std::string ljust(std::string_view s, int64_t width, std::string_view fill) {
   const auto len = static_cast<int64_t>(utf8_length(s));
-  return width <= len ? std::string(s) : std::string(s) + repeat(fill, width - len);
+  if (width <= len) return std::string(s);
+  will_pad(s, fill, width - len);
+  return std::string(s) + repeat(fill, width - len);
 }
 
 std::string rjust(std::string_view s, int64_t width, std::string_view fill) {
   const auto len = static_cast<int64_t>(utf8_length(s));
-  return width <= len ? std::string(s) : repeat(fill, width - len) + std::string(s);
+  if (width <= len) return std::string(s);
+  will_pad(s, fill, width - len);
+  return repeat(fill, width - len) + std::string(s);
 }
 
 std::string zfill(std::string_view s, int64_t width) {
   const auto len = static_cast<int64_t>(utf8_length(s));
   if (width <= len) return std::string(s);
+  will_pad(s, "0", width - len);
   std::string out = repeat("0", width - len);
   if (!s.empty() && (s[0] == '+' || s[0] == '-')) return std::string(1, s[0]) + out + std::string(s.substr(1));
   return out + std::string(s);

@@ -5,6 +5,7 @@
 #include "text/jinja/builtins.h"
 #include "text/jinja/operators.h"
 #include "text/jinja/position.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja {
 
@@ -26,13 +27,17 @@ constexpr int kMaxCallDepth = 200;
 
 class Renderer {
  public:
-  explicit Renderer(std::string_view name) : name_(name) {}
+  // `output`: the rendered text, held to limits.max_output_bytes (the text
+  // of macros and blocks, built apart, to kMaxTextBytes).
+  Renderer(std::string_view name, const RenderLimits& limits, const std::string& output)
+      : name_(name), limits_(limits), output_(&output), meter_(limits, name) {}
 
   enum class Flow { Normal, Break, Continue };
 
   Flow exec(const Body& body, const ScopePtr& scope, std::string& out);
 
  private:
+  void emit(std::string& out, std::string_view text);
   Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out);
   Flow exec_for(const Stmt& s, const ScopePtr& scope, std::string& out);
   Flow exec_set(const Stmt& s, const ScopePtr& scope);
@@ -47,9 +52,23 @@ class Renderer {
   Value eval_compare(const Expr& e, const ScopePtr& scope);
 
   std::string_view name_;
+  const RenderLimits& limits_;
+  const std::string* output_;
+  WorkMeter meter_;  // this thread's while the render runs
   int depth_ = 0;
-  uint64_t steps_ = 0;  // statements and loop turns so far (kMaxRenderSteps)
 };
+
+// Appends text to out, counted as work, within out's limit.
+void Renderer::emit(std::string& out, std::string_view text) {
+  if (&out == output_) {
+    if (out.size() + text.size() > limits_.max_output_bytes)
+      throw EvalError("the rendered text exceeded its limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
+  } else if (out.size() + text.size() > kMaxTextBytes) {
+    refuse_size(out.size() + text.size());
+  }
+  meter_.charge(text.size());
+  out += text;
+}
 
 Renderer::Flow Renderer::exec(const Body& body, const ScopePtr& scope, std::string& out) {
   for (const auto& s : body) {
@@ -61,12 +80,15 @@ Renderer::Flow Renderer::exec(const Body& body, const ScopePtr& scope, std::stri
 
 Renderer::Flow Renderer::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
   try {
-    if (++steps_ > kMaxRenderSteps)
-      throw EvalError("the template ran more than " + std::to_string(kMaxRenderSteps) + " statements: refused");
-    check_text_size(out.size());
+    meter_.charge(kStatementWork);
     switch (s.kind) {
-      case StmtKind::Text: out += s.text; return Flow::Normal;
-      case StmtKind::Output: out += eval(*s.expr, scope).str(); return Flow::Normal;
+      case StmtKind::Text: emit(out, s.text); return Flow::Normal;
+      case StmtKind::Output: {
+        const Value v = eval(*s.expr, scope);
+        if (v.is_string()) emit(out, v.text());
+        else emit(out, v.str());
+        return Flow::Normal;
+      }
       case StmtKind::If:
         for (const auto& [cond, body] : s.branches)
           if (eval(*cond, scope).truthy()) return exec(body, scope, out);
@@ -80,7 +102,7 @@ Renderer::Flow Renderer::exec(const Stmt& s, const ScopePtr& scope, std::string&
         // A break or continue inside leaves the loop with the body dropped.
         const Flow f = exec(s.body, std::make_shared<Scope>(scope), body);
         if (f != Flow::Normal) return f;
-        out += apply_filters(s.filters, Value(std::move(body)), scope).str();
+        emit(out, apply_filters(s.filters, Value(std::move(body)), scope).str());
         return Flow::Normal;
       }
       case StmtKind::With: {
@@ -113,8 +135,7 @@ Renderer::Flow Renderer::exec_for(const Stmt& s, const ScopePtr& scope, std::str
   // loop.changed() remembers its last argument across iterations.
   auto last_changed = std::make_shared<std::optional<std::vector<Value>>>();
   for (int64_t i = 0; i < n; ++i) {
-    if (++steps_ > kMaxRenderSteps)
-      throw EvalError("the template ran more than " + std::to_string(kMaxRenderSteps) + " statements: refused");
+    meter_.charge(kStatementWork);
     auto inner = std::make_shared<Scope>(scope);
     assign(s.target, items[static_cast<size_t>(i)], *inner, inner);
     auto loop = std::make_shared<Object>();
@@ -269,6 +290,7 @@ Value Renderer::call_macro(const Stmt& s, const ScopePtr& defined_in, const Call
 
 Value Renderer::eval(const Expr& e, const ScopePtr& scope) {
   try {
+    meter_.charge(kExpressionWork);
     return eval_inner(e, scope);
   } catch (const EvalError& err) {
     fail_at(name_, e.pos, err.what());
@@ -381,7 +403,7 @@ Value Renderer::eval_inner(const Expr& e, const ScopePtr& scope) {
 
 }  // namespace
 
-std::string render(const Body& body, const Value& context, std::string_view name) {
+std::string render(const Body& body, const Value& context, std::string_view name, const RenderLimits& limits) {
   if (!context.is_dict())
     throw Error(std::string(name) + ": the render context must be a dict of variables, got " + context.type_name());
   auto globals = std::make_shared<Scope>();
@@ -393,7 +415,7 @@ std::string render(const Body& body, const Value& context, std::string_view name
   }
   auto top = std::make_shared<Scope>(vars);
   std::string out;
-  Renderer(name).exec(body, top, out);
+  Renderer(name, limits, out).exec(body, top, out);
   return out;
 }
 

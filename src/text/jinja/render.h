@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "text/jinja/ast.h"
+#include "text/jinja/render_limits.h"
 #include "text/jinja/value.h"
 
 namespace weir::jinja {
@@ -34,8 +35,9 @@ void add_globals(Scope& scope);
 // naming one is an error rather than an undefined value.
 bool is_unsupported_global(std::string_view name);
 
-// Renders `body` with the variables of `context` (a dict). Throws
-// weir::Error "<name>: line L:C: ..." for errors at render time.
-std::string render(const Body& body, const Value& context, std::string_view name);
+// Renders `body` with the variables of `context` (a dict), within `limits`.
+// Throws weir::Error "<name>: line L:C: ..." for errors at render time (a
+// limit passed among them), weir::Cancelled when limits.stop was set.
+std::string render(const Body& body, const Value& context, std::string_view name, const RenderLimits& limits);
 
 }  // namespace weir::jinja

@@ -23,6 +23,8 @@ Template::Template(std::string source, Options options) : source_(std::move(sour
   body_ = std::make_shared<const Body>(parse(tokenize(source_, lex, options_.name), options_.name));
 }
 
-std::string Template::render(const Value& context) const { return jinja::render(*body_, context, options_.name); }
+std::string Template::render(const Value& context, const RenderLimits& limits) const {
+  return jinja::render(*body_, context, options_.render_name.empty() ? options_.name : options_.render_name, limits);
+}
 
 }  // namespace weir::jinja

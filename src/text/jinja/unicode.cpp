@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "text/jinja/work.h"
+
 namespace weir::jinja {
 
 using namespace unicode_tables;
@@ -53,6 +55,7 @@ void utf8_append(std::string& out, char32_t cp) {
 }
 
 std::vector<char32_t> utf8_decode(std::string_view s) {
+  charge_work(s.size() * sizeof(char32_t));
   std::vector<char32_t> out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) out.push_back(utf8_next(s, i));
@@ -60,6 +63,7 @@ std::vector<char32_t> utf8_decode(std::string_view s) {
 }
 
 std::string utf8_encode(const std::vector<char32_t>& cps) {
+  will_build(cps.size());  // at least a byte each
   std::string out;
   out.reserve(cps.size());
   for (char32_t c : cps) utf8_append(out, c);
@@ -67,6 +71,7 @@ std::string utf8_encode(const std::vector<char32_t>& cps) {
 }
 
 size_t utf8_length(std::string_view s) {
+  charge_work(s.size());
   size_t n = 0;
   for (size_t i = 0; i < s.size(); ++n) utf8_next(s, i);
   return n;
@@ -155,21 +160,26 @@ bool is_lowercase(char32_t cp) { return in_ranges(lowercase_ranges, lowercase_ra
 bool is_uppercase(char32_t cp) { return in_ranges(uppercase_ranges, uppercase_ranges_size, cp); }
 
 std::string to_lower(std::string_view s) {
+  charge_work(s.size());
   const std::vector<char32_t> cps = utf8_decode(s);
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < cps.size(); ++i) append_lower_at(out, cps, i);
+  check_built(out);
   return out;
 }
 
 std::string to_upper(std::string_view s) {
+  charge_work(s.size());
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) append_upper(out, utf8_next(s, i));
+  check_built(out);
   return out;
 }
 
 std::string to_title(std::string_view s) {
+  charge_work(s.size());
   const std::vector<char32_t> cps = utf8_decode(s);
   std::string out;
   out.reserve(s.size());
@@ -179,10 +189,12 @@ std::string to_title(std::string_view s) {
     else append_title(out, cps[i]);
     previous_is_cased = is_cased(cps[i]);
   }
+  check_built(out);
   return out;
 }
 
 std::string to_capitalized(std::string_view s) {
+  charge_work(s.size());
   const std::vector<char32_t> cps = utf8_decode(s);
   std::string out;
   out.reserve(s.size());
@@ -190,10 +202,12 @@ std::string to_capitalized(std::string_view s) {
     if (i == 0) append_title(out, cps[i]);
     else append_lower_at(out, cps, i);
   }
+  check_built(out);
   return out;
 }
 
 std::string swap_case(std::string_view s) {
+  charge_work(s.size());
   const std::vector<char32_t> cps = utf8_decode(s);
   std::string out;
   out.reserve(s.size());
@@ -202,6 +216,7 @@ std::string swap_case(std::string_view s) {
     else if (is_lowercase(cps[i])) append_upper(out, cps[i]);
     else utf8_append(out, cps[i]);
   }
+  check_built(out);
   return out;
 }
 

@@ -6,8 +6,15 @@
 #include <cstring>
 
 #include "text/jinja/unicode.h"
+#include "text/jinja/work.h"
 
 namespace weir::jinja {
+
+Value::Value(std::string s) : kind_(Kind::String) {
+  charge_work(s.size());  // every string made counts, whoever built it
+  if (s.size() <= kInlineText) data_ = std::move(s);
+  else data_ = std::make_shared<const std::string>(std::move(s));
+}
 
 Value Value::undefined(std::string hint) {
   Value v;
@@ -28,6 +35,7 @@ Value Value::markup(std::string s) {
 }
 
 Value Value::list(std::vector<Value> items, SeqKind kind) {
+  will_build_list(items.size());  // built already, by steps that checked their inputs
   auto s = std::make_shared<Sequence>();
   s->kind = kind;
   s->items = std::move(items);
@@ -41,6 +49,9 @@ Value Value::range(int64_t start, int64_t stop, int64_t step) {
   auto s = std::make_shared<Sequence>();
   s->kind = SeqKind::Range;
   s->start = start, s->stop = stop, s->step = step;
+  const uint64_t n = step > 0 ? (stop > start ? (uint64_t(stop) - uint64_t(start) - 1) / uint64_t(step) + 1 : 0)
+                              : (start > stop ? (uint64_t(start) - uint64_t(stop) - 1) / (0 - uint64_t(step)) + 1 : 0);
+  will_build_list(n);
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) s->items.emplace_back(i);
   Value v;
   v.kind_ = Kind::Sequence;
@@ -204,14 +215,19 @@ std::string string_repr(std::string_view s) {
       else std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
       out += buf;
     }
+    check_built(out);
   }
   out.push_back(quote);
+  charge_work(out.size());
   return out;
 }
 
 std::string html_escape(std::string_view s) {
+  uint64_t size = s.size();
+  for (char c : s) size += c == '&' || c == '\'' || c == '"' ? 4 : c == '<' || c == '>' ? 3 : 0;
+  will_build(size);
   std::string out;
-  out.reserve(s.size());
+  out.reserve(size);
   for (char c : s) {
     switch (c) {
       case '&': out += "&amp;"; break;
@@ -232,7 +248,9 @@ std::string join_repr(const std::vector<Value>& items) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
     out += items[i].repr();
+    check_built(out);
   }
+  charge_work(out.size());
   return out;
 }
 
@@ -243,7 +261,9 @@ std::string dict_repr(const Dict& d) {
     if (!first) out += ", ";
     first = false;
     out += k.repr() + ": " + v.repr();
+    check_built(out);
   }
+  charge_work(out.size());
   return out + "}";
 }
 
@@ -326,9 +346,13 @@ bool equals(const Value& a, const Value& b) {
   switch (a.kind()) {
     case Kind::Undefined:
     case Kind::None: return true;
-    case Kind::String: return a.text() == b.text();
+    case Kind::String:
+      if (a.text().size() != b.text().size()) return false;
+      charge_work(a.text().size());
+      return a.text() == b.text();
     case Kind::Dict: {
       if (a.dict().size() != b.dict().size()) return false;
+      charge_work(a.dict().size() * kItemWork);
       for (const auto& [k, v] : a.dict()) {
         const Value* o = b.dict().find(k);
         if (!o || !equals(v, *o)) return false;
@@ -347,6 +371,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.kind != y.kind || x.kind == SeqKind::Generator || x.kind == SeqKind::DictValues)
         return &x == &y;
       if (x.items.size() != y.items.size()) return false;
+      charge_work(x.items.size() * kItemWork);
       for (size_t i = 0; i < x.items.size(); ++i)
         if (!equals(x.items[i], y.items[i])) return false;
       return true;
@@ -359,6 +384,7 @@ int compare(const Value& a, const Value& b, const char* op) {
   if (a.is_number() && b.is_number()) return numbers_compare(a, b);
   if (a.is_string() && b.is_string()) {
     // UTF-8 bytes sort as the code points do, as Python compares str.
+    charge_work(std::min(a.text().size(), b.text().size()));
     const int c = a.text().compare(b.text());
     return c < 0 ? -1 : c > 0;
   }
@@ -367,6 +393,7 @@ int compare(const Value& a, const Value& b, const char* op) {
   if (ordered_seqs) {
     const auto& x = a.seq().items;
     const auto& y = b.seq().items;
+    charge_work(std::min(x.size(), y.size()) * kItemWork);
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
       if (!equals(x[i], y[i])) return compare(x[i], y[i], op);
     return x.size() < y.size() ? -1 : x.size() > y.size();
@@ -383,8 +410,9 @@ std::vector<Value> iterate(const Value& v) {
   switch (v.kind()) {
     case Kind::Undefined: return {};
     case Kind::String: {
-      std::vector<Value> out;
       const std::string& s = v.text();
+      will_build_list(utf8_length(s));
+      std::vector<Value> out;
       for (size_t i = 0; i < s.size();) {
         const size_t start = i;
         utf8_next(s, i);
@@ -394,12 +422,14 @@ std::vector<Value> iterate(const Value& v) {
     }
     case Kind::Sequence: {
       const Sequence& s = v.seq();
+      will_build_list(s.items.size() - s.consumed);
       if (s.kind != SeqKind::Generator) return s.items;
       std::vector<Value> rest(s.items.begin() + static_cast<std::ptrdiff_t>(s.consumed), s.items.end());
       s.consumed = s.items.size();
       return rest;
     }
     case Kind::Dict: {
+      will_build_list(v.dict().size());
       std::vector<Value> keys;
       for (const auto& kv : v.dict()) keys.push_back(kv.first);
       return keys;
@@ -426,12 +456,14 @@ bool contains(const Value& haystack, const Value& needle) {
     case Kind::String:
       if (!needle.is_string())
         throw EvalError(std::string("'in <string>' requires string as left operand, not ") + needle.type_name());
+      charge_work(haystack.text().size());
       return haystack.text().find(needle.text()) != std::string::npos;
     case Kind::Dict: return haystack.dict().find(needle) != nullptr;  // throws when unhashable
     case Kind::Sequence: {
       const Sequence& s = haystack.seq();
       if (s.kind == SeqKind::DictItems && !(needle.is_seq(SeqKind::Tuple) && needle.seq().items.size() == 2))
         return false;
+      charge_work((s.items.size() - s.consumed) * kItemWork);
       if (s.kind == SeqKind::Generator) {
         while (s.consumed < s.items.size())
           if (equals(s.items[s.consumed++], needle)) return true;
@@ -471,12 +503,14 @@ void check_hashable(const Value& key) {
 const Value* Dict::find(const Value& key) const {
   check_hashable(key);
   if (key.is_string()) return find(std::string_view(key.text()));
+  charge_work(items_.size() * kItemWork);
   for (const auto& kv : items_)
     if (equals(kv.first, key)) return &kv.second;
   return nullptr;
 }
 
 const Value* Dict::find(std::string_view key) const {
+  charge_work(items_.size() * kItemWork);
   for (const auto& kv : items_)
     if (kv.first.is_string() && kv.first.text() == key) return &kv.second;
   return nullptr;
@@ -484,6 +518,7 @@ const Value* Dict::find(std::string_view key) const {
 
 void Dict::set(Value key, Value value) {
   check_hashable(key);
+  charge_work(items_.size() * kItemWork);
   for (auto& kv : items_)
     if (equals(kv.first, key)) {
       kv.second = std::move(value);

@@ -5,6 +5,8 @@
 // Lists and dicts are shared and never change once made (as in Hugging
 // Face's ImmutableSandboxedEnvironment, where templates cannot mutate them);
 // a namespace() is the one mutable object and is shared by reference.
+// Strings longer than a few bytes are shared too, so that copying a value
+// never copies its text: what a render costs is what it builds (work.h).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -24,17 +26,6 @@ namespace weir::jinja {
 struct EvalError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// Limits that keep a hostile or broken template from exhausting memory or
-// time (jinja2's sandbox has only its range() limit): a string or list a
-// step makes, the rendered text, and the statements and loop turns of one
-// render. Prompts come nowhere near them.
-inline constexpr size_t kMaxTextBytes = size_t{1} << 26;  // 64 MiB
-inline constexpr uint64_t kMaxRenderSteps = 1'000'000;  // ~2 s at worst
-// Throws EvalError when n bytes would pass kMaxTextBytes.
-inline void check_text_size(size_t n) {
-  if (n > kMaxTextBytes) throw EvalError("a result over 64 MiB: refused");
-}
 
 class Value;
 struct Sequence;
@@ -57,9 +48,9 @@ class Value {
   Value(int64_t i) : kind_(Kind::Int), data_(i) {}
   Value(int i) : kind_(Kind::Int), data_(int64_t{i}) {}
   Value(double f) : kind_(Kind::Float), data_(f) {}
-  Value(std::string s) : kind_(Kind::String), data_(std::move(s)) {}
-  Value(std::string_view s) : kind_(Kind::String), data_(std::string(s)) {}
-  Value(const char* s) : kind_(Kind::String), data_(std::string(s)) {}
+  Value(std::string s);
+  Value(std::string_view s) : Value(std::string(s)) {}
+  Value(const char* s) : Value(std::string(s)) {}
 
   // An undefined value; `hint` is the error raised when it is used in a way
   // jinja2's Undefined refuses ("'x' is undefined").
@@ -97,7 +88,10 @@ class Value {
   int64_t integer() const;
   // Int, Float or Bool as a double.
   double number() const;
-  const std::string& text() const { return std::get<std::string>(data_); }  // String
+  const std::string& text() const {  // String
+    if (const auto* s = std::get_if<std::string>(&data_)) return *s;
+    return *std::get<SharedText>(data_);
+  }
   const std::string& undefined_hint() const { return std::get<std::string>(data_); }
   const Sequence& seq() const { return *std::get<std::shared_ptr<const Sequence>>(data_); }
   SeqKind seq_kind() const;
@@ -114,9 +108,16 @@ class Value {
   const char* type_name() const;  // Python's type name, for errors
 
  private:
+  using SharedText = std::shared_ptr<const std::string>;
+  // Strings up to this long are kept in the value (std::string's own
+  // buffer holds them without allocating), longer ones shared.
+  static constexpr size_t kInlineText = 15;
+
   Kind kind_ = Kind::Undefined;
   bool markup_ = false;
-  std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<const Sequence>,
+  // A String is a std::string (short) or SharedText (long); an undefined
+  // value's hint is a std::string.
+  std::variant<std::monostate, bool, int64_t, double, std::string, SharedText, std::shared_ptr<const Sequence>,
                std::shared_ptr<const Dict>, std::shared_ptr<Object>, std::shared_ptr<const Function>>
       data_;
 };
