@@ -1,5 +1,6 @@
 #include "text/jinja/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -500,31 +501,70 @@ void check_hashable(const Value& key) {
 
 }  // namespace
 
+uint64_t key_hash(const Value& v) {
+  switch (v.kind()) {
+    case Kind::String:
+      charge_work(v.text().size());
+      return std::hash<std::string_view>()(v.text());
+    case Kind::Bool:
+    case Kind::Int:
+    case Kind::Float: {
+      // Equal numbers are the same double (an int that equals a float is
+      // one a double holds exactly); 0.0 and -0.0 alike.
+      const double d = v.number();
+      return d == 0 ? 0 : std::hash<double>()(d);
+    }
+    case Kind::Sequence: {  // a tuple or range: its items
+      uint64_t h = 0xcbf29ce484222325ull;
+      charge_work(v.seq().items.size() * kItemWork);
+      for (const Value& item : v.seq().items) h = (h ^ key_hash(item)) * 0x100000001b3ull;
+      return h;
+    }
+    default: return std::hash<const void*>()(v.identity());  // None and undefined: null, all alike
+  }
+}
+
+std::ptrdiff_t Dict::position(const Value& key, std::string_view text_key, bool by_text) const {
+  auto matches = [&](const Value& k) {
+    return by_text ? k.is_string() && k.text() == text_key : equals(k, key);
+  };
+  if (index_.empty()) {
+    charge_work(items_.size() * kItemWork);
+    for (size_t i = 0; i < items_.size(); ++i)
+      if (matches(items_[i].first)) return static_cast<std::ptrdiff_t>(i);
+    return -1;
+  }
+  const uint64_t h = by_text ? (charge_work(text_key.size()), std::hash<std::string_view>()(text_key)) : key_hash(key);
+  const auto [first, last] = index_.equal_range(h);
+  for (auto it = first; it != last; ++it) {
+    charge_work(kItemWork);
+    if (matches(items_[it->second].first)) return static_cast<std::ptrdiff_t>(it->second);
+  }
+  return -1;
+}
+
 const Value* Dict::find(const Value& key) const {
   check_hashable(key);
-  if (key.is_string()) return find(std::string_view(key.text()));
-  charge_work(items_.size() * kItemWork);
-  for (const auto& kv : items_)
-    if (equals(kv.first, key)) return &kv.second;
-  return nullptr;
+  const std::ptrdiff_t i = key.is_string() ? position(key, key.text(), true) : position(key, {}, false);
+  return i < 0 ? nullptr : &items_[static_cast<size_t>(i)].second;
 }
 
 const Value* Dict::find(std::string_view key) const {
-  charge_work(items_.size() * kItemWork);
-  for (const auto& kv : items_)
-    if (kv.first.is_string() && kv.first.text() == key) return &kv.second;
-  return nullptr;
+  const std::ptrdiff_t i = position(Value(), key, true);
+  return i < 0 ? nullptr : &items_[static_cast<size_t>(i)].second;
 }
 
 void Dict::set(Value key, Value value) {
   check_hashable(key);
-  charge_work(items_.size() * kItemWork);
-  for (auto& kv : items_)
-    if (equals(kv.first, key)) {
-      kv.second = std::move(value);
-      return;
-    }
+  const std::ptrdiff_t i = key.is_string() ? position(key, key.text(), true) : position(key, {}, false);
+  if (i >= 0) {
+    items_[static_cast<size_t>(i)].second = std::move(value);
+    return;
+  }
+  if (!index_.empty()) index_.emplace(key_hash(key), items_.size());
   items_.emplace_back(std::move(key), std::move(value));
+  if (index_.empty() && items_.size() >= kIndexFrom)
+    for (size_t k = 0; k < items_.size(); ++k) index_.emplace(key_hash(items_[k].first), k);
 }
 
 }  // namespace weir::jinja

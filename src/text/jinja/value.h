@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -132,6 +133,9 @@ struct Sequence {
 };
 
 // Insertion-ordered, keys compared as Python compares them (1 == 1.0 == True).
+// Past kIndexFrom keys a hash index finds them, so that a dict built from a
+// big JSON object (a client's message) or by a filter (unique) is not
+// quadratic to build.
 class Dict {
  public:
   const Value* find(const Value& key) const;
@@ -145,7 +149,12 @@ class Dict {
   auto end() const { return items_.end(); }
 
  private:
+  static constexpr size_t kIndexFrom = 16;
+  // The position of key's entry in items_, or -1.
+  std::ptrdiff_t position(const Value& key, std::string_view text_key, bool by_text) const;
+
   std::vector<std::pair<Value, Value>> items_;
+  std::unordered_multimap<uint64_t, size_t> index_;  // key_hash of a key -> its position; empty below kIndexFrom
 };
 
 // A namespace() (attributes set with `set ns.x = ...`) or a for loop's `loop`.
@@ -185,6 +194,9 @@ bool contains(const Value& haystack, const Value& needle);
 // Whether Python can hash v (a dict key, a set member); lists, dicts and
 // namespaces it cannot.
 bool hashable(const Value& v);
+// A hash of a hashable value that agrees with equals(): 1, 1.0 and True
+// hash alike, a Markup string as its text.
+uint64_t key_hash(const Value& v);
 
 // Python's repr() of a float (shortest round trip: 0.1, 1e+16, 1.0).
 std::string float_repr(double f);
