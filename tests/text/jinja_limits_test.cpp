@@ -205,6 +205,39 @@ TEST(JinjaLimits, BigDictsAreNotQuadratic) {
   EXPECT_EQ(Template(source).render(value_from_json("{}")), "5 5 False 40 [(1, 2)]");
 }
 
+// A value cannot hold itself, nor nest past 1000 levels: printing a
+// namespace set into itself, or a list nested 100,000 deep by a loop, used
+// to overflow the stack and end the process.
+TEST(JinjaLimits, NoValueHoldsItselfOrNestsTooDeep) {
+  for (const char* source : {"{% set ns = namespace() %}{% set ns.a = ns %}{{ ns }}",
+                             "{% set ns = namespace(a=[]) %}{% set ns.a = [1, {'x': ns}] %}{{ ns }}",
+                             "{% set ns = namespace() %}{% set ns.f = [ns].count %}",
+                             "{% set a = namespace() %}{% set b = namespace(x=[a]) %}",
+                             "{% for x in [1] %}{% set ns = namespace(l=loop) %}{% endfor %}"}) {
+    const std::string m = render_error(source);
+    EXPECT_TRUE(has(m, "a namespace cannot hold a namespace or a loop")) << source << ": " << m;
+  }
+  EXPECT_TRUE(has(render_error("{% for x in [1] %}{{ loop.changed(loop) }}{% endfor %}"), "loop.changed()"));
+  for (const char* source : {"{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}"
+                             "{% endfor %}{{ ns.l }}",
+                             "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = {'a': ns.l} %}"
+                             "{% endfor %}{{ ns.l }}",
+                             "{% set ns = namespace(f=none) %}{% for i in range(100000) %}{% set ns.f = [ns.f].count %}"
+                             "{% endfor %}"}) {
+    const std::string m = render_error(source);
+    EXPECT_TRUE(has(m, "nested 1000 deep, too deep to keep")) << source << ": " << m;
+  }
+  // 990 levels print, compare and go to JSON (JSON from clients nests up to 512).
+  EXPECT_EQ(render_error("{% set ns = namespace(l=[]) %}{% for i in range(990) %}{% set ns.l = [ns.l] %}{% endfor %}"
+                         "{{ ns.l }}{{ ns.l|tojson }}{{ ns.l == ns.l }}{{ ns.l < [[]] }}"),
+            "(no error)");
+  // What may be kept: data, macros, methods of data.
+  EXPECT_EQ(Template("{% set ns = namespace(t=[1, {'a': 2}]) %}{% macro m() %}x{% endmacro %}{% set ns.m = m %}"
+                     "{% set ns.c = [1, 1].count %}{{ ns.t }}{{ ns.m() }}{{ ns.c(1) }}")
+                .render(value_from_json("{}")),
+            "[1, {'a': 2}]x2");
+}
+
 // A 210 KB template, as one line (as GGUF files often hold them) or many,
 // parses in milliseconds: it took 10 s when each token's column was counted
 // from the start of its line.

@@ -73,6 +73,10 @@ Value make_namespace(const CallArgs& args) {
   ns->class_name = "Namespace";
   ns->assignable = true;
   ns->attrs = dict_from(args, "Namespace");
+  for (const auto& [k, v] : ns->attrs)
+    if (holds_reference(v)) throw EvalError(no_reference_in_namespace("namespace(" + k.str() + "=...)"));
+  if (ns->attrs.depth() >= kMaxNesting)
+    throw EvalError("namespace(): lists or dicts nested " + std::to_string(ns->attrs.depth() - 1) + " deep, too deep to keep");
   return Value::object(std::move(ns));
 }
 
@@ -106,6 +110,11 @@ void add_globals(Scope& scope) {
   scope.set("namespace", Value::function("namespace", make_namespace));
   scope.set("raise_exception", Value::function("raise_exception", raise_exception));
   scope.set("strftime_now", Value::function("strftime_now", strftime_now));
+}
+
+std::string no_reference_in_namespace(const std::string& what) {
+  return what + ": a namespace cannot hold a namespace or a loop, not even in a list or dict or through a "
+         "bound method (unsupported: it could then hold itself)";
 }
 
 bool is_unsupported_global(std::string_view name) {

@@ -277,8 +277,12 @@ Value dict_method(const Value& self, const std::string& name, const CallArgs& ar
 }
 
 Value bind(const Value& self, const std::string& name, Value (*method)(const Value&, const std::string&, const CallArgs&)) {
-  return Value::function(std::string(self.type_name()) + "." + name,
-                         [self, name, method](const CallArgs& args) { return method(self, name, args); });
+  auto f = std::make_shared<Function>();
+  f->name = std::string(self.type_name()) + "." + name;
+  f->call = [self, name, method](const CallArgs& args) { return method(self, name, args); };
+  f->depth = value_depth(self) + 1;
+  f->holds_reference = holds_reference(self);
+  return Value::function(std::shared_ptr<const Function>(std::move(f)));
 }
 
 // Python's getattr(obj, name) for what templates reach; nullopt when Python

@@ -165,6 +165,8 @@ Renderer::Flow Renderer::exec_for(const Stmt& s, const ScopePtr& scope, std::str
                 same = same && equals((**last_changed)[k], args.positional[k]);
               if (same) return Value(false);
             }
+            for (const Value& v : args.positional)  // kept in the loop, it could hold the loop
+              if (holds_reference(v)) throw EvalError("loop.changed() of a namespace or loop (unsupported)");
             *last_changed = args.positional;
             return Value(true);
           }));
@@ -205,6 +207,10 @@ void Renderer::assign(const Target& t, const Value& v, Scope& scope, const Scope
       const Value* ns = lookup->find(t.name);
       if (!ns || !ns->is_object() || !ns->object().assignable)
         throw EvalError("cannot assign attribute on non-namespace object ('" + t.name + "." + t.attr + "')");
+      if (holds_reference(v)) throw EvalError(no_reference_in_namespace(t.name + "." + t.attr));
+      if (value_depth(v) >= kMaxNesting)
+        throw EvalError(t.name + "." + t.attr + ": lists or dicts nested " + std::to_string(value_depth(v)) +
+                        " deep, too deep to keep in a namespace");
       ns->object().attrs.set(Value(t.attr), v);
       return;
     }

@@ -31,6 +31,11 @@ class Scope {
 // The globals jinja2 and Hugging Face add: range, dict, namespace,
 // raise_exception, strftime_now (globals.cpp).
 void add_globals(Scope& scope);
+// The error for a namespace attribute `what` set to a value that is or
+// holds a namespace or loop (unsupported: it could then hold itself, and
+// printing it would never end).
+std::string no_reference_in_namespace(const std::string& what);
+
 // Globals jinja2 has that this engine does not (cycler, joiner, lipsum):
 // naming one is an error rather than an undefined value.
 bool is_unsupported_global(std::string_view name);

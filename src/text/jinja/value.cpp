@@ -35,10 +35,23 @@ Value Value::markup(std::string s) {
   return v;
 }
 
+namespace {
+
+[[noreturn]] void too_deep() {
+  throw EvalError("lists or dicts nested deeper than " + std::to_string(kMaxNesting) + ": refused");
+}
+
+}  // namespace
+
 Value Value::list(std::vector<Value> items, SeqKind kind) {
   will_build_list(items.size());  // built already, by steps that checked their inputs
   auto s = std::make_shared<Sequence>();
   s->kind = kind;
+  for (const Value& item : items) {
+    s->depth = std::max(s->depth, value_depth(item) + 1);
+    s->holds_reference = s->holds_reference || holds_reference(item);
+  }
+  if (s->depth > kMaxNesting) too_deep();
   s->items = std::move(items);
   Value v;
   v.kind_ = Kind::Sequence;
@@ -61,6 +74,7 @@ Value Value::range(int64_t start, int64_t stop, int64_t step) {
 }
 
 Value Value::dict(Dict d) {
+  if (d.depth() > kMaxNesting) too_deep();
   Value v;
   v.kind_ = Kind::Dict;
   v.data_ = std::shared_ptr<const Dict>(std::make_shared<Dict>(std::move(d)));
@@ -524,6 +538,26 @@ uint64_t key_hash(const Value& v) {
   }
 }
 
+uint32_t value_depth(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Sequence: return v.seq().depth;
+    case Kind::Dict: return v.dict().depth();
+    case Kind::Object: return v.object().attrs.depth() + 1;
+    case Kind::Function: return v.function().depth;
+    default: return 0;
+  }
+}
+
+bool holds_reference(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Object: return true;
+    case Kind::Function: return v.function().holds_reference;
+    case Kind::Sequence: return v.seq().holds_reference;
+    case Kind::Dict: return v.dict().holds_reference();
+    default: return false;
+  }
+}
+
 std::ptrdiff_t Dict::position(const Value& key, std::string_view text_key, bool by_text) const {
   auto matches = [&](const Value& k) {
     return by_text ? k.is_string() && k.text() == text_key : equals(k, key);
@@ -556,6 +590,8 @@ const Value* Dict::find(std::string_view key) const {
 
 void Dict::set(Value key, Value value) {
   check_hashable(key);
+  depth_ = std::max(depth_, std::max(value_depth(key), value_depth(value)) + 1);
+  holds_reference_ = holds_reference_ || jinja::holds_reference(key) || jinja::holds_reference(value);
   const std::ptrdiff_t i = key.is_string() ? position(key, key.text(), true) : position(key, {}, false);
   if (i >= 0) {
     items_[static_cast<size_t>(i)].second = std::move(value);

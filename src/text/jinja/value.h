@@ -5,6 +5,9 @@
 // Lists and dicts are shared and never change once made (as in Hugging
 // Face's ImmutableSandboxedEnvironment, where templates cannot mutate them);
 // a namespace() is the one mutable object and is shared by reference.
+// Values nest at most kMaxNesting deep, and a namespace holds no namespace,
+// loop or bound method of something holding one: so no value contains
+// itself, and printing, comparing or freeing one recurses at most so deep.
 // Strings longer than a few bytes are shared too, so that copying a value
 // never copies its text: what a render costs is what it builds (work.h).
 #pragma once
@@ -123,9 +126,15 @@ class Value {
       data_;
 };
 
+// Lists and dicts nested deeper than this are refused (jinja2 itself fails
+// near Python's recursion limit of 1000 when printing them).
+inline constexpr uint32_t kMaxNesting = 1000;
+
 struct Sequence {
   SeqKind kind = SeqKind::List;
   std::vector<Value> items;
+  uint32_t depth = 1;            // 1 + the deepest item's nesting (value_depth)
+  bool holds_reference = false;  // an item is or holds a namespace, loop or function
   int64_t start = 0, stop = 0, step = 1;  // Range: printed as range(start, stop[, step])
   // Generator: how many items were already taken (a generator is consumed
   // once, as in Python).
@@ -145,6 +154,8 @@ class Dict {
   void set(Value key, Value value);
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
+  uint32_t depth() const { return depth_; }  // 1 + the deepest key's or value's nesting
+  bool holds_reference() const { return holds_reference_; }  // a key or value is or holds an Object or Function
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
 
@@ -155,6 +166,8 @@ class Dict {
 
   std::vector<std::pair<Value, Value>> items_;
   std::unordered_multimap<uint64_t, size_t> index_;  // key_hash of a key -> its position; empty below kIndexFrom
+  uint32_t depth_ = 1;  // never lowered when a value is replaced: at least the true depth
+  bool holds_reference_ = false;
 };
 
 // A namespace() (attributes set with `set ns.x = ...`) or a for loop's `loop`.
@@ -175,6 +188,10 @@ struct Function {
   std::vector<std::string> params;  // a macro's parameter names (its `arguments`)
   std::function<Value(const CallArgs&)> call;
   bool is_macro = false;  // prints as <Macro 'name'>; other functions cannot be printed
+  // What `call` holds of the template's values: a bound method its object
+  // (a macro holds its scope weakly, a builtin nothing). As Sequence's.
+  uint32_t depth = 0;
+  bool holds_reference = false;
 };
 
 bool equals(const Value& a, const Value& b);  // Python's ==
@@ -197,6 +214,12 @@ bool hashable(const Value& v);
 // A hash of a hashable value that agrees with equals(): 1, 1.0 and True
 // hash alike, a Markup string as its text.
 uint64_t key_hash(const Value& v);
+
+// How deep v nests: 0 for a number or string, 1 for a list of them, ...
+uint32_t value_depth(const Value& v);
+// Whether v is or holds (in a list or dict) a namespace, a loop, or a bound
+// method of something that holds one: what a namespace may not hold.
+bool holds_reference(const Value& v);
 
 // Python's repr() of a float (shortest round trip: 0.1, 1e+16, 1.0).
 std::string float_repr(double f);
