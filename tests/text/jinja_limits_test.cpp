@@ -238,6 +238,37 @@ TEST(JinjaLimits, NoValueHoldsItselfOrNestsTooDeep) {
             "[1, {'a': 2}]x2");
 }
 
+// Evaluating or freeing a deep expression tree recursed once per level: a
+// chain of 100,000 `+` (or filters, or attributes) in a 200 KB template
+// ended the process. The parser refuses trees deeper than 500 levels, and
+// a render nesting statements and expressions deeper than 3000 (through
+// macro calls) fails.
+TEST(JinjaLimits, LongChainsAndDeepRecursionFailCleanly) {
+  auto chain = [](const std::string& first, const std::string& link, int n) {
+    std::string s = "{{ " + first;
+    for (int i = 0; i < n; ++i) s += link;
+    return s + " }}";
+  };
+  for (const std::string& source : {chain("1", " + 1", 100000), chain("'a'", " ~ 'a'", 100000),
+                                    chain("x", ".a", 100000), chain("x", "|trim", 100000),
+                                    chain("1", " and 1", 100000), chain("x", "[0]", 100000)}) {
+    try {
+      Template t(source);
+      FAIL() << "parsed a chain of 100,000";
+    } catch (const Error& e) {
+      EXPECT_TRUE(has(e.what(), "an expression nested deeper than 500 levels")) << e.what();
+    }
+  }
+  EXPECT_EQ(Template(chain("1", " + 1", 400)).render(value_from_json("{}")), "401");
+  // A macro that calls itself without end stops at 200 calls; one that
+  // nests deep expressions at every call, at 3000 levels.
+  EXPECT_TRUE(has(render_error("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"),
+                  "macro calls nested deeper than 200"));
+  const std::string deep = "{% macro m(n) %}{% if n > 0 %}" + chain("m(n - 1)|length", " + 0", 400) +
+                           "{% endif %}{% endmacro %}{{ m(150) }}";
+  EXPECT_TRUE(has(render_error(deep), "nested deeper than 3000 through macro calls")) << render_error(deep);
+}
+
 // A 210 KB template, as one line (as GGUF files often hold them) or many,
 // parses in milliseconds: it took 10 s when each token's column was counted
 // from the start of its line.

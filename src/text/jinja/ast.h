@@ -49,7 +49,18 @@ struct Expr {
   // Filter, Test: the name is not one this engine has; fail when evaluated
   // (jinja2 does the same for filters and tests inside {% if %} blocks).
   std::string deferred_error;
+
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Frees the children without recursing (ast.cpp): a chain of 100,000 `+`
+  // is a tree that deep, and the parser refuses it only once it is built.
+  ~Expr();
 };
+
+// How deep the tree under e goes (e alone: 1), found without recursing;
+// sets *deepest to a node at the bottom.
+int tree_depth(const Expr& e, const Expr** deepest);
 
 // Where a for loop or set puts values: a name, a tuple of targets
 // (unpacking), or a namespace attribute (`set ns.x = ...`).

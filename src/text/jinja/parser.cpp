@@ -19,6 +19,7 @@ class Parser {
   Body parse_template() {
     Body body = subparse({});
     if (cur().type != TokenType::End) fail(cur().pos, "unexpected " + describe_tag());
+    check_depths(body);
     return body;
   }
 
@@ -101,6 +102,28 @@ class Parser {
     Parser* p_;
   };
   static constexpr int kMaxDepth = 400;
+  // Expression trees deeper than this fail: a left-to-right chain (`a + b +
+  // c ...`, `x|f|g ...`, `a.b.c ...`) is parsed by a loop, not recursion, so
+  // the guard above does not see its depth, but evaluating it recurses.
+  static constexpr int kMaxTreeDepth = 500;
+  void check_depth(const ExprPtr& e) const {
+    const Expr* deepest = nullptr;
+    if (e && tree_depth(*e, &deepest) > kMaxTreeDepth)
+      fail(deepest->pos, "an expression nested deeper than " + std::to_string(kMaxTreeDepth) +
+                             " levels (a chain of that many operators, filters or attributes?)");
+  }
+  void check_depths(const Body& body) const {
+    for (const auto& s : body) {
+      check_depth(s->expr);
+      check_depth(s->cond);
+      for (const auto& [cond, b] : s->branches) check_depth(cond), check_depths(b);
+      check_depths(s->body);
+      check_depths(s->else_body);
+      for (const ExprPtr& f : s->filters) check_depth(f);
+      for (const Param& p : s->params) check_depth(p.default_value);
+      for (const auto& kv : s->assigns) check_depth(kv.second);
+    }
+  }
   ExprPtr condexpr();
   ExprPtr or_expr();
   ExprPtr and_expr();

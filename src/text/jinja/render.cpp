@@ -24,6 +24,10 @@ using ScopePtr = std::shared_ptr<Scope>;
 // Deeper macro calls than this fail (a runaway recursion would otherwise
 // end the process).
 constexpr int kMaxCallDepth = 200;
+// Statements and expressions being evaluated, one inside the other, through
+// macro calls too: past this the render fails rather than overflow the
+// stack (about 1 KB a level; real templates stay under 100).
+constexpr int kMaxNestedEvaluation = 3000;
 
 class Renderer {
  public:
@@ -55,7 +59,19 @@ class Renderer {
   const RenderLimits& limits_;
   const std::string* output_;
   WorkMeter meter_;  // this thread's while the render runs
-  int depth_ = 0;
+  int depth_ = 0;    // macro calls
+  int nested_ = 0;   // statements and expressions being evaluated (kMaxNestedEvaluation)
+
+  // Counts one level of nested_ while it lives.
+  struct Nesting {
+    explicit Nesting(Renderer* r) : r_(r) {
+      if (++r_->nested_ > kMaxNestedEvaluation)
+        throw EvalError("statements and expressions nested deeper than " + std::to_string(kMaxNestedEvaluation) +
+                        " through macro calls (a runaway recursion?)");
+    }
+    ~Nesting() { --r_->nested_; }
+    Renderer* r_;
+  };
 };
 
 // Appends text to out, counted as work, within out's limit.
@@ -80,6 +96,7 @@ Renderer::Flow Renderer::exec(const Body& body, const ScopePtr& scope, std::stri
 
 Renderer::Flow Renderer::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
   try {
+    const Nesting nesting(this);
     meter_.charge(kStatementWork);
     switch (s.kind) {
       case StmtKind::Text: emit(out, s.text); return Flow::Normal;
@@ -296,6 +313,7 @@ Value Renderer::call_macro(const Stmt& s, const ScopePtr& defined_in, const Call
 
 Value Renderer::eval(const Expr& e, const ScopePtr& scope) {
   try {
+    const Nesting nesting(this);
     meter_.charge(kExpressionWork);
     return eval_inner(e, scope);
   } catch (const EvalError& err) {
