@@ -66,6 +66,25 @@ TEST(JinjaLimits, LoopsAndStatementsRunOutOfWork) {
                   "work budget"));
 }
 
+// Looking for a long needle that almost matches everywhere compared all
+// of it at every place: count, split, replace, partition and `in` now take
+// linear time, and find, rfind, rpartition and rsplit are charged every
+// comparison they make.
+TEST(JinjaLimits, SubstringSearchesAreLinearOrCounted) {
+  const std::string setup = "{% set h = 'a' * 1000000 %}{% set n = 'a' * 100000 ~ 'b' %}";
+  const auto t0 = Clock::now();
+  EXPECT_EQ(Template(setup + "{{ h.count(n) }} {{ n in h }} {{ h.split(n)|length }} {{ h.replace(n, 'x')|length }} "
+                             "{{ h.partition(n)|length }}")
+                .render(value_from_json("{}")),
+            "0 False 1 1000000 3");
+  EXPECT_LT(seconds_since(t0), 5.0);
+  for (const char* search : {"{{ h.find(n) }}", "{{ h.rfind(n) }}", "{{ h.rpartition(n) }}", "{{ h.rsplit(n, 1) }}"}) {
+    const std::string m = render_error(setup + search);
+    EXPECT_TRUE(has(m, "work budget")) << search << ": " << m;
+  }
+  EXPECT_LT(seconds_since(t0), 10.0);
+}
+
 TEST(JinjaLimits, TheWorkBudgetIsTheCallers) {
   const std::string source = "{% for i in range(1000) %}{{ i }}{% endfor %}";
   RenderLimits small;

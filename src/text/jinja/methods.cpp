@@ -141,6 +141,7 @@ Value str_method(const Value& self, const std::string& name, const CallArgs& arg
       throw EvalError(name + " first arg must be str or a tuple of str, not " + b[0].type_name());
     for (const Value& o : options) {
       const std::string& p = str_arg(o, fn);
+      charge_work(std::min(p.size(), text.size()));
       const bool hit = name == "startswith" ? text.compare(0, p.size(), p) == 0 && text.size() >= p.size()
                                             : text.size() >= p.size() && text.compare(text.size() - p.size(), p.size(), p) == 0;
       if (hit) return Value(true);
@@ -211,7 +212,7 @@ Value str_method(const Value& self, const std::string& name, const CallArgs& arg
     ArgBinder b(fn, *a, {{"sep", Value(), true}});
     const std::string& sep = str_arg(b[0], fn);
     if (sep.empty()) throw EvalError("empty separator");
-    const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
+    const size_t at = name == "partition" ? pystr::find_bytes(s, sep) : pystr::rfind_bytes(s, sep, s.size());
     if (at == std::string::npos)
       return wrap_list(name == "partition" ? std::vector<std::string>{s, "", ""} : std::vector<std::string>{"", "", s},
                        SeqKind::Tuple);

@@ -1,12 +1,43 @@
 #include "text/jinja/pystr.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "text/jinja/unicode.h"
 #include "text/jinja/value.h"
 #include "text/jinja/work.h"
 
 namespace weir::jinja::pystr {
+
+size_t find_bytes(std::string_view s, std::string_view sub, size_t from) {
+  if (from > s.size()) return std::string_view::npos;
+  const void* at = sub.empty() ? s.data() + from : memmem(s.data() + from, s.size() - from, sub.data(), sub.size());
+  if (!at) {
+    charge_work(s.size() - from + sub.size());
+    return std::string_view::npos;
+  }
+  const size_t i = static_cast<size_t>(static_cast<const char*>(at) - s.data());
+  charge_work(i - from + sub.size());
+  return i;
+}
+
+size_t rfind_bytes(std::string_view s, std::string_view sub, size_t end) {
+  end = std::min(end, s.size());
+  if (sub.size() > end) return std::string_view::npos;
+  uint64_t compared = 0;
+  for (size_t at = end - sub.size() + 1; at-- > 0;) {
+    size_t k = 0;
+    while (k < sub.size() && s[at + k] == sub[k]) ++k;
+    compared += k + 1;
+    if (compared > (1u << 20)) charge_work(compared), compared = 0;
+    if (k == sub.size()) {
+      charge_work(compared);
+      return at;
+    }
+  }
+  charge_work(compared);
+  return std::string_view::npos;
+}
 
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
   const std::vector<char32_t> cps = utf8_decode(s);
@@ -79,8 +110,8 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
   will_build_list(maxsplit >= 0 ? std::min<uint64_t>(parts, uint64_t(maxsplit) + 1) : parts);
   size_t start = 0;
   int64_t n = 0;
-  for (size_t at = s.find(*sep); at != std::string_view::npos && (maxsplit < 0 || n < maxsplit);
-       at = s.find(*sep, start), ++n) {
+  for (size_t at = find_bytes(s, *sep); at != std::string_view::npos && (maxsplit < 0 || n < maxsplit);
+       at = find_bytes(s, *sep, start), ++n) {
     out.emplace_back(s.substr(start, at - start));
     start = at + sep->size();
   }
@@ -112,7 +143,7 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
   int64_t n = 0;
   while (n < maxsplit) {
     if (end < sep->size()) break;
-    const size_t at = s.rfind(*sep, end - sep->size());
+    const size_t at = rfind_bytes(s, *sep, end);
     if (at == std::string_view::npos) break;
     out.emplace_back(s.substr(at + sep->size(), end - at - sep->size()));
     end = at;
@@ -169,7 +200,8 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
   }
   size_t start = 0;
   int64_t n = 0;
-  for (size_t at = s.find(old); at != std::string_view::npos && (count < 0 || n < count); at = s.find(old, start)) {
+  for (size_t at = find_bytes(s, old); at != std::string_view::npos && (count < 0 || n < count);
+       at = find_bytes(s, old, start)) {
     out += s.substr(start, at - start);
     out += with;
     start = at + old.size();
@@ -194,7 +226,15 @@ int64_t find(std::string_view s, std::string_view sub, std::optional<int64_t> st
   const std::vector<char32_t> needle = utf8_decode(sub);
   const auto n = static_cast<int64_t>(needle.size());
   if (e - b < n) return -1;
-  auto matches = [&](int64_t at) { return std::equal(needle.begin(), needle.end(), cps.begin() + at); };
+  // Charged every code point compared: n at each place at worst.
+  uint64_t compared = 0;
+  auto matches = [&](int64_t at) {
+    int64_t k = 0;
+    while (k < n && cps[static_cast<size_t>(at + k)] == needle[static_cast<size_t>(k)]) ++k;
+    compared += static_cast<uint64_t>(k) + 1;
+    if (compared > (1u << 20)) charge_work(compared), compared = 0;
+    return k == n;
+  };
   if (from_right) {
     for (int64_t at = e - n; at >= b; --at)
       if (matches(at)) return at;
@@ -207,9 +247,8 @@ int64_t find(std::string_view s, std::string_view sub, std::optional<int64_t> st
 
 int64_t count(std::string_view s, std::string_view sub) {
   if (sub.empty()) return static_cast<int64_t>(utf8_length(s)) + 1;
-  charge_work(s.size());
   int64_t n = 0;
-  for (size_t at = s.find(sub); at != std::string_view::npos; at = s.find(sub, at + sub.size())) ++n;
+  for (size_t at = find_bytes(s, sub); at != std::string_view::npos; at = find_bytes(s, sub, at + sub.size())) ++n;
   return n;
 }
 

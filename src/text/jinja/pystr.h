@@ -26,6 +26,16 @@ std::string ljust(std::string_view s, int64_t width, std::string_view fill);
 std::string rjust(std::string_view s, int64_t width, std::string_view fill);
 std::string zfill(std::string_view s, int64_t width);
 bool is_lower(std::string_view s);
+
+// Where `sub` first is in s at or after byte `from` (npos: nowhere).
+// Linear in s and sub whatever they hold (glibc's memmem: the two-way
+// algorithm; std::string_view::find can compare sub at every byte), and
+// charged the bytes it passes.
+size_t find_bytes(std::string_view s, std::string_view sub, size_t from = 0);
+// Where the last `sub` in s that ends at or before byte `end` starts (npos:
+// nowhere); charged every byte it compares (it can compare all of sub at
+// each place).
+size_t rfind_bytes(std::string_view s, std::string_view sub, size_t end);
 bool is_upper(std::string_view s);
 
 }  // namespace weir::jinja::pystr

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "text/jinja/pystr.h"
 #include "text/jinja/unicode.h"
 #include "text/jinja/work.h"
 
@@ -471,8 +472,7 @@ bool contains(const Value& haystack, const Value& needle) {
     case Kind::String:
       if (!needle.is_string())
         throw EvalError(std::string("'in <string>' requires string as left operand, not ") + needle.type_name());
-      charge_work(haystack.text().size());
-      return haystack.text().find(needle.text()) != std::string::npos;
+      return pystr::find_bytes(haystack.text(), needle.text()) != std::string::npos;
     case Kind::Dict: return haystack.dict().find(needle) != nullptr;  // throws when unhashable
     case Kind::Sequence: {
       const Sequence& s = haystack.seq();
