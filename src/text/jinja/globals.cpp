@@ -51,8 +51,10 @@ Dict dict_from(const CallArgs& args, const char* function) {
     const Value& src = args.positional[0];
     if (src.is_undefined()) throw EvalError(src.undefined_hint());
     if (src.is_dict()) {
+      charge_work(src.dict().size() * kItemWork);  // a copy
       d = src.dict();
     } else if (src.is_object() && src.object().assignable) {
+      charge_work(src.object().attrs.size() * kItemWork);
       d = src.object().attrs;
     } else {
       for (const Value& item : iterate(src)) {

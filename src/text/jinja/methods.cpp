@@ -89,6 +89,7 @@ std::string slice_text(const std::string& s, std::optional<int64_t> start, std::
 template <typename Pred>
 bool all_chars(const std::string& s, Pred pred, bool empty_result) {
   if (s.empty()) return empty_result;
+  charge_work(s.size());
   for (size_t i = 0; i < s.size();)
     if (!pred(utf8_next(s, i))) return false;
   return true;

@@ -234,7 +234,7 @@ Value percent_format(const Value& format, const Value& args) {
   const bool markup = format.is_markup();
   std::vector<Value> positional;
   const Dict* mapping = nullptr;
-  if (args.is_seq(SeqKind::Tuple)) positional = args.seq().items;
+  if (args.is_seq(SeqKind::Tuple)) will_build_list(args.seq().items.size()), positional = args.seq().items;
   else if (args.is_dict()) mapping = &args.dict(), positional = {args};
   else positional = {args};
   size_t next_arg = 0;

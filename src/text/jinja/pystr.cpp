@@ -301,6 +301,7 @@ std::string zfill(std::string_view s, int64_t width) {
 }
 
 bool is_lower(std::string_view s) {
+  charge_work(s.size());
   bool cased = false;
   for (size_t i = 0; i < s.size();) {
     const char32_t c = utf8_next(s, i);
@@ -311,6 +312,7 @@ bool is_lower(std::string_view s) {
 }
 
 bool is_upper(std::string_view s) {
+  charge_work(s.size());
   bool cased = false;
   for (size_t i = 0; i < s.size();) {
     const char32_t c = utf8_next(s, i);
