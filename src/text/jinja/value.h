@@ -134,7 +134,7 @@ struct Sequence {
   SeqKind kind = SeqKind::List;
   std::vector<Value> items;
   uint32_t depth = 1;            // 1 + the deepest item's nesting (value_depth)
-  bool holds_reference = false;  // an item is or holds a namespace, loop or function
+  bool holds_reference = false;  // an item is or holds a namespace or loop (holds_reference())
   int64_t start = 0, stop = 0, step = 1;  // Range: printed as range(start, stop[, step])
   // Generator: how many items were already taken (a generator is consumed
   // once, as in Python).
@@ -155,7 +155,7 @@ class Dict {
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   uint32_t depth() const { return depth_; }  // 1 + the deepest key's or value's nesting
-  bool holds_reference() const { return holds_reference_; }  // a key or value is or holds an Object or Function
+  bool holds_reference() const { return holds_reference_; }  // a key or value is or holds a namespace or loop
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
 

@@ -2,7 +2,8 @@
 // on any one string or list, from wherever the work is done: the renderer
 // counts statements, loop turns, expression nodes and its output; the
 // filters, methods, operators and value functions count the strings and
-// lists they build and read through.
+// lists they build and read through (and every string value made counts its
+// bytes when made: Value(std::string), value.cpp).
 //
 // The counts go to the meter of the render running on this thread (a render
 // runs on one thread from start to end, and installs its meter for that
