@@ -104,7 +104,8 @@ namespace {
 bool read_available(Connection& c, size_t cap) {
   char buf[16 << 10];
   while (c.in.size() - c.used <= cap) {
-    const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    const size_t room = std::min(sizeof buf, cap + 1 - (c.in.size() - c.used));  // one byte past the cap tells "over"
+    const ssize_t n = ::recv(c.fd, buf, room, MSG_DONTWAIT);
     if (n > 0) {
       c.in.append(buf, size_t(n));
       continue;

@@ -56,7 +56,7 @@ struct GateOptions {
   int max_connections = 1000;
   int workers = 64;
   double header_timeout_s = 10.0;
-  size_t max_header_bytes = 64 << 10;
+  size_t max_header_bytes = 16 << 10;  // nginx's 4 x 8 KiB lines hold about as much
 };
 
 class ConnectionGate {

@@ -3,10 +3,14 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 
 #include "core/error.h"
 #include "server/chat_page.h"
+#include "server/connection_gate.h"
+#include "server/connection_stream.h"
+#include "server/json_body.h"
 #include "server/openai_answer.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -19,9 +23,67 @@ namespace {
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(error_json(e).dump(), "application/json");
+  res.set_content(error_json(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
+// What the worker thread now serving a request knows of its connection:
+// the handlers ask whether the client is still there, and say when the
+// connection cannot carry another request (a body left unread).
+struct RequestState {
+  ConnectionStream* stream = nullptr;
+  bool close_after = false;
+};
+thread_local RequestState t_request;
+
+bool has_body(const httplib::Request& req) {
+  return req.get_header_value<uint64_t>("Content-Length") > 0 || req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+}
+
+bool is_json(const std::string& content_type) {
+  const std::string type = content_type.substr(0, content_type.find(';'));
+  std::string t;
+  for (char c : type)
+    if (c != ' ' && c != '\t') t += char(std::tolower(static_cast<unsigned char>(c)));
+  return t == "application/json";
+}
+
+const char* const kShuttingDown = "the server is shutting down";
+
+// The POST endpoints; each reads its own body (a JSON object).
+const char* const kPostPaths[] = {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"};
+
+}  // namespace
+
+// cpp-httplib's server with its connection handling replaced: the accept
+// loop hands each socket to the gate (process_and_close_socket runs on the
+// accepting thread, through a task queue that runs tasks at once), and the
+// gate's workers run one request at a time through process_request.
+class GatedServer : public httplib::Server {
+ public:
+  ConnectionGate* gate = nullptr;
+  bool serve_one(Connection& c, Clock::time_point body_deadline, std::chrono::milliseconds write_timeout, bool last) {
+    ConnectionStream stream(c, body_deadline, write_timeout);
+    t_request = {&stream, false};
+    bool closed = false;
+    const bool ok = process_request(stream, last, closed, nullptr);
+    const bool keep = ok && !closed && !last && !t_request.close_after;
+    t_request = {};
+    return keep;
+  }
+
+ private:
+  bool process_and_close_socket(int sock) override {
+    gate->add(sock);
+    return true;
+  }
+};
+
+namespace {
+
+struct RunAtOnce : httplib::TaskQueue {
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
 
 }  // namespace
 
@@ -30,15 +92,32 @@ struct HttpServer::Impl {
   const Tokenizer& tok;
   const ChatTemplate* chat;
   HttpOptions o;
-  httplib::Server svr;
+  jinja::RenderLimits render_limits;
+  GatedServer svr;
+  std::unique_ptr<ConnectionGate> gate;
+  std::atomic<bool> stopping{false};
   int port = -1;
   int listen_fd = -1;
 
   Impl(GenerationEngine& e, const Tokenizer& t, const ChatTemplate* c, HttpOptions opts)
       : engine(e), tok(t), chat(c), o(std::move(opts)) {
-    svr.set_payload_max_length(size_t(16) << 20);
-    const size_t threads = size_t(std::max(1, o.connections));
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    if (o.max_request_tokens <= 0) o.max_request_tokens = o.n_ctx;
+    render_limits.max_output_bytes = o.template_max_output;
+    render_limits.max_work = o.template_max_work;
+    render_limits.stop = &stopping;
+    GateOptions g;
+    g.max_connections = o.max_connections;
+    g.workers = std::max(1, o.connections);
+    g.header_timeout_s = o.header_timeout_s;
+    const auto body_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.body_timeout_s));
+    const auto write_time = std::chrono::milliseconds(int64_t(o.write_timeout_s * 1000));
+    gate = std::make_unique<ConnectionGate>(g, [this, body_time, write_time](Connection& c) {
+      return svr.serve_one(c, Clock::now() + body_time, write_time, stopping.load());
+    });
+    svr.gate = gate.get();
+    svr.new_task_queue = [] { return new RunAtOnce(); };
+    svr.set_keep_alive_timeout(time_t(o.header_timeout_s));  // what the Keep-Alive header says
+    svr.set_keep_alive_max_count(1000);
     // The listening socket, to give it a longer queue of connections than
     // the library's 5 (64 clients connecting at once were reset).
     // SO_REUSEADDR only: the library's SO_REUSEPORT would let a second
@@ -49,10 +128,26 @@ struct HttpServer::Impl {
       listen_fd = sock;
     });
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (o.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + o.api_key) return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, ApiError(401, "authentication_error", "", "a valid API key is needed: Authorization: Bearer KEY"));
+      try {
+        admit(req);
+        return httplib::Server::HandlerResponse::Unhandled;
+      } catch (const ApiError& e) {
+        send_error(res, e);
+        if (has_body(req)) close_after(res);  // its body stays unread
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    });
+    // Statuses the library sets itself (404, 400 for a bad request line)
+    // come with a JSON body too.
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      std::string what = res.status == 404 ? "no such endpoint: " + req.method + " " + req.path.substr(0, 200)
+                                            : "the request was refused (HTTP " + std::to_string(res.status) + ")";
+      send_error(res, ApiError(res.status, error_type(res.status), "", utf8_or_replacement(what)));
       return httplib::Server::HandlerResponse::Handled;
+    }));
+    svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+      send_error(res, ApiError(500, "server_error", "", "the server failed on this request"));
     });
     svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
       const std::string_view page = chat_page_html();
@@ -63,42 +158,89 @@ struct HttpServer::Impl {
     });
     svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       json m = {{"id", o.model_name}, {"object", "model"}, {"created", now_seconds()}, {"owned_by", "weir"}};
-      res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+      res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics(), "text/plain; version=0.0.4"); });
-    svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(res, [&] {
-        const json b = parse(req.body);
-        if (!b.contains("content") || !b["content"].is_string()) throw bad_request("content", "'content' must be a string");
-        res.set_content(json{{"tokens", tok.encode(b["content"].get<std::string>(), false, true)}}.dump(), "application/json");
-      });
+    post("/tokenize", [this](const json& b, httplib::Response& res) {
+      if (!b.contains("content") || !b["content"].is_string()) throw bad_request("content", "'content' must be a string");
+      const std::vector<int32_t> ids =
+          encode_limited(tok, b["content"].get_ref<const std::string&>(), false, true, size_t(o.max_request_tokens),
+                         "content", "the server's --max-request-tokens");
+      std::string out = "{\"tokens\":[";
+      for (size_t i = 0; i < ids.size(); ++i) (out += i ? "," : "") += std::to_string(ids[i]);
+      res.set_content(out + "]}", "application/json");
     });
-    svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(res, [&] {
-        const json b = parse(req.body);
-        if (!b.contains("tokens") || !b["tokens"].is_array()) throw bad_request("tokens", "'tokens' must be an array of ids");
-        std::string text;
-        for (const json& t : b["tokens"]) {
-          if (!t.is_number_integer() || !tok.vocab().valid(t.get<int32_t>())) throw bad_request("tokens", "'tokens' holds an id outside the vocabulary");
-          text += tok.token_to_piece(t.get<int32_t>(), false);
-        }
-        res.set_content(json{{"content", text}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-      });
+    post("/detokenize", [this](const json& b, httplib::Response& res) {
+      if (!b.contains("tokens") || !b["tokens"].is_array()) throw bad_request("tokens", "'tokens' must be an array of ids");
+      std::string text;
+      for (const json& t : b["tokens"]) text += tok.token_to_piece(token_id(t, tok.vocab().n_tokens(), "tokens"), false);
+      res.set_content(dump(json{{"content", text}}), "application/json");
     });
-    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(res, [&] { generate(parse_chat_request(parse(req.body)), res); });
-    });
-    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(res, [&] { generate(parse_completion_request(parse(req.body)), res); });
-    });
+    post("/v1/chat/completions", [this](const json& b, httplib::Response& res) { generate(parse_chat_request(b), res); });
+    post("/v1/completions", [this](const json& b, httplib::Response& res) { generate(parse_completion_request(b), res); });
   }
 
-  static json parse(const std::string& body) {
-    try {
-      return json::parse(body);
-    } catch (const json::exception& e) {
-      throw bad_request("", std::string("the body is not valid JSON: ") + e.what());
+  static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+  // The response says the connection ends with it (its body was not read).
+  static void close_after(httplib::Response& res) {
+    t_request.close_after = true;
+    res.set_header("Connection", "close");
+  }
+
+  // Before routing: the key, the body's declared size and type, and
+  // bodies only where a handler reads them.
+  void admit(const httplib::Request& req) {
+    const bool v1 = req.path.rfind("/v1/", 0) == 0;
+    if (!o.api_key.empty() && v1 && req.get_header_value("Authorization") != "Bearer " + o.api_key)
+      throw ApiError(401, "authentication_error", "", "a valid API key is needed: Authorization: Bearer KEY");
+    bool post_path = false;
+    for (const char* p : kPostPaths) post_path |= req.path == p;
+    if (req.method == "POST" && post_path) {
+      if (!is_json(req.get_header_value("Content-Type")))
+        throw ApiError(415, "invalid_request_error", "", "the body must be JSON, sent with Content-Type: application/json");
+      const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
+      if (declared > o.max_body_bytes) throw body_too_large();
+      return;
     }
+    if (has_body(req))
+      throw ApiError(post_path ? 405 : 404, post_path ? "invalid_request_error" : "not_found_error", "",
+                     utf8_or_replacement("no such endpoint: " + req.method + " " + req.path.substr(0, 200)));
+  }
+
+  ApiError body_too_large() const {
+    return ApiError(413, "invalid_request_error", "",
+                    "the body is over " + std::to_string(o.max_body_bytes) + " bytes (the server's --max-body)");
+  }
+
+  // A POST endpoint: reads the body within its limits, parses it, runs f.
+  template <typename F>
+  void post(const char* path, F f) {
+    svr.Post(path, [this, f](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      handle(res, [&] {
+        std::string body;
+        body.reserve(std::min<uint64_t>(req.get_header_value<uint64_t>("Content-Length"), o.max_body_bytes));
+        bool over = false;
+        const bool whole = reader([&](const char* data, size_t n) {
+          if (body.size() + n > o.max_body_bytes) {
+            over = true;
+            return false;
+          }
+          body.append(data, n);
+          return true;
+        });
+        if (!whole) {
+          close_after(res);
+          if (over) throw body_too_large();
+          throw ApiError(408, "invalid_request_error", "", "the body did not arrive in time (the server's body timeout)");
+        }
+        JsonLimits jl;
+        jl.max_depth = o.max_json_depth;
+        const json b = parse_json_body(body, jl);
+        std::string().swap(body);
+        f(b, res);
+      });
+    });
   }
 
   template <typename F>
@@ -111,23 +253,38 @@ struct HttpServer::Impl {
       res.set_header("Retry-After", "1");
       send_error(res, ApiError(503, "server_overloaded", "", e.what()));
     } catch (const Error& e) {
-      send_error(res, ApiError(400, "invalid_request_error", "", e.what()));
-    } catch (const std::exception& e) {
-      send_error(res, ApiError(500, "server_error", "", e.what()));
+      send_error(res, ApiError(400, "invalid_request_error", "", utf8_or_replacement(e.what())));
+    } catch (const std::bad_alloc&) {
+      send_error(res, ApiError(503, "server_overloaded", "", "the server is out of memory for this request"));
+    } catch (const std::exception&) {
+      send_error(res, ApiError(500, "server_error", "", "the server failed on this request"));
     }
   }
 
   void generate(const GenerationRequest& r, httplib::Response& res) {
-    const AnswerContext ctx{engine, tok, chat, o.model_name, o.n_ctx};
+    if (stopping) throw ApiError(503, "server_overloaded", "", kShuttingDown);
+    AnswerContext ctx{engine, tok, chat, o.model_name, o.n_ctx};
+    ctx.max_prompt_tokens = o.max_request_tokens;
+    ctx.render_limits = &render_limits;
     std::shared_ptr<Answer> answer = Answer::start(ctx, r);
     if (!r.stream) {
-      answer->wait_done(std::chrono::hours(24 * 365));
-      res.set_content(answer->whole().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      ConnectionStream* stream = t_request.stream;
+      while (!answer->wait_done(std::chrono::milliseconds(100))) {
+        if (stopping) answer->abandon(503, kShuttingDown);  // ends at the engine's next step
+        if (stream && stream->peer_closed()) {  // nobody to answer: its cells go back now
+          answer->cancel();
+          close_after(res);
+          return;
+        }
+      }
+      if (stopping) answer->abandon(503, kShuttingDown);  // a step the stop interrupted fails as this
+      res.set_content(dump(answer->whole()), "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream", [answer](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [this, answer](size_t, httplib::DataSink& sink) {
+          if (stopping) answer->abandon(503, kShuttingDown);  // its last chunk comes at once
           std::string out;
           for (const json& chunk : answer->next_chunks(std::chrono::milliseconds(100))) out += sse_event(chunk);
           if (answer->ended()) out += sse_done();
@@ -149,6 +306,7 @@ struct HttpServer::Impl {
 
   std::string metrics() const {
     const GenerationEngine::Stats s = engine.stats();
+    const ConnectionGate::Stats c = gate->stats();
     std::string m;
     auto line = [&](const char* name, const char* type, const char* help, double v) {
       m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
@@ -168,13 +326,23 @@ struct HttpServer::Impl {
     line("weir_set_back_total", "counter", "requests set back to the queue for want of KV cells", double(s.set_back));
     line("weir_kv_cells_used", "gauge", "KV cache cells in use (kept prefixes included)", double(s.kv_cells_used));
     line("weir_kept_prefixes", "gauge", "finished requests whose cells are kept for reuse", double(s.kept_prefixes));
+    line("weir_http_connections", "gauge", "client connections open", double(c.open));
+    line("weir_http_connections_waiting", "gauge", "connections idle or sending their request head", double(c.waiting));
+    line("weir_http_requests_active", "gauge", "requests being handled", double(c.busy));
+    line("weir_http_connections_total", "counter", "connections accepted", double(c.accepted));
+    line("weir_http_connections_evicted_total", "counter", "connections closed to make room (the limit reached)", double(c.evicted));
+    line("weir_http_header_timeouts_total", "counter", "connections closed for a request head that came too slowly", double(c.header_timeouts));
+    line("weir_http_heads_too_large_total", "counter", "connections closed for a request head over the limit", double(c.too_large));
     return m;
   }
 };
 
 HttpServer::HttpServer(GenerationEngine& engine, const Tokenizer& tok, const ChatTemplate* chat, HttpOptions o)
     : impl_(std::make_unique<Impl>(engine, tok, chat, std::move(o))) {}
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+  if (impl_) impl_->gate->shutdown();
+}
 
 int HttpServer::bind() {
   Impl& i = *impl_;
@@ -184,9 +352,15 @@ int HttpServer::bind() {
   return i.port;
 }
 
-void HttpServer::run() { impl_->svr.listen_after_bind(); }
+void HttpServer::run() {
+  impl_->svr.listen_after_bind();
+  impl_->gate->shutdown();  // the requests being handled end (stop() told them), the rest are closed
+}
+
 void HttpServer::stop() {
-  if (impl_) impl_->svr.stop();
+  if (!impl_) return;
+  impl_->stopping = true;
+  impl_->svr.stop();
 }
 
 }  // namespace weir::server

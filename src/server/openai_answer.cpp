@@ -1,5 +1,6 @@
 #include "server/openai_answer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -19,6 +20,8 @@ struct Answer::Progress {
   std::string text;  // not yet taken (streaming) or all (whole answers)
   bool done = false;
   std::string finish_reason, error;
+  int abandoned_status = 0;  // abandon(): the error the end becomes
+  std::string abandoned_message;
   JobCounts counts;
   bool want_logprobs = false;
   std::vector<TokenLogprob> logprobs;  // not yet taken (streaming) or all
@@ -85,31 +88,52 @@ Job job_from(const GenerationRequest& r, std::vector<int32_t> prompt, const std:
 
 }  // namespace
 
+std::vector<int32_t> encode_limited(const Tokenizer& tok, std::string_view text, bool add_special, bool parse_special,
+                                    size_t max_tokens, const std::string& field, const std::string& why) {
+  const size_t longest = std::max<size_t>(1, tok.vocab().max_token_len());
+  if (text.size() / longest > max_tokens) throw over_token_limit(field, "at least " + std::to_string(text.size() / longest), max_tokens, why);
+  std::vector<int32_t> ids = tok.encode(text, add_special, parse_special);
+  if (ids.size() > max_tokens) throw over_token_limit(field, std::to_string(ids.size()), max_tokens, why);
+  return ids;
+}
+
+ApiError over_token_limit(const std::string& field, const std::string& count, size_t max_tokens, const std::string& why) {
+  return bad_request(field, "'" + field + "' is " + count + " tokens, over the limit of " + std::to_string(max_tokens) +
+                                (why.empty() ? "" : " (" + why + ")"));
+}
+
 std::vector<int32_t> prompt_tokens(const AnswerContext& c, const GenerationRequest& r) {
+  const int64_t fits = c.n_ctx - 1;  // a token of room to generate
+  const bool by_flag = c.max_prompt_tokens > 0 && c.max_prompt_tokens < fits;
+  const size_t limit = size_t(std::max<int64_t>(1, by_flag ? c.max_prompt_tokens : fits));
+  const std::string why = by_flag ? "the server's --max-request-tokens" : "the context holds " + std::to_string(c.n_ctx) + " tokens";
+  const std::string field = r.chat ? "messages" : "prompt";
   if (!r.chat) {
     if (!r.prompt_tokens.empty()) {
       for (int32_t t : r.prompt_tokens)
         if (!c.tok.vocab().valid(t))
           throw bad_request("prompt", "'prompt' holds the id " + std::to_string(t) + ", outside the vocabulary");
+      if (r.prompt_tokens.size() > limit) throw over_token_limit(field, std::to_string(r.prompt_tokens.size()), limit, why);
       return r.prompt_tokens;
     }
-    return c.tok.encode(r.prompt, c.tok.vocab().add_bos, true);
+    return encode_limited(c.tok, r.prompt, c.tok.vocab().add_bos, true, limit, field, why);
   }
   if (!c.chat) throw ApiError(400, "invalid_request_error", "messages", "this model has no chat template; use completions");
   std::string text;
   try {
-    text = c.chat->render(jinja::value_from_json(r.messages.dump()), true);
+    const jinja::RenderLimits defaults;
+    text = c.chat->render(jinja::value_from_json(r.messages.dump()), true, jinja::Value(),
+                          c.render_limits ? *c.render_limits : defaults);
+  } catch (const Cancelled&) {  // its stop flag: the server is stopping
+    throw ApiError(503, "server_overloaded", "", "the server is shutting down");
   } catch (const Error& e) {
     throw bad_request("messages", std::string("the chat template refused the messages: ") + e.what());
   }
-  return c.tok.encode(text, false, true);
+  return encode_limited(c.tok, text, false, true, limit, field, why);
 }
 
 std::shared_ptr<Answer> Answer::start(const AnswerContext& c, const GenerationRequest& r) {
   std::vector<int32_t> prompt = prompt_tokens(c, r);
-  if (int64_t(prompt.size()) + 1 > c.n_ctx)
-    throw bad_request(r.chat ? "messages" : "prompt", "the prompt has " + std::to_string(prompt.size()) +
-                                                          " tokens; the context holds " + std::to_string(c.n_ctx));
   std::shared_ptr<Answer> a(new Answer());
   a->engine_ = &c.engine;
   a->pr_ = std::make_shared<Progress>();
@@ -136,6 +160,16 @@ void Answer::cancel() {
   if (engine_) engine_->cancel(id_);
 }
 
+void Answer::abandon(int status, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lk(pr_->m);
+    if (pr_->done && pr_->error.empty()) return;  // a whole answer stays; a failed one fails as abandoned
+    pr_->abandoned_status = status;
+    pr_->abandoned_message = message;
+  }
+  cancel();
+}
+
 void Answer::detach() {
   std::lock_guard<std::mutex> lk(engine_m_);
   engine_ = nullptr;
@@ -148,6 +182,7 @@ bool Answer::wait_done(std::chrono::milliseconds wait) {
 
 json Answer::whole() {
   std::lock_guard<std::mutex> lk(pr_->m);
+  if (pr_->abandoned_status) throw ApiError(pr_->abandoned_status, error_type(pr_->abandoned_status), "", pr_->abandoned_message);
   if (!pr_->error.empty()) throw ApiError(500, "server_error", "", pr_->error);
   const Usage u{pr_->counts.prompt_tokens, pr_->counts.completion_tokens, pr_->counts.cached_tokens};
   const std::vector<TokenLogprob>* lp = pr_->want_logprobs ? &pr_->logprobs : nullptr;
@@ -178,7 +213,10 @@ std::vector<json> Answer::next_chunks(std::chrono::milliseconds wait) {
   if (!pr_->done) return out;
   lps.swap(pr_->logprobs);
   const Usage u{pr_->counts.prompt_tokens, pr_->counts.completion_tokens, pr_->counts.cached_tokens};
-  if (!pr_->error.empty()) {
+  if (pr_->abandoned_status) {
+    const int st = pr_->abandoned_status;
+    out.push_back(error_json(ApiError(st, error_type(st), "", pr_->abandoned_message)));
+  } else if (!pr_->error.empty()) {
     out.push_back(error_json(ApiError(500, "server_error", "", pr_->error)));
   } else {
     out.push_back(chat_ ? chat_chunk(head_, nullptr, "", pr_->finish_reason, lp)

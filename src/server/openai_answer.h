@@ -18,6 +18,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "text/chat_template.h"
+#include "text/jinja/template.h"
 #include "text/tokenizer.h"
 
 namespace weir::server {
@@ -28,7 +29,19 @@ struct AnswerContext {
   const ChatTemplate* chat = nullptr;  // null: the model has none (chat requests get a 400)
   std::string model_name;              // for responses whose request names none
   int64_t n_ctx = 0;                   // for the "too long" error
+  int64_t max_prompt_tokens = 0;       // a prompt's tokens at most (0: n_ctx - 1 alone)
+  const jinja::RenderLimits* render_limits = nullptr;  // the chat template's (null: the engine's defaults)
 };
+
+// The token ids of `text`, refused (ApiError 400 naming `field`, with `why`
+// the limit is what it is) when they would be more than max_tokens. Text
+// longer than max_tokens times the vocabulary's longest token is refused
+// before it is tokenized (no token covers more bytes), so a huge text costs
+// no tokenizer memory.
+std::vector<int32_t> encode_limited(const Tokenizer& tok, std::string_view text, bool add_special, bool parse_special,
+                                    size_t max_tokens, const std::string& field, const std::string& why);
+// "'prompt' is 600 tokens, over the limit of 511 (the context holds 512 tokens)"
+ApiError over_token_limit(const std::string& field, const std::string& count, size_t max_tokens, const std::string& why);
 
 // The prompt's token ids: the chat template applied to the messages, or the
 // completion's text (BOS as the vocabulary asks) or ids. Throws ApiError
@@ -58,6 +71,12 @@ class Answer {
 
   // Stops the generation (a client gone, Ctrl-C); idempotent.
   void cancel();
+  // Stops the generation, and makes its end an error: whole() throws
+  // ApiError(status, message), a stream's last chunk is that error (the
+  // owner closing, the server stopping). A whole answer already done is
+  // left as it is; one that failed (the stop interrupted its step) fails
+  // with this error instead.
+  void abandon(int status, const std::string& message);
   // The engine is going away before this answer: cancel() and the
   // destructor leave it alone from now on (any thread).
   void detach();

@@ -66,7 +66,7 @@ struct Door {
   // A GET on a fresh connection; seconds it took, or -1 without a 200.
   double timed_get(const std::string& path) const {
     const auto t0 = Clock::now();
-    const test::RawResponse r = test::exchange(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n", 10);
+    const test::RawResponse r = test::http_exchange(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n", 10);
     if (r.status != 200 || r.body != path) return -1;
     return std::chrono::duration<double>(Clock::now() - t0).count();
   }

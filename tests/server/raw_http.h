@@ -99,7 +99,7 @@ inline std::string json_request(const std::string& method, const std::string& pa
 }
 
 // One request on a new connection; its response.
-inline RawResponse exchange(int port, const std::string& request, double seconds = 30) {
+inline RawResponse http_exchange(int port, const std::string& request, double seconds = 30) {
   const int fd = connect_local(port);
   if (fd < 0) return {};
   RawResponse r;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "test_env.h"
+#include "tools/serve_process.h"
 #include "tools/weir_cli.h"
 
 #include <string>
@@ -35,63 +36,6 @@
 
 namespace weir::test {
 namespace {
-
-int free_port() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-  close(s);
-  return ntohs(a.sin_port);
-}
-
-// weir serve on the real model, as a user starts it, until SIGTERM.
-struct ServeProcess {
-  pid_t pid = -1;
-  int port = 0;
-  explicit ServeProcess(const std::string& model, std::vector<std::string> extra = {}) {
-    port = free_port();
-    const std::string err = own_dir() + "/serve.err";
-    std::vector<std::string> args = {"weir", "serve", "-m", model, "--port", std::to_string(port), "-t", "2", "-np", "8",
-                                     "-c", "4096"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid = fork();
-    if (pid == 0) {
-      freopen(err.c_str(), "w", stderr);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(weir_bin().c_str(), argv.data());
-      _exit(127);
-    }
-  }
-  // Up when /health answers.
-  bool wait_up() const {
-    for (int i = 0; i < 300; ++i) {
-      if (std::system(("python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:" +
-                       std::to_string(port) + "/health', timeout=1)\" >/dev/null 2>&1")
-                          .c_str()) == 0)
-        return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  }
-  std::string base() const { return "http://127.0.0.1:" + std::to_string(port); }
-  // SIGTERM; the exit status.
-  int stop() {
-    kill(pid, SIGTERM);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    pid = -1;
-    return st;
-  }
-  ~ServeProcess() {
-    if (pid > 0) stop();
-  }
-};
 
 // Runs a command; its exit code and output.
 std::pair<int, std::string> run(const std::string& cmd) {

@@ -1,7 +1,10 @@
 // weir serve: the OpenAI-compatible HTTP server (src/server). One session,
 // one pool of cache cells, every request a job of the continuous-batching
-// loop. SIGINT/SIGTERM: stop taking requests, finish the running ones,
-// exit 0.
+// loop. SIGINT/SIGTERM: stop taking requests, end the running ones (a
+// stream with an error event, a whole answer with 503), exit 0 within 2 s.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -18,10 +21,39 @@
 
 namespace weir::tools {
 
+namespace {
+
+// Raises the soft limit of open files toward `want` (the connections and
+// workers, plus the model's files and the rest); returns how many
+// connections' worth the process may open, warning when that is fewer.
+int fit_open_files(int want) {
+  constexpr int kOther = 64;  // model files, the listening socket, epoll, pipes
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return want;
+  const rlim_t need = rlim_t(want) + kOther;
+  if (r.rlim_cur < need) {
+    r.rlim_cur = std::min(need, r.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &r);
+    getrlimit(RLIMIT_NOFILE, &r);
+  }
+  if (r.rlim_cur >= need) return want;
+  const int fits = std::max(16, int(r.rlim_cur) - kOther);
+  std::fprintf(stderr, "weir serve: the open-file limit (%llu) leaves room for %d connections and workers, not %d: --max-connections lowered\n",
+               static_cast<unsigned long long>(r.rlim_cur), fits, want);
+  return fits;
+}
+
+}  // namespace
+
 int cmd_serve(int argc, char** argv) {
   std::string model_path, host = "127.0.0.1", api_key, template_file, alias, step_log;
   int port = 8080, parallel = 4, threads = default_threads(), ngl = 0, queue = 64, kept = 32;
   int64_t n_ctx = 8192, n_batch = 512;
+  const server::HttpOptions defaults;
+  int64_t max_body = 0, max_request_tokens = 0;  // 0: set from -c
+  int max_connections = defaults.max_connections;
+  float header_timeout = float(defaults.header_timeout_s), body_timeout = float(defaults.body_timeout_s);
+  uint64_t template_max_output = defaults.template_max_output, template_max_work = defaults.template_max_work;
   GpuFlags gpu_flags;
   KvFlags kv;
   Args a("serve", "An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health, "
@@ -39,7 +71,14 @@ int cmd_serve(int argc, char** argv) {
       .opt("--alias", &alias, "NAME", "the model's name in responses (default: the file's name)")
       .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
-      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)");
+      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)")
+      .opt("--max-body", &max_body, "BYTES", "a request body's size at most, chunked or not; over it: 413 (default: 4 MiB, or 32 bytes a context cell where that is more)")
+      .opt("--max-request-tokens", &max_request_tokens, "N", "a prompt's or /tokenize's tokens at most (default: the context's size)")
+      .opt("--max-connections", &max_connections, "N", "connections open at once; over it, the one that has waited longest for its request head is closed (default 1000)")
+      .opt("--header-timeout", &header_timeout, "SECONDS", "a request head must arrive within this of the connection or the last response; else it is closed (default 10)")
+      .opt("--body-timeout", &body_timeout, "SECONDS", "a request body must arrive within this of its head (default 30)")
+      .opt("--template-max-output", &template_max_output, "BYTES", "a chat template's rendered prompt at most (default 16 MiB)")
+      .opt("--template-max-work", &template_max_work, "N", "a chat template render's work at most: its statements plus the bytes it builds (default 2^28)");
   gpu_flags.add_to(a);
   kv.add_to(a);
   if (!a.parse(argc, argv)) return 0;
@@ -52,6 +91,16 @@ int cmd_serve(int argc, char** argv) {
   const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (kept < 0) throw UsageError("--cache-prompts: expected 0 or more, got " + std::to_string(kept));
   if (queue < 0) throw UsageError("--queue: expected 0 or more, got " + std::to_string(queue));
+  if (max_body == 0) max_body = std::max<int64_t>(int64_t(4) << 20, 32 * n_ctx);
+  if (max_body < 1024) throw UsageError("--max-body: expected at least 1024 bytes, got " + std::to_string(max_body));
+  if (max_request_tokens < 0) throw UsageError("--max-request-tokens: expected 1 or more, got " + std::to_string(max_request_tokens));
+  if (max_connections < 1) throw UsageError("--max-connections: expected 1 or more, got " + std::to_string(max_connections));
+  if (!(header_timeout > 0) || !(body_timeout > 0))
+    throw UsageError(std::string(header_timeout > 0 ? "--body-timeout" : "--header-timeout") + ": expected a positive number of seconds");
+  if (template_max_output < 1024 || template_max_work < 1024)
+    throw UsageError(std::string(template_max_output < 1024 ? "--template-max-output" : "--template-max-work") + ": expected at least 1024");
+  const int workers = parallel + queue + 16;  // the running, the waiting, and some for /health, /metrics, /tokenize
+  max_connections = std::max(16, fit_open_files(max_connections + workers) - workers);
 
   auto model = load_model(model_path);
   const Tokenizer& tok = model->tokenizer();
@@ -99,7 +148,14 @@ int cmd_serve(int argc, char** argv) {
   ho.port = port;
   ho.api_key = api_key;
   ho.n_ctx = n_ctx;
-  ho.connections = parallel + queue + 8;  // the running, the waiting, and a few for /health, /metrics
+  ho.connections = workers;
+  ho.max_connections = max_connections;
+  ho.header_timeout_s = header_timeout;
+  ho.body_timeout_s = body_timeout;
+  ho.max_body_bytes = size_t(max_body);
+  ho.max_request_tokens = max_request_tokens;
+  ho.template_max_output = template_max_output;
+  ho.template_max_work = template_max_work;
   ho.model_name = !alias.empty() ? alias : model_path.substr(model_path.find_last_of('/') + 1);
   server::HttpServer http(engine, tok, chat.get(), ho);
   const int bound = http.bind();
