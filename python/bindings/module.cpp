@@ -12,12 +12,14 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "engine/session.h"
 #include "server/generation_engine.h"
+#include "server/json_body.h"
 #include "server/openai_answer.h"
 #include "server/openai_request.h"
 #include "text/chat_template.h"
@@ -86,7 +88,13 @@ class PyModel {
   }
   ~PyModel() { close(); }
 
+  // Safe while other threads call in: it waits for the calls that are
+  // queuing a request or tokenizing (quick), ends the generations in
+  // flight (their readers get ValueError), and later calls get ValueError.
   void close() {
+    std::unique_lock<std::shared_mutex> life(life_);
+    if (closed_) return;
+    closed_ = true;
     // Generations nobody reads to the end (an abandoned stream) stop now:
     // the engine's stop() would otherwise finish them first. Answers that
     // outlive the engine (a stream object Python still holds) then leave
@@ -98,7 +106,7 @@ class PyModel {
         if (std::shared_ptr<server::Answer> a = w.lock()) live.push_back(std::move(a));
       answers_.clear();
     }
-    for (const auto& a : live) a->cancel();
+    for (const auto& a : live) a->abandon(400, "this Llama was closed while the request ran");
     if (engine_) engine_->stop();
     for (const auto& a : live) a->detach();
     engine_.reset();
@@ -108,34 +116,41 @@ class PyModel {
     model_.reset();
   }
 
+  // Holds the model open for the length of one call (other threads may
+  // call close()); throws UsageError (ValueError) once it is closed.
+  std::shared_lock<std::shared_mutex> use() const {
+    std::shared_lock<std::shared_mutex> life(life_);
+    if (closed_) throw UsageError("this Llama is closed");
+    return life;
+  }
+
   const Model& model() const {
-    if (!model_) throw Error("the model is closed");
+    if (!model_) throw UsageError("this Llama is closed");
     return *model_;
   }
 
   std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool special) const {
+    const auto life = use();
     const Tokenizer& tok = model().tokenizer();
     return tok.encode(text, add_bos && tok.vocab().add_bos, special);
   }
 
-  std::string detokenize(const std::vector<int32_t>& ids, bool special) const {
+  std::string detokenize(const std::vector<int64_t>& ids, bool special) const {
+    const auto life = use();
     const Tokenizer& tok = model().tokenizer();
-    for (int32_t t : ids)
-      if (!tok.vocab().valid(t)) throw UsageError("token id " + std::to_string(t) + " is outside the vocabulary");
+    for (int64_t t : ids)
+      if (t < 0 || t >= tok.vocab().n_tokens())
+        throw UsageError("tokens: " + std::to_string(t) + " is not a token id (0 to " + std::to_string(tok.vocab().n_tokens() - 1) + ")");
     std::string text;
-    for (int32_t t : ids) text += tok.token_to_piece(t, special);
+    for (int64_t t : ids) text += tok.token_to_piece(int32_t(t), special);
     return text;
   }
 
   // body: an OpenAI request body (JSON text); chat picks which.
   std::shared_ptr<server::Answer> start(bool chat, const std::string& body) {
+    const auto life = use();
     const Model& m = model();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(body);
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(std::string("the request is not valid JSON: ") + e.what());
-    }
+    const nlohmann::json j = server::parse_json_body(body);
     const server::GenerationRequest r = chat ? server::parse_chat_request(j) : server::parse_completion_request(j);
     const server::AnswerContext ctx{*engine_, m.tokenizer(), chat_.get(), path_, n_ctx_};
     std::shared_ptr<server::Answer> a = server::Answer::start(ctx, r);
@@ -146,11 +161,26 @@ class PyModel {
   }
 
   int64_t n_ctx() const { return n_ctx_; }
-  int64_t n_vocab() const { return model().tokenizer().vocab().n_tokens(); }
-  int32_t token_eos() const { return model().tokenizer().vocab().eos; }
-  int32_t token_bos() const { return model().tokenizer().vocab().bos; }
-  bool has_chat_template() const { return chat_ != nullptr; }
-  std::string architecture() const { return model().hparams().arch; }
+  int64_t n_vocab() const {
+    const auto life = use();
+    return model().tokenizer().vocab().n_tokens();
+  }
+  int32_t token_eos() const {
+    const auto life = use();
+    return model().tokenizer().vocab().eos;
+  }
+  int32_t token_bos() const {
+    const auto life = use();
+    return model().tokenizer().vocab().bos;
+  }
+  bool has_chat_template() const {
+    const auto life = use();
+    return chat_ != nullptr;
+  }
+  std::string architecture() const {
+    const auto life = use();
+    return model().hparams().arch;
+  }
   std::string placement() const { return placement_; }
 
  private:
@@ -159,6 +189,8 @@ class PyModel {
   std::unique_ptr<tools::BackendChoice> choice_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<server::GenerationEngine> engine_;
+  mutable std::shared_mutex life_;  // shared by each call, taken whole by close()
+  bool closed_ = false;
   std::mutex answers_m_;  // start() may run on several Python threads (the GIL released)
   std::vector<std::weak_ptr<server::Answer>> answers_;
   int64_t n_ctx_ = 0;
@@ -229,7 +261,7 @@ NB_MODULE(_weir, m) {
             nb::gil_scoped_release nogil;
             return s.tokenize(t, add_bos, special);
           }, nb::arg("text"), nb::arg("add_bos") = true, nb::arg("special") = false)
-      .def("detokenize", [](const PyModel& s, const std::vector<int32_t>& ids, bool special) {
+      .def("detokenize", [](const PyModel& s, const std::vector<int64_t>& ids, bool special) {
             std::string text;
             {
               nb::gil_scoped_release nogil;

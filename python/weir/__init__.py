@@ -31,6 +31,18 @@ _POLL_SECONDS = 0.1  # how long one wait holds before Python checks for Ctrl-C
 Stop = Union[str, Sequence[str], None]
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
+    """An int argument within [lo, hi] (what the engine's C types hold):
+    TypeError for another type, ValueError naming the argument otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: expected {lo} to {hi}, got {value}")
+
+
 def _stop_list(stop: Stop) -> List[str]:
     if stop is None:
         return []
@@ -80,12 +92,11 @@ class Llama:
             raise ValueError(f"Model path does not exist: {model_path}")
         if os.path.isdir(model_path):
             raise ValueError(f"Model path is a directory, not a GGUF file: {model_path}")
-        for name, value in (("n_ctx", n_ctx), ("n_gpu_layers", n_gpu_layers), ("n_batch", n_batch),
-                            ("n_parallel", n_parallel)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-        if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
-            raise ValueError(f"n_threads: expected a positive int or None, got {n_threads!r}")
+        for name, value, lo, hi in (("n_ctx", n_ctx, 16, _INT32_MAX), ("n_gpu_layers", n_gpu_layers, -1, _INT32_MAX),
+                                    ("n_batch", n_batch, 1, _INT32_MAX), ("n_parallel", n_parallel, 1, 256)):
+            _check_int(name, value, lo, hi)
+        if n_threads is not None:
+            _check_int("n_threads", n_threads, 1, 1 << 16)
         kv = type_k if type_k is not None else type_v
         if type_k is not None and type_v is not None and type_k != type_v:
             raise ValueError(f"type_k ({type_k}) and type_v ({type_v}) differ; weir's KV cache has one type")
@@ -130,10 +141,12 @@ class Llama:
         return self._m().token_bos
 
     def close(self) -> None:
-        """Stops the engine and frees the model (also on garbage collection)."""
-        if self._model is not None:
-            self._model.close()
-            self._model = None
+        """Stops the engine and frees the model (also on garbage collection).
+        Safe while other threads use this Llama: their generations end and
+        their calls, then and later, raise ValueError."""
+        model, self._model = self._model, None
+        if model is not None:
+            model.close()
 
     def __enter__(self) -> "Llama":
         return self
@@ -161,7 +174,11 @@ class Llama:
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> bytes:
         """The bytes of tokens, concatenated (may end inside a character)."""
-        return self._m().detokenize(list(tokens), special)
+        ids = list(tokens)
+        n_vocab = self._m().n_vocab
+        for t in ids:
+            _check_int("tokens", t, 0, n_vocab - 1)
+        return self._m().detokenize(ids, special)
 
     # --- completions -------------------------------------------------------
 
@@ -238,8 +255,8 @@ class Llama:
         body["messages"] = messages
         if logprobs:
             body["logprobs"] = True
-            if top_logprobs is not None:
-                body["top_logprobs"] = top_logprobs
+        if top_logprobs is not None:
+            body["top_logprobs"] = top_logprobs  # the engine refuses it without logprobs, as weir serve does
         answer = self._start(True, body)
         return self._stream(answer, "") if stream else self._whole(answer)
 
@@ -293,7 +310,9 @@ class Llama:
                 for text in answer.next_chunks(_POLL_SECONDS):
                     chunk = json.loads(text)
                     if "error" in chunk:
-                        raise WeirError(chunk["error"].get("message", "generation failed"))
+                        err = chunk["error"]
+                        message = err.get("message", "generation failed")
+                        raise ValueError(message) if err.get("type") == "invalid_request_error" else WeirError(message)
                     if first and head and chunk.get("choices"):
                         chunk["choices"][0]["text"] = head + chunk["choices"][0].get("text", "")
                     first = False
