@@ -5,7 +5,12 @@
 //   0: a chat request body;  1: a completion request body;
 //   2: a chat template and messages ("<template>\0<messages json>"), rendered;
 //   3: a request body whose messages go through the built-in Gemma 3,
-//      ChatML and Llama 3 templates.
+//      ChatML and Llama 3 templates;
+//   4: deep nesting, compactly: the next 3 bytes are a depth (to 1 M),
+//      the byte after them picks '[' or '{"a":', the rest goes inside,
+//      as a chat request's "messages".
+// Bodies go through parse_json_body, as the server's do (nesting limit,
+// UTF-8 checked).
 // Only weir::Error (and the API's 400s, which are Errors) may escape;
 // anything else (another exception, a crash, a sanitizer report) is a bug.
 #include <nlohmann/json.hpp>
@@ -15,6 +20,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "server/json_body.h"
 #include "server/openai_request.h"
 #include "text/chat_template.h"
 #include "text/jinja/template.h"
@@ -28,8 +34,21 @@ std::string render(const weir::jinja::Template& t, const nlohmann::json& message
   return t.render(weir::jinja::value_from_json(ctx.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
 }
 
+// Path 4's body: `depth` levels of arrays or objects around `inner`.
+std::string nested(const uint8_t* data, size_t size) {
+  if (size < 4) return "{}";
+  const size_t depth = (size_t(data[0]) << 16 | size_t(data[1]) << 8 | data[2]) % (size_t(1) << 20);
+  const bool objects = data[3] & 1;
+  std::string body = "{\"messages\": ";
+  body.reserve(depth * 6 + size + 16);
+  for (size_t i = 0; i < depth; ++i) body += objects ? "{\"a\":" : "[";
+  body.append(reinterpret_cast<const char*>(data) + 4, size - 4);
+  for (size_t i = 0; i < depth; ++i) body += objects ? '}' : ']';
+  return body + "}";
+}
+
 void run(const uint8_t* data, size_t size) {
-  const int path = data[0] % 4;
+  const int path = data[0] % 5;
   const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (path == 2) {
     const size_t cut = rest.find('\0');
@@ -41,8 +60,15 @@ void run(const uint8_t* data, size_t size) {
                           .size();
     return;
   }
-  const nlohmann::json body = nlohmann::json::parse(rest, nullptr, false);
-  if (body.is_discarded()) return;
+  // Refusals are ApiErrors (weir::Errors), and their JSON must dump: a
+  // message that is not UTF-8 would throw here.
+  nlohmann::json body;
+  try {
+    body = weir::server::parse_json_body(path == 4 ? nested(data + 1, size - 1) : rest);
+  } catch (const weir::server::ApiError& e) {
+    g_sink = g_sink + weir::server::error_json(e).dump().size();
+    return;
+  }
   if (path == 1) {
     const weir::server::GenerationRequest r = weir::server::parse_completion_request(body);
     g_sink = g_sink + r.prompt.size() + r.prompt_tokens.size() + r.stop.size();

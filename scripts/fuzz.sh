@@ -42,7 +42,7 @@ fuzz_one() {
 target="$1"
 case "$target" in
   gguf_reader_fuzz) seed_dirs=(tests/data/gguf-valid tests/data/gguf-broken); dict=fuzz/gguf.dict; max_len=65536 ;;
-  server_request_fuzz) seed_dirs=(tests/data/fuzz-server); dict=fuzz/server.dict; max_len=16384 ;;
+  server_request_fuzz) seed_dirs=(tests/data/fuzz-server); dict=fuzz/server.dict; max_len=65536 ;;
   *) echo "fuzz: unknown target $target" >&2; exit 2 ;;
 esac
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The thread pool under ThreadSanitizer: builds only its test in build-tsan/
-# (-DWEIR_TSAN=ON) and runs it, the barrier stress test with 10^6 phases.
+# The thread pool and weir serve's connection gate under ThreadSanitizer:
+# builds only their tests in build-tsan/ (-DWEIR_TSAN=ON) and runs them, the
+# barrier stress test with 10^6 phases.
 #   scripts/tsan.sh [PHASES]
 # Exits non-zero on a failed test or any TSAN report.
 set -euo pipefail
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 phases="${1:-1000000}"
 build=build-tsan
 target=weir_thread_pool_tsan
+gate_target=weir_connection_gate_tsan
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -18,9 +20,9 @@ log="$build/tsan-build.log"
 mkdir -p "$build"
 if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEIR_TSAN=ON \
          -DWEIR_TESTS=OFF "${launcher[@]}" &&
-       cmake --build "$build" --target "$target" -j "$(nproc)"; } >"$log" 2>&1; then
+       cmake --build "$build" --target "$target" "$gate_target" -j "$(nproc)"; } >"$log" 2>&1; then
   tail -n 40 "$log" >&2
-  echo "tsan: build of $target failed (log: $log)" >&2
+  echo "tsan: build of $target $gate_target failed (log: $log)" >&2
   exit 2
 fi
 
@@ -36,3 +38,15 @@ if [ "$rc" -ne 0 ] || grep -q 'ThreadSanitizer' "$run_log"; then
   exit 1
 fi
 echo "tsan: $target ok: $(grep -E '^\[  PASSED' "$run_log") $(grep -o 'BarrierStress: .*' "$run_log")"
+
+gate_log="$build/tsan-gate-run.log"
+set +e
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$build/$gate_target" >"$gate_log" 2>&1
+rc=$?
+set -e
+if [ "$rc" -ne 0 ] || grep -q 'ThreadSanitizer' "$gate_log"; then
+  grep -E -A 30 'WARNING: ThreadSanitizer|FAILED|Failure' "$gate_log" | head -n 60 >&2 || true
+  echo "tsan: $gate_target FAILED (rc=$rc); log $gate_log" >&2
+  exit 1
+fi
+echo "tsan: $gate_target ok: $(grep -E '^\[  PASSED' "$gate_log")"
