@@ -26,27 +26,20 @@ if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEIR_
   exit 2
 fi
 
-run_log="$build/tsan-run.log"
-set +e
-WEIR_POOL_STRESS_PHASES="$phases" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  "$build/$target" >"$run_log" 2>&1
-rc=$?
-set -e
-if [ "$rc" -ne 0 ] || grep -q 'ThreadSanitizer' "$run_log"; then
-  grep -E -A 30 'WARNING: ThreadSanitizer|FAILED|Failure' "$run_log" | head -n 60 >&2 || true
-  echo "tsan: $target FAILED (rc=$rc); log $run_log" >&2
-  exit 1
-fi
-echo "tsan: $target ok: $(grep -E '^\[  PASSED' "$run_log") $(grep -o 'BarrierStress: .*' "$run_log")"
+# Runs a test binary under TSAN; exits on a failure or any report.
+run_one() {
+  local t="$1" run_log="$build/tsan-run-$1.log" rc
+  set +e
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$build/$t" >"$run_log" 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ] || grep -q 'ThreadSanitizer' "$run_log"; then
+    grep -E -A 30 'WARNING: ThreadSanitizer|FAILED|Failure' "$run_log" | head -n 60 >&2 || true
+    echo "tsan: $t FAILED (rc=$rc); log $run_log" >&2
+    exit 1
+  fi
+  echo "tsan: $t ok: $(grep -E '^\[  PASSED' "$run_log") $(grep -o 'BarrierStress: .*' "$run_log" || true)"
+}
 
-gate_log="$build/tsan-gate-run.log"
-set +e
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$build/$gate_target" >"$gate_log" 2>&1
-rc=$?
-set -e
-if [ "$rc" -ne 0 ] || grep -q 'ThreadSanitizer' "$gate_log"; then
-  grep -E -A 30 'WARNING: ThreadSanitizer|FAILED|Failure' "$gate_log" | head -n 60 >&2 || true
-  echo "tsan: $gate_target FAILED (rc=$rc); log $gate_log" >&2
-  exit 1
-fi
-echo "tsan: $gate_target ok: $(grep -E '^\[  PASSED' "$gate_log")"
+WEIR_POOL_STRESS_PHASES="$phases" run_one "$target"
+run_one "$gate_target"

@@ -221,7 +221,9 @@ struct HttpServer::Impl {
         std::string body;
         body.reserve(std::min<uint64_t>(req.get_header_value<uint64_t>("Content-Length"), o.max_body_bytes));
         bool over = false;
-        const bool whole = reader([&](const char* data, size_t n) {
+        // Neither a length nor chunks: no body (RFC 9112 6.3), not one that
+        // ends when the client closes.
+        const bool whole = !has_body(req) || reader([&](const char* data, size_t n) {
           if (body.size() + n > o.max_body_bytes) {
             over = true;
             return false;

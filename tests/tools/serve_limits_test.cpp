@@ -235,6 +235,10 @@ TEST_F(ServeLimits, ErrorsAreJsonAndLeakNothing) {
   check(http_exchange(s.port, json_request("POST", "/v1/chat/completions", chat_body("hi"), "application/x-www-form-urlencoded")),
         415, "", "a form");
   check(http_exchange(s.port, "GET /no/such/thing HTTP/1.1\r\nHost: x\r\n\r\n"), 404, "", "unknown GET");
+  const auto empty_at = Clock::now();  // no length, no chunks: no body (not one that ends at close)
+  check(http_exchange(s.port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n"), 400,
+        "", "no body");
+  EXPECT_LT(seconds_since(empty_at), 2.0);
   check(http_exchange(s.port, json_request("POST", "/v1/unknown", "{}")), 404, "", "unknown POST");
   check(http_exchange(s.port, json_request("POST", "/v1/chat/completions", chat_body("bad \xff byte"))), 400,
         "messages[0].content", "invalid UTF-8");
