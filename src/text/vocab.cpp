@@ -426,7 +426,7 @@ void Vocab::apply_llama_cpp_rules(const Config& cfg) {
     if (id != TOKEN_NULL) attrs[size_t(id)] = TOKEN_ATTR_USER_DEFINED;
   }
   for (int32_t id : {eos, eot, eom})
-    if (id != TOKEN_NULL) e.push_back(id);
+    if (valid(id)) e.push_back(id);  // a default id (eos = 2, 11 ...) can be past a small vocabulary
   std::sort(e.begin(), e.end());
   e.erase(std::unique(e.begin(), e.end()), e.end());
   eog = std::move(e);
