@@ -74,12 +74,34 @@ constexpr Range split_range(int64_t total, int n, int r) {
   return {begin, begin + base + (r < extra ? 1 : 0)};
 }
 
+// How the ranks make the whole result of a product whose weight is split
+// by its input over them: attention's output (Wo, its input the heads) and
+// the FFN's down (its input the FFN's columns). model/shard.h builds both.
+enum class RowParallel {
+  // Each rank multiplies its slice of x by its columns of W, a partial sum
+  // of every output; an all_reduce adds them. One collective a product, the
+  // GPU's form (NCCL, the NVLink all-reduce). The sums add in another order
+  // than one rank's dot product: results differ from --tp 1 in the last
+  // bits, and more where the backend rounds the next product's input (the
+  // CPU's llama.cpp rounding turns a last-bit difference into a step).
+  PartialSums,
+  // Each rank gathers x whole (all_gather), computes its share of the
+  // output rows (split_range of N) over all of K, and the rows are gathered
+  // (all_gather): every output is one whole dot product, computed as one
+  // rank computes it. Two collectives a product; results equal --tp 1 bit
+  // for bit where the kernels do not depend on the row split (the CPU's).
+  // The FFN's columns then need not split on whole blocks.
+  WholeRows,
+};
+
 // Where a model's graph sits in a tensor-parallel group: rank `rank` of
-// `size`, its collectives through `comm` (null when size is 1).
+// `size`, its collectives through `comm` (null when size is 1), its
+// row-parallel products in the form `row_parallel`.
 struct TensorParallel {
   int rank = 0;
   int size = 1;
   Collective* comm = nullptr;
+  RowParallel row_parallel = RowParallel::PartialSums;
 };
 
 }  // namespace weir

@@ -65,7 +65,6 @@ class Gemma3 final : public Model {
     Graph& g = *fg.graph;
 
     auto norm = [&](Tensor* x, const GGUFTensorInfo* w) { return g.mul(g.rms_norm(x, h.rms_eps), leaf(g, *w)); };
-    auto reduce = [&](Tensor* x) { return split ? g.all_reduce(x, tp.comm) : x; };
 
     Tensor* x = g.scale(g.get_rows(leaf(g, *tok_embd_), fg.tokens), h.embd_scale);  // [E, T]
     for (int64_t il = 0; il < h.n_layer; ++il) {
@@ -90,17 +89,18 @@ class Gemma3 final : public Model {
 
       cur = cached_attention(g, fg, kv, int(il), q, k, v, swa ? fg.mask_swa : fg.mask, 1.0f,
                              swa ? int32_t(std::min<int64_t>(h.n_swa, INT32_MAX)) : 0);
-      cur = g.mul_mat(leaf_cols(g, *L.wo, hs.q0 * Dv, (hs.q0 + Hq) * Dv), cur);  // [E, T], a partial sum
+      // Wo cur: this rank's part (row_parallel_product), then every rank's: [E, T]
+      cur = row_parallel_product(g, *L.wo, cur, {hs.q0 * Dv, (hs.q0 + Hq) * Dv}, tp);
 
       if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on
         cur = g.get_rows(cur, fg.out_rows);
         x = g.get_rows(x, fg.out_rows);
       }
-      Tensor* sa = g.add(norm(reduce(cur), L.post_attn_norm), x);
+      Tensor* sa = g.add(norm(row_parallel_join(g, cur, h.n_embd, tp), L.post_attn_norm), x);
       cur = norm(sa, L.ffn_norm);
       cur = g.gelu_mul(g.mul_mat(leaf_rows(g, *L.gate, ff.begin, ff.end), cur),
                        g.mul_mat(leaf_rows(g, *L.up, ff.begin, ff.end), cur));  // [F, T]
-      cur = reduce(g.mul_mat(leaf_cols(g, *L.down, ff.begin, ff.end), cur));
+      cur = row_parallel_join(g, row_parallel_product(g, *L.down, cur, ff, tp), h.n_embd, tp);
       x = g.add(norm(cur, L.post_ffn_norm), sa);
     }
     x = norm(x, output_norm_);

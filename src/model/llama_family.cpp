@@ -116,8 +116,6 @@ class LlamaFamily final : public Model {
     auto bias_rows = [&](Tensor* y, const GGUFTensorInfo* b, int64_t r0, int64_t r1) {
       return b ? g.add(y, leaf_rows(g, *b, r0, r1)) : y;
     };
-    // The sum of the ranks' partial products (nothing alone).
-    auto reduce = [&](Tensor* x) { return split ? g.all_reduce(x, tp.comm) : x; };
     RopeParams rope{int(h.n_rot), h.rope_base, h.rope_freq_scale, fl_.rope_mode, nullptr};
     if (rope_freqs_) rope.freq_factors = leaf(g, *rope_freqs_);
 
@@ -140,13 +138,14 @@ class LlamaFamily final : public Model {
       q = g.rope(q, fg.pos, rope);
       k = g.rope(k, fg.pos, rope);
       cur = cached_attention(g, fg, kv, int(il), q, k, v, fg.mask, h.attn_scale);
-      cur = g.mul_mat(leaf_cols(g, *L.wo, hs.q0 * Dv, (hs.q0 + Hq) * Dv), cur);  // [E, T], a partial sum
+      // Wo cur: this rank's part (row_parallel_product), then every rank's: [E, T]
+      cur = row_parallel_product(g, *L.wo, cur, {hs.q0 * Dv, (hs.q0 + Hq) * Dv}, tp);
 
       if (il == h.n_layer - 1) {  // only the rows whose logits are wanted go on
         cur = g.get_rows(cur, fg.out_rows);
         x = g.get_rows(x, fg.out_rows);
       }
-      cur = reduce(cur);
+      cur = row_parallel_join(g, cur, h.n_embd, tp);
       if (L.bo) cur = g.add(cur, leaf(g, *L.bo));
       x = g.add(cur, x);
       cur = norm(x, L.ffn_norm);
@@ -157,7 +156,7 @@ class LlamaFamily final : public Model {
       const Range ff = shard_ffn(h.n_ff, L.down->dtype, tp);
       cur = g.silu_mul(g.mul_mat(leaf_rows(g, *L.gate, ff.begin, ff.end), cur),
                        g.mul_mat(leaf_rows(g, *L.up, ff.begin, ff.end), cur));  // [F, T]
-      x = g.add(reduce(g.mul_mat(leaf_cols(g, *L.down, ff.begin, ff.end), cur)), x);
+      x = g.add(row_parallel_join(g, row_parallel_product(g, *L.down, cur, ff, tp), h.n_embd, tp), x);
     }
     x = norm(x, output_norm_);
     if (split) {  // this rank's vocab rows, then every rank's

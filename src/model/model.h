@@ -47,8 +47,9 @@ class Model {
   // separate_tokens: each token belongs to a different sequence (batched
   // decode), which attention kernels can use.
   // tp: this graph's rank in a tensor-parallel group (model/shard.h): its
-  // share of the heads, FFN and vocab, with all-reduces and the logits'
-  // all-gather through tp.comm. The KV cache holds the rank's kv heads.
+  // share of the heads, FFN and vocab, with the row-parallel products'
+  // collectives (tp.row_parallel's form) and the logits' all-gather through
+  // tp.comm. The KV cache holds the rank's kv heads.
   virtual ForwardGraph build(int64_t n_tokens, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens,
                              const TensorParallel& tp) const = 0;
 
@@ -68,6 +69,16 @@ class Model {
   // Tensor parallelism's shares of a weight (model/shard.h).
   static Tensor* leaf_rows(Graph& g, const GGUFTensorInfo& w, int64_t r0, int64_t r1);
   static Tensor* leaf_cols(Graph& g, const GGUFTensorInfo& w, int64_t c0, int64_t c1);
+  // A row-parallel product (Wo, the FFN's down; model/shard.h) of w [K, N]
+  // and x, this rank's input rows k of K ([k.size(), T]), in two steps so
+  // that a builder can pick columns (get_rows) between them:
+  // row_parallel_product gives this rank's part, row_parallel_join the
+  // whole W x ([n, T'], n = N) on every rank. PartialSums: W's columns k
+  // times x ([N, T], a partial sum), then all_reduce. WholeRows: x gathered
+  // (k must be split_range(K)), W's rows split_range(N) times it ([N_r, T]),
+  // then all_gather. One rank: W x, and the join returns it.
+  static Tensor* row_parallel_product(Graph& g, const GGUFTensorInfo& w, Tensor* x, Range k, const TensorParallel& tp);
+  static Tensor* row_parallel_join(Graph& g, Tensor* y, int64_t n, const TensorParallel& tp);
 
   GGUFFile file_;
   HParams hp_;

@@ -44,6 +44,7 @@ HParams shard_hparams(const HParams& h, const TensorParallel& tp) {
 
 Range shard_ffn(int64_t n_ff, DType down, const TensorParallel& tp) {
   if (tp.size <= 1) return {0, n_ff};
+  if (tp.row_parallel == RowParallel::WholeRows) return split_range(n_ff, tp.size, tp.rank);
   const int64_t block = traits(down).block_size;
   if (n_ff % (int64_t(tp.size) * block) != 0)
     throw Error("--tp " + std::to_string(tp.size) + ": the FFN's " + std::to_string(n_ff) +
@@ -90,10 +91,30 @@ std::vector<LoadItem> rank_weight_items(const Model& m, const TensorParallel& tp
   return items;
 }
 
-void check_tensor_parallel(const HParams& h, DType wo, DType down, int size) {
+Tensor* Model::row_parallel_product(Graph& g, const GGUFTensorInfo& w, Tensor* x, Range k, const TensorParallel& tp) {
+  if (tp.size <= 1 || tp.row_parallel == RowParallel::PartialSums)
+    return g.mul_mat(leaf_cols(g, w, k.begin, k.end), x);  // [N, T], a partial sum
+  const int64_t K = w.ne[0], N = w.ne[1];
+  const Range mine = split_range(K, tp.size, tp.rank);
+  if (k.begin != mine.begin || k.end != mine.end)
+    throw Error(std::string(w.name) + ": rank " + std::to_string(tp.rank) + " of " + std::to_string(tp.size) +
+                " holds input rows [" + std::to_string(k.begin) + ", " + std::to_string(k.end) +
+                "), the gather expects [" + std::to_string(mine.begin) + ", " + std::to_string(mine.end) + ")");
+  const Range rows = split_range(N, tp.size, tp.rank);
+  return g.mul_mat(leaf_rows(g, w, rows.begin, rows.end), g.all_gather(x, K, tp.comm));  // [N_r, T]
+}
+
+Tensor* Model::row_parallel_join(Graph& g, Tensor* y, int64_t n, const TensorParallel& tp) {
+  if (tp.size <= 1) return y;
+  if (tp.row_parallel == RowParallel::PartialSums) return g.all_reduce(y, tp.comm);
+  return g.all_gather(y, n, tp.comm);
+}
+
+void check_tensor_parallel(const HParams& h, DType wo, DType down, int size, RowParallel form) {
   for (int r = 0; r < size; ++r) {
-    const TensorParallel tp{r, size, nullptr};
+    const TensorParallel tp{r, size, nullptr, form};
     const HeadShard s = shard_heads(h, tp);
+    if (form == RowParallel::WholeRows) continue;  // any split of wo's rows and the FFN's
     const int64_t cols = s.nq * h.head_dim_v, block = traits(wo).block_size;
     if (cols % block != 0)
       throw Error("--tp " + std::to_string(size) + ": a rank's " + std::to_string(s.nq) + " heads are " +
