@@ -20,8 +20,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "server/json_body.h"
-#include "server/openai_request.h"
+#include "engine/openai/json_body.h"
+#include "engine/openai/request.h"
 #include "text/chat_template.h"
 #include "text/jinja/template.h"
 
@@ -64,17 +64,17 @@ void run(const uint8_t* data, size_t size) {
   // message that is not UTF-8 would throw here.
   nlohmann::json body;
   try {
-    body = weir::server::parse_json_body(path == 4 ? nested(data + 1, size - 1) : rest);
-  } catch (const weir::server::ApiError& e) {
-    g_sink = g_sink + weir::server::error_json(e).dump().size();
+    body = weir::openai::parse_json_body(path == 4 ? nested(data + 1, size - 1) : rest);
+  } catch (const weir::openai::ApiError& e) {
+    g_sink = g_sink + weir::openai::error_json(e).dump().size();
     return;
   }
   if (path == 1) {
-    const weir::server::GenerationRequest r = weir::server::parse_completion_request(body);
+    const weir::openai::GenerationRequest r = weir::openai::parse_completion_request(body);
     g_sink = g_sink + r.prompt.size() + r.prompt_tokens.size() + r.stop.size();
     return;
   }
-  const weir::server::GenerationRequest r = weir::server::parse_chat_request(body);
+  const weir::openai::GenerationRequest r = weir::openai::parse_chat_request(body);
   g_sink = g_sink + r.messages.size() + r.stop.size();
   if (path == 3) {
     static const weir::jinja::Template gemma(weir::builtin_chat_template("gemma")),

@@ -17,73 +17,91 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/batcher.h"
+#include "engine/openai/answer.h"
+#include "engine/openai/json_body.h"
+#include "engine/openai/request.h"
 #include "engine/session.h"
-#include "server/generation_engine.h"
-#include "server/json_body.h"
-#include "server/openai_answer.h"
-#include "server/openai_request.h"
+#include "engine/runtime.h"
 #include "text/chat_template.h"
-#include "tools/common.h"
 
 namespace nb = nanobind;
 using namespace weir;
-using tools::UsageError;
 
 namespace {
 
+// weir.Llama's arguments, checked and named as Python has them
+// (weir/__init__.py), turned into the engine's RuntimeSpec.
 struct ModelOptions {
   int64_t n_ctx = 4096;
   int n_gpu_layers = 0;  // -1: all
   int n_threads = 0;     // 0: all CPUs
-  int64_t n_batch = 512;
+  int n_threads_batch = 0;  // 0: n_threads's (weir uses one thread count)
+  int64_t n_batch = 512, n_ubatch = 512;
   int n_parallel = 1;    // requests generated side by side (from several Python threads)
   std::string chat_template;  // a Jinja template instead of the model's ("" : the model's)
   int kv_type = -1;  // the KV cache's ggml type (0 f32, 1 f16, 8 q8_0); -1: weir serve's default
+  bool use_mmap = true;
+  bool op_offload = true;
+  int main_gpu = 0;
+  std::string split_mode = "auto", numa = "off";
+  std::vector<double> tensor_split;
 };
+
+RuntimeSpec spec_from(const std::string& path, const ModelOptions& o) {
+  if (o.n_ctx < 16) throw UsageError("n_ctx: expected at least 16, got " + std::to_string(o.n_ctx));
+  if (o.n_batch < 1) throw UsageError("n_batch: expected at least 1, got " + std::to_string(o.n_batch));
+  if (o.n_ubatch < 1) throw UsageError("n_ubatch: expected at least 1, got " + std::to_string(o.n_ubatch));
+  if (o.n_parallel < 1 || o.n_parallel > 256)
+    throw UsageError("n_parallel: expected 1 to 256, got " + std::to_string(o.n_parallel));
+  if (o.n_gpu_layers < -1) throw UsageError("n_gpu_layers: expected -1 (all), 0 or more, got " + std::to_string(o.n_gpu_layers));
+  if (o.kv_type != -1 && o.kv_type != int(DType::F32) && o.kv_type != int(DType::F16) && o.kv_type != int(DType::Q8_0))
+    throw UsageError("type_k: expected a ggml type id of f32 (0), f16 (1) or q8_0 (8), got " + std::to_string(o.kv_type));
+  RuntimeSpec s;
+  s.model_path = path;
+  s.n_gpu_layers = o.n_gpu_layers < 0 ? 1 << 20 : o.n_gpu_layers;
+  s.main_gpu = o.main_gpu;
+  s.split_mode = o.split_mode;
+  s.tensor_split = o.tensor_split;
+  s.op_offload = o.op_offload;
+  s.n_ctx = o.n_ctx;
+  s.kv_type = o.kv_type < 0 ? default_kv_type(s.n_gpu_layers) : DType(o.kv_type);  // default as weir serve's
+  s.n_batch = o.n_batch;
+  s.n_ubatch = o.n_ubatch;
+  s.threads = o.n_threads > 0 ? o.n_threads : default_threads();
+  if (s.threads > 1024) throw UsageError("n_threads: expected 1 to 1024, got " + std::to_string(s.threads));
+  s.threads_batch = o.n_threads_batch;
+  if (!cpu::parse_numa_mode(o.numa, &s.cpu.numa))
+    throw UsageError("numa: expected False, True (distribute) or isolate, got '" + o.numa + "'");
+  s.no_mmap = !o.use_mmap;
+  s.load.readers = default_load_threads();
+  s.load.buffer_bytes = size_t(4) << 20;
+  return s;
+}
 
 class PyModel {
  public:
   PyModel(const std::string& path, const ModelOptions& o) {
-    if (o.n_ctx < 16) throw UsageError("n_ctx: expected at least 16, got " + std::to_string(o.n_ctx));
-    if (o.n_batch < 1) throw UsageError("n_batch: expected at least 1, got " + std::to_string(o.n_batch));
-    if (o.n_parallel < 1 || o.n_parallel > 256)
-      throw UsageError("n_parallel: expected 1 to 256, got " + std::to_string(o.n_parallel));
-    if (o.n_gpu_layers < -1) throw UsageError("n_gpu_layers: expected -1 (all), 0 or more, got " + std::to_string(o.n_gpu_layers));
-    const int threads = o.n_threads > 0 ? o.n_threads : tools::default_threads();
-    tools::check_threads(threads, "n_threads");
-    model_ = tools::load_model(path);
+    const RuntimeSpec spec = spec_from(path, o);
+    rt_ = build_runtime(spec);
+    const Model& m = *rt_.model;
     if (!o.chat_template.empty()) {
-      chat_ = std::make_unique<ChatTemplate>(o.chat_template, "chat_template", model_->tokenizer().vocab());
+      chat_ = std::make_unique<ChatTemplate>(o.chat_template, "chat_template", m.tokenizer().vocab());
     } else {
       try {
-        chat_ = std::make_unique<ChatTemplate>(tools::chat_template_for(*model_, ""));
+        chat_ = std::make_unique<ChatTemplate>(ChatTemplate::for_model(m.file(), m.tokenizer().vocab()));
       } catch (const Error&) {
         // No template: chat completions say so; completions work.
       }
     }
-    const int ngl = o.n_gpu_layers < 0 ? 1 << 20 : o.n_gpu_layers;
-    if (o.kv_type != -1 && o.kv_type != int(DType::F32) && o.kv_type != int(DType::F16) && o.kv_type != int(DType::Q8_0))
-      throw UsageError("type_k: expected a ggml type id of f32 (0), f16 (1) or q8_0 (8), got " + std::to_string(o.kv_type));
-    const DType kv_type = o.kv_type < 0 ? tools::serving_kv_type(ngl) : DType(o.kv_type);  // default as weir serve's
-    tools::BackendFlags bf;
-    bf.n_gpu_layers = ngl;
-    bf.threads = threads;
-    bf.n_ctx = o.n_ctx;
-    bf.kv_type = kv_type;
-    choice_ = std::make_unique<tools::BackendChoice>(tools::make_backend(*model_, bf));
-    SessionParams p;
-    p.n_ctx = o.n_ctx;
-    p.kv_type = kv_type;
-    p.n_batch = std::min(o.n_batch, o.n_ctx);
-    choice_->join_group(p);
-    session_ = tools::make_session(*model_, *choice_->backend, p, "n_ctx");
-    server::EngineOptions eo;
+    BatcherOptions eo;
     eo.max_sequences = o.n_parallel;
-    eo.step_tokens = size_t(p.n_batch);
-    engine_ = std::make_unique<server::GenerationEngine>(*session_, model_->tokenizer(), eo);
+    eo.step_tokens = size_t(step_tokens(spec));
+    engine_ = std::make_unique<Batcher>(*rt_.session, m.tokenizer(), eo);
     engine_->start();
     n_ctx_ = o.n_ctx;
-    placement_ = choice_->placement.empty() ? "the CPU, " + std::to_string(threads) + " threads" : choice_->placement;
+    placement_ = rt_.backends.placement.empty() ? "the CPU, " + std::to_string(spec.threads) + " threads"
+                                                : rt_.backends.placement;
     path_ = path;
   }
   ~PyModel() { close(); }
@@ -99,21 +117,19 @@ class PyModel {
     // the engine's stop() would otherwise finish them first. Answers that
     // outlive the engine (a stream object Python still holds) then leave
     // it alone.
-    std::vector<std::shared_ptr<server::Answer>> live;
+    std::vector<std::shared_ptr<openai::Answer>> live;
     {
       std::lock_guard<std::mutex> lk(answers_m_);
-      for (const std::weak_ptr<server::Answer>& w : answers_)
-        if (std::shared_ptr<server::Answer> a = w.lock()) live.push_back(std::move(a));
+      for (const std::weak_ptr<openai::Answer>& w : answers_)
+        if (std::shared_ptr<openai::Answer> a = w.lock()) live.push_back(std::move(a));
       answers_.clear();
     }
     for (const auto& a : live) a->abandon(400, "this Llama was closed while the request ran");
     if (engine_) engine_->stop();
     for (const auto& a : live) a->detach();
     engine_.reset();
-    session_.reset();
-    choice_.reset();  // its own order: the loaded weights before the backends
     chat_.reset();
-    model_.reset();
+    rt_ = Runtime();  // the session, the backends (loaded weights first), the model
   }
 
   // Holds the model open for the length of one call (other threads may
@@ -125,8 +141,8 @@ class PyModel {
   }
 
   const Model& model() const {
-    if (!model_) throw UsageError("this Llama is closed");
-    return *model_;
+    if (!rt_.model) throw UsageError("this Llama is closed");
+    return *rt_.model;
   }
 
   std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool special) const {
@@ -147,15 +163,15 @@ class PyModel {
   }
 
   // body: an OpenAI request body (JSON text); chat picks which.
-  std::shared_ptr<server::Answer> start(bool chat, const std::string& body) {
+  std::shared_ptr<openai::Answer> start(bool chat, const std::string& body) {
     const auto life = use();
     const Model& m = model();
-    const nlohmann::json j = server::parse_json_body(body);
-    const server::GenerationRequest r = chat ? server::parse_chat_request(j) : server::parse_completion_request(j);
-    const server::AnswerContext ctx{*engine_, m.tokenizer(), chat_.get(), path_, n_ctx_};
-    std::shared_ptr<server::Answer> a = server::Answer::start(ctx, r);
+    const nlohmann::json j = openai::parse_json_body(body);
+    const openai::GenerationRequest r = chat ? openai::parse_chat_request(j) : openai::parse_completion_request(j);
+    const openai::AnswerContext ctx{*engine_, m.tokenizer(), chat_.get(), path_, n_ctx_};
+    std::shared_ptr<openai::Answer> a = openai::Answer::start(ctx, r);
     std::lock_guard<std::mutex> lk(answers_m_);
-    std::erase_if(answers_, [](const std::weak_ptr<server::Answer>& w) { return w.expired(); });
+    std::erase_if(answers_, [](const std::weak_ptr<openai::Answer>& w) { return w.expired(); });
     answers_.push_back(a);
     return a;
   }
@@ -184,15 +200,13 @@ class PyModel {
   std::string placement() const { return placement_; }
 
  private:
-  std::unique_ptr<Model> model_;
+  Runtime rt_;
   std::unique_ptr<ChatTemplate> chat_;
-  std::unique_ptr<tools::BackendChoice> choice_;
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<server::GenerationEngine> engine_;
+  std::unique_ptr<Batcher> engine_;
   mutable std::shared_mutex life_;  // shared by each call, taken whole by close()
   bool closed_ = false;
   std::mutex answers_m_;  // start() may run on several Python threads (the GIL released)
-  std::vector<std::weak_ptr<server::Answer>> answers_;
+  std::vector<std::weak_ptr<openai::Answer>> answers_;
   int64_t n_ctx_ = 0;
   std::string placement_, path_;
 };
@@ -211,7 +225,7 @@ NB_MODULE(_weir, m) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
-    } catch (const server::ApiError& e) {
+    } catch (const openai::ApiError& e) {
       PyErr_SetString(e.status >= 500 ? PyExc_RuntimeError : PyExc_ValueError, e.what());
     } catch (const UsageError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
@@ -226,16 +240,24 @@ NB_MODULE(_weir, m) {
       .def_rw("n_batch", &ModelOptions::n_batch, "tokens a forward step takes")
       .def_rw("n_parallel", &ModelOptions::n_parallel, "requests generated side by side")
       .def_rw("chat_template", &ModelOptions::chat_template, "a Jinja chat template instead of the model's")
-      .def_rw("kv_type", &ModelOptions::kv_type, "the KV cache's ggml type id (0 f32, 1 f16, 8 q8_0; -1: the default)");
+      .def_rw("kv_type", &ModelOptions::kv_type, "the KV cache's ggml type id (0 f32, 1 f16, 8 q8_0; -1: the default)")
+      .def_rw("n_ubatch", &ModelOptions::n_ubatch, "tokens a forward step takes, at most n_batch")
+      .def_rw("n_threads_batch", &ModelOptions::n_threads_batch, "threads for prompts (0 or n_threads)")
+      .def_rw("use_mmap", &ModelOptions::use_mmap, "map the file (False: read the CPU's weights into memory)")
+      .def_rw("op_offload", &ModelOptions::op_offload, "prompt products of CPU weights on the GPU when there is one")
+      .def_rw("main_gpu", &ModelOptions::main_gpu, "the GPU of a one-GPU run, the first of a split")
+      .def_rw("split_mode", &ModelOptions::split_mode, "none, layer, tensor or auto")
+      .def_rw("tensor_split", &ModelOptions::tensor_split, "a layer split's shares per GPU")
+      .def_rw("numa", &ModelOptions::numa, "off, distribute or isolate");
 
-  nb::class_<server::Answer>(m, "Answer", "A request running on the engine")
-      .def("wait_done", [](server::Answer& a, double timeout) {
+  nb::class_<openai::Answer>(m, "Answer", "A request running on the engine")
+      .def("wait_done", [](openai::Answer& a, double timeout) {
             nb::gil_scoped_release nogil;
             return a.wait_done(millis(timeout));
           }, nb::arg("timeout"), "Waits up to timeout seconds for the end; True once it came")
-      .def("whole", [](server::Answer& a) { return a.whole().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); },
+      .def("whole", [](openai::Answer& a) { return a.whole().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); },
            "The whole response object (JSON text), after wait_done")
-      .def("next_chunks", [](server::Answer& a, double timeout) {
+      .def("next_chunks", [](openai::Answer& a, double timeout) {
             std::vector<std::string> out;
             {
               nb::gil_scoped_release nogil;
@@ -244,8 +266,8 @@ NB_MODULE(_weir, m) {
             }
             return out;
           }, nb::arg("timeout"), "The stream chunks (JSON text) since the last call, waiting up to timeout seconds")
-      .def_prop_ro("ended", &server::Answer::ended, "Whether the last chunk was returned")
-      .def("cancel", &server::Answer::cancel, "Stops the generation");
+      .def_prop_ro("ended", &openai::Answer::ended, "Whether the last chunk was returned")
+      .def("cancel", &openai::Answer::cancel, "Stops the generation");
 
   nb::class_<PyModel>(m, "Model", "A loaded model, its backend and its serving loop")
       .def("__init__", [](PyModel* self, const std::string& path, const ModelOptions& o) {

@@ -68,7 +68,27 @@ class Llama:
         llama-cpp-python takes it: 0 (f32), 1 (f16) or 8 (q8_0: about half
         of f16's memory); both the same (weir's cache has one type). None:
         f16 on a GPU, f32 on the CPU.
+    n_ubatch: tokens a forward step takes (at most n_batch; weir's step is
+        the smaller of the two, as llama.cpp's physical batch).
+    n_threads_batch: threads for prompts; weir runs prompts and generation
+        on the same threads, so None or n_threads.
+    use_mmap: map the file; False reads the CPU's weights into memory.
+    main_gpu: the GPU of a one-GPU run, the first of a split.
+    split_mode: several GPUs: 0 / "none", 1 / "layer" (consecutive layers
+        on each), 2 / "tensor" (tensor parallel over them); None: layer
+        when the model does not fit one GPU.
+    tensor_split: a layer split's shares of the layers per GPU.
+    numa: False (off), True or 1 (distribute threads and weight rows over
+        the NUMA nodes), 2 or "isolate" (only the node weir starts on).
+    op_offload: prompt products of the CPU's weights on the GPU when there
+        is one (None: yes).
+    flash_attn: weir's attention is always fused (flash); None or True take
+        it, False is refused.
     verbose: one line on stderr saying where the model runs.
+
+    These are the weir command's flags under llama-cpp-python's names
+    (-ngl, -t, -tb, -b, -ub, -c, -ctk, --no-mmap, -mg, -sm, -ts, --numa,
+    --no-op-offload, -fa): the same engine runtime takes both.
     """
 
     def __init__(
@@ -84,6 +104,15 @@ class Llama:
         chat_template: Optional[str] = None,
         type_k: Optional[int] = None,
         type_v: Optional[int] = None,
+        n_ubatch: int = 512,
+        n_threads_batch: Optional[int] = None,
+        use_mmap: bool = True,
+        main_gpu: int = 0,
+        split_mode: Union[int, str, None] = None,
+        tensor_split: Optional[Sequence[float]] = None,
+        numa: Union[bool, int, str] = False,
+        op_offload: Optional[bool] = None,
+        flash_attn: Optional[bool] = None,
         verbose: bool = False,
     ) -> None:
         self._model: Optional[_weir.Model] = None
@@ -104,6 +133,26 @@ class Llama:
             raise ValueError(f"type_k: expected 0 (f32), 1 (f16) or 8 (q8_0), got {kv!r}")
         if seed is not None and (not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed: expected a non-negative int or None, got {seed!r}")
+        _check_int("n_ubatch", n_ubatch, 1, _INT32_MAX)
+        _check_int("main_gpu", main_gpu, 0, 1 << 16)
+        if n_threads_batch is not None:
+            _check_int("n_threads_batch", n_threads_batch, 1, 1 << 16)
+            if n_threads_batch != (n_threads or os.cpu_count() or 1):
+                raise ValueError(f"n_threads_batch ({n_threads_batch}): weir runs prompts and generation on the same "
+                                 f"threads; give n_threads_batch equal to n_threads, or None")
+        modes = {0: "none", 1: "layer", 2: "tensor", "none": "none", "layer": "layer", "tensor": "tensor", None: "auto"}
+        if isinstance(split_mode, bool) or split_mode not in modes:
+            raise ValueError(f"split_mode: expected 0 (none), 1 (layer), 2 (tensor) or None, got {split_mode!r}")
+        numas = {False: "off", True: "distribute", 0: "off", 1: "distribute", 2: "isolate", "off": "off",
+                 "distribute": "distribute", "isolate": "isolate"}
+        if numa not in numas:
+            raise ValueError(f"numa: expected False, True (distribute) or 2 / 'isolate', got {numa!r}")
+        if flash_attn is False:
+            raise ValueError("flash_attn=False: weir's attention always runs fused (flash attention); "
+                             "leave it out or pass True")
+        shares = [float(x) for x in tensor_split] if tensor_split is not None else []
+        if any(not (x >= 0) for x in shares):
+            raise ValueError(f"tensor_split: expected shares >= 0, got {list(tensor_split or [])!r}")
         o = _weir.ModelOptions()
         o.n_ctx = n_ctx
         o.n_gpu_layers = n_gpu_layers
@@ -112,6 +161,14 @@ class Llama:
         o.n_parallel = n_parallel
         o.chat_template = chat_template or ""
         o.kv_type = -1 if kv is None else kv
+        o.n_ubatch = n_ubatch
+        o.n_threads_batch = n_threads_batch or 0
+        o.use_mmap = bool(use_mmap)
+        o.main_gpu = main_gpu
+        o.split_mode = modes[split_mode]
+        o.tensor_split = shares
+        o.numa = numas[numa]
+        o.op_offload = op_offload is None or bool(op_offload)
         self.model_path = model_path
         self._model = _weir.Model(model_path, o)
         self._seeds = random.Random(seed)

@@ -10,6 +10,13 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A bad option: a flag's value (or a Python argument) out of range, two that
+// conflict. Its message names the flag. weir's command prints it with the
+// usage and exits with 2; Python raises ValueError.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Work stopped because the caller asked (a stop flag was set: Ctrl-C,
 // SIGTERM). Whatever was being written has been removed.
 struct Cancelled : Error {

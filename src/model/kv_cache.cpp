@@ -24,6 +24,11 @@ size_t cache_row_bytes(DType type, int64_t head_dim, int64_t n_head) {
 
 }  // namespace
 
+double KVCache::bytes_for(const HParams& hp, DType type, int64_t n_cells, int64_t n_layers) {
+  const size_t cell = cache_row_bytes(type, hp.head_dim_k, hp.n_head_kv) + cache_row_bytes(type, hp.head_dim_v, hp.n_head_kv);
+  return double(cell) * double(n_cells) * double(n_layers);
+}
+
 KVCache::KVCache(const HParams& hp, int64_t n_cells, DType type, Backend& backend, int n_regions)
     : n_cells_(n_cells),
       type_(type),

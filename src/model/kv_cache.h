@@ -39,6 +39,12 @@ class KVCache {
   KVCache(const KVCache&) = delete;
   KVCache& operator=(const KVCache&) = delete;
 
+  // The bytes a cache of n_cells cells and n_layers layers takes (K and V;
+  // q8_0 rounds each head up to whole blocks): the one formula for the
+  // cache's size, used to check that it fits before it is made. Throws Error
+  // for a type the cache cannot hold.
+  static double bytes_for(const HParams& hp, DType type, int64_t n_cells, int64_t n_layers);
+
   int64_t n_cells() const { return n_cells_; }
   DType dtype() const { return type_; }
   size_t bytes() const { return bytes_; }

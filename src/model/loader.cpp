@@ -371,6 +371,20 @@ uint64_t read_cap(const LoaderOptions& o) {
 
 }  // namespace
 
+void LoadReport::add(const LoadReport& r) {
+  bytes += r.bytes;
+  device_bytes += r.device_bytes;
+  items += r.items;
+  weights_seconds += r.weights_seconds;
+  alloc_seconds += r.alloc_seconds;
+  read_seconds += r.read_seconds;
+  wait_seconds += r.wait_seconds;
+  copy_tail_seconds += r.copy_tail_seconds;
+  readers = std::max(readers, r.readers);
+  direct_io = r.direct_io;
+  if (!r.direct_io_note.empty()) direct_io_note = r.direct_io_note;
+}
+
 std::string LoadReport::summary() const {
   char buf[384];
   const double w = weights_seconds > 0 ? weights_seconds : seconds;

@@ -69,6 +69,9 @@ struct LoadReport {
   int readers = 0;
   bool direct_io = false;      // reads went around the page cache
   std::string direct_io_note;  // why they did not, when asked for
+  // Adds a later load's bytes and times (the GPUs' weights after the
+  // --no-mmap reads); seconds and start_seconds stay the caller's.
+  void add(const LoadReport& r);
   // "4.91 GB in 0.41 s: starting the backends 0.20 s, weights 0.21 s (23.4
   // GB/s; reading 0.15 s, waiting for copies 0.00 s, copy tail 0.001 s; 16
   // readers)"

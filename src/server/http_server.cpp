@@ -10,14 +10,15 @@
 #include "server/chat_page.h"
 #include "server/connection_gate.h"
 #include "server/connection_stream.h"
-#include "server/json_body.h"
-#include "server/openai_answer.h"
-#include "server/openai_request.h"
-#include "server/openai_response.h"
+#include "engine/openai/json_body.h"
+#include "engine/openai/answer.h"
+#include "engine/openai/request.h"
+#include "engine/openai/response.h"
 
 namespace weir::server {
 
 using nlohmann::json;
+using namespace weir::openai;  // the API's shapes: requests, answers, errors
 
 namespace {
 
@@ -88,7 +89,7 @@ struct RunAtOnce : httplib::TaskQueue {
 }  // namespace
 
 struct HttpServer::Impl {
-  GenerationEngine& engine;
+  Batcher& engine;
   const Tokenizer& tok;
   const ChatTemplate* chat;
   HttpOptions o;
@@ -99,7 +100,7 @@ struct HttpServer::Impl {
   int port = -1;
   int listen_fd = -1;
 
-  Impl(GenerationEngine& e, const Tokenizer& t, const ChatTemplate* c, HttpOptions opts)
+  Impl(Batcher& e, const Tokenizer& t, const ChatTemplate* c, HttpOptions opts)
       : engine(e), tok(t), chat(c), o(std::move(opts)) {
     if (o.max_request_tokens <= 0) o.max_request_tokens = o.n_ctx;
     render_limits.max_output_bytes = o.template_max_output;
@@ -307,7 +308,7 @@ struct HttpServer::Impl {
   }
 
   std::string metrics() const {
-    const GenerationEngine::Stats s = engine.stats();
+    const Batcher::Stats s = engine.stats();
     const ConnectionGate::Stats c = gate->stats();
     std::string m;
     auto line = [&](const char* name, const char* type, const char* help, double v) {
@@ -339,7 +340,7 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(GenerationEngine& engine, const Tokenizer& tok, const ChatTemplate* chat, HttpOptions o)
+HttpServer::HttpServer(Batcher& engine, const Tokenizer& tok, const ChatTemplate* chat, HttpOptions o)
     : impl_(std::make_unique<Impl>(engine, tok, chat, std::move(o))) {}
 HttpServer::~HttpServer() {
   stop();

@@ -1,7 +1,7 @@
 // weir serve's HTTP side (cpp-httplib parses and routes): OpenAI's
 // /v1/chat/completions and /v1/completions (whole answers, or streamed as
 // server-sent events), /v1/models, /health, /metrics (Prometheus text),
-// /tokenize, /detokenize. Requests become jobs of the GenerationEngine; a
+// /tokenize, /detokenize. Requests become jobs of the Batcher; a
 // client that goes away, streaming or not, cancels its job. With an API key,
 // /v1 needs "Authorization: Bearer KEY" (401 otherwise).
 //
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "server/generation_engine.h"
+#include "engine/batcher.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -47,7 +47,7 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  HttpServer(GenerationEngine& engine, const Tokenizer& tok, const ChatTemplate* chat, HttpOptions o);
+  HttpServer(Batcher& engine, const Tokenizer& tok, const ChatTemplate* chat, HttpOptions o);
   ~HttpServer();
   // Binds the address; returns the port. Throws Error when it cannot.
   int bind();

@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace weir::tools {
 
-// Bad command line: main prints the message and the usage, exits with 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// Bad command line (core/error.h): main prints the message and the usage,
+// exits with 2.
+using weir::UsageError;
 
 // Parses an integer list ("1,2,4", "1-8*2", "128-512+128"); errors name the flag.
 std::vector<int> parse_int_list(const std::string& name, const std::string& value);

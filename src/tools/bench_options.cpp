@@ -1,7 +1,10 @@
 #include "tools/bench_options.h"
 
+#include <algorithm>
+
 #include "tools/args.h"
 #include "tools/common.h"
+#include "tools/runtime_flags.h"
 
 namespace weir::tools {
 namespace {
@@ -19,10 +22,15 @@ constexpr int kMaxTests = 100000;
 }  // namespace
 
 bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
-  o->plan.n_threads = {default_threads()};
-  KvFlags kv{"f16", "f16"};  // as llama-bench: each f16 unless given
-  bool no_warmup = false, no_op_offload = false;
+  bool no_warmup = false;
   int mmap = 1;
+  RuntimeFlags& rf = o->runtime;
+  RuntimeFlags::Defaults d;
+  d.n_ctx = 0;
+  d.ctx_help = "KV cache cells of every test (default 0: what each test needs, -p + -n + -d, times -np)";
+  d.n_ctx_at_most_trained = false;
+  d.lists = true;
+  d.kv_f16 = true;
   Args a("bench",
          "Measure prompt processing (pp) and generation (tg) speed, llama-bench style.\n"
          "List options take N,M,..., FIRST-LAST[+STEP|*MULT], or repeats; every combination is run.");
@@ -30,32 +38,22 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt_list("-p,--n-prompt", &o->plan.n_prompt, "N", "prompt tokens of the pp tests (default 512; 0: none)")
       .opt_list("-n,--n-gen", &o->plan.n_gen, "N", "generated tokens of the tg tests (default 128; 0: none)")
       .opt_list("-d,--n-depth", &o->plan.n_depth, "N", "tokens in the context before each test (default 0)")
-      .opt_list("-b,--batch-size", &o->plan.n_batch, "N", "logical batch size (default 2048)")
-      .opt_list("-ub,--ubatch-size", &o->plan.n_ubatch, "N", "physical batch size (default 512)")
-      .opt_list("-t,--threads", &o->plan.n_threads, "N", "CPU threads (default: all CPUs)")
       .opt_list("-np,--parallel", &o->plan.n_parallel, "N",
                 "tg tests: N sequences decoded at once, t/s counting all of them (default 1)")
-      .opt_list("-ngl,--n-gpu-layers", &o->plan.n_gpu_layers, "N", "0: CPU (default); 99: the whole model on the GPU")
-      .opt("--device", &o->device, "N", "the GPU of the -ngl tests (default 0)")
       .opt("-r,--repetitions", &o->reps, "N", "repetitions of each test (default 5)")
       .opt("-o,--output", &o->output, "FMT", "md, csv, json or jsonl (default md)")
-      .opt("--numa", &o->numa, "MODE", "off (default), distribute or isolate")
       .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test")
-      .flag("-nopo,--no-op-offload", &no_op_offload,
-            "keep the prompt's products of CPU-resident weights on the CPU (default: on the GPU when there is one)")
-      .opt("-mmp,--mmap", &mmap, "0|1", "1: use the CPU's weights from the file mapping (default); 0: read them into memory")
-      .flag("-dio,--direct-io", &o->direct_io, "read the weights with O_DIRECT, around the page cache")
-      .opt("--tp", &o->tp, "N", "tensor parallel over N ranks (CPU ranks splitting -t, or N GPUs with -ngl 99)")
-      .opt("-sm,--split-mode", &o->split_mode, "MODE", "several GPUs (from --device on): layer, tensor or none")
-      .opt("-ts,--tensor-split", &o->tensor_split, "A,B...", "-sm layer: the layers' shares per GPU")
-      .flag("-cmoe,--cpu-moe", &o->cpu_moe, "mixture of experts: the expert weights on the CPU, their products there")
-      .opt("-ncmoe,--n-cpu-moe", &o->n_cpu_moe, "N", "mixture of experts: the expert weights of the first N layers on the CPU");
-  kv.add_to(a, "f16");
+      .opt("-mmp,--mmap", &mmap, "0|1", "llama-bench's spelling of --no-mmap: 1 maps the file (default), 0 reads the CPU's weights into memory");
+  rf.add_to(a, d);
   if (!a.parse(argc, argv)) return false;
+  rf.parsed(a);
   o->warmup = !no_warmup;
-  o->op_offload = !no_op_offload;
   if (mmap != 0 && mmap != 1) throw UsageError("-mmp: expected 0 or 1, got " + std::to_string(mmap));
-  o->mmap = mmap == 1;
+  if (mmap == 0) rf.no_mmap = true;
+  o->plan.n_gpu_layers = rf.n_gpu_layers;
+  o->plan.n_threads = rf.threads;
+  o->plan.n_batch = rf.n_batch;
+  o->plan.n_ubatch = rf.n_ubatch;
   if (o->plan.models.empty()) throw UsageError("no model given (-m MODEL.gguf)");
   check_all(o->plan.n_prompt, 0, kMaxTokens, "-p");
   check_all(o->plan.n_gen, 0, kMaxTokens, "-n");
@@ -65,17 +63,16 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   check_all(o->plan.n_threads, 1, kMaxThreads, "-t");
   check_all(o->plan.n_gpu_layers, 0, 1 << 20, "-ngl");
   check_all(o->plan.n_parallel, 1, 4096, "-np");
-  if (o->device < 0) throw UsageError("--device: expected a GPU number >= 0");
-  bool any_gpu = false;
-  for (int n : o->plan.n_gpu_layers) any_gpu = any_gpu || n > 0;
-  check_device_flag(a.given("--device"), any_gpu ? 1 : 0);
   if (o->reps < 1 || o->reps > 10000) throw UsageError("-r: expected 1 to 10000 repetitions, got " + std::to_string(o->reps));
   if (o->output != "md" && o->output != "csv" && o->output != "json" && o->output != "jsonl")
     throw UsageError("-o: expected md, csv, json or jsonl, got '" + o->output + "'");
-  if (o->numa == "disabled") o->numa = "off";
-  if (o->numa != "off" && o->numa != "distribute" && o->numa != "isolate")
-    throw UsageError("--numa: expected off, distribute or isolate, got '" + o->numa + "'");
-  o->kv_type = kv.resolve(DType::F16);
+  if (rf.numa == "disabled") rf.numa = "off";  // llama-bench's word
+  o->kv_type = rf.kv_type(0);
+  // Every flag checked now, with the first test's values: a bad one is an
+  // error before anything is printed.
+  const int most_ngl = *std::max_element(o->plan.n_gpu_layers.begin(), o->plan.n_gpu_layers.end());
+  rf.check_gpu_choice(most_ngl);
+  (void)rf.spec_for("", most_ngl, o->plan.n_threads[0], o->plan.n_batch[0], o->plan.n_ubatch[0]);
   bool any = false;
   for (int p : o->plan.n_prompt) any = any || p > 0;
   for (int n : o->plan.n_gen) any = any || n > 0;
@@ -89,6 +86,19 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
     throw UsageError("the lists expand to " + std::to_string(uint64_t(n_tests)) + " tests, more than " +
                      std::to_string(kMaxTests) + "; give fewer values");
   return true;
+}
+
+RuntimeSpec BenchOptions::spec_for(const BenchTest& t, int64_t n_ctx) const {
+  RuntimeSpec s = runtime.spec_for(t.model, t.n_gpu_layers, t.n_threads, t.n_batch, t.n_ubatch);
+  s.kv_type = kv_type;
+  if (runtime.n_ctx > 0) {
+    if (runtime.n_ctx < n_ctx)
+      throw UsageError("-c " + std::to_string(runtime.n_ctx) + ": test " + t.name() + " needs " + std::to_string(n_ctx) +
+                       " cells (-p + -n + -d, times -np)");
+    n_ctx = runtime.n_ctx;
+  }
+  s.n_ctx = n_ctx;
+  return s;
 }
 
 }  // namespace weir::tools

@@ -7,30 +7,23 @@
 
 #include "core/dtype.h"
 #include "engine/bench.h"
+#include "tools/runtime_flags.h"
 
 namespace weir::tools {
 
 struct BenchOptions {
-  BenchPlan plan;
+  BenchPlan plan;  // its -ngl, -t, -b, -ub lists are the runtime flags'
   int reps = 5;
   std::string output = "md";  // md, csv, json, jsonl
   bool warmup = true;
-  DType kv_type = DType::F16;  // -ctk / -ctv (weir's cache has one type for both)
-  // --device: the GPU of the -ngl > 0 tests.
-  int device = 0;
-  // off, distribute or isolate: CpuOptions::numa of every test's backend.
-  std::string numa = "off";
-  // Op offload (products of big batches of the CPU's weights on the GPU).
-  bool op_offload = true;
-  // Loading: -mmp 0 reads the CPU's weights into memory; --direct-io.
-  bool mmap = true, direct_io = false;
-  int tp = 1;  // --tp: tensor parallel ranks (CPU ranks splitting -t, or GPUs with -ngl 99)
-  std::string split_mode = "auto";  // -sm: none, layer, tensor (GPUs from --device on)
-  std::string tensor_split;         // -ts
-  bool cpu_moe = false;             // --cpu-moe: expert weights on the CPU
-  int n_cpu_moe = 0;                // --n-cpu-moe N: those of the first N layers
+  // The placement, cache, loader and thread flags every command takes
+  // (runtime_flags.h); a test's spec is runtime.spec_for(its values).
+  RuntimeFlags runtime;
+  DType kv_type = DType::F16;  // -ctk (f16 unless given, as llama-bench)
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
   bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }
+  // The spec of test t, its context n_ctx cells (0: none is made).
+  RuntimeSpec spec_for(const BenchTest& t, int64_t n_ctx) const;
 };
 
 // Parses the arguments after `bench`; false when --help was printed. Throws

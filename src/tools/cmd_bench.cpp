@@ -13,6 +13,7 @@
 #include "engine/bench.h"
 #include "engine/session.h"
 #include "model/model_desc.h"
+#include "sched/scheduler.h"
 #include "tools/bench_format.h"
 #include "tools/bench_options.h"
 #include "tools/commands.h"
@@ -29,55 +30,24 @@ struct LoadedModel {
   std::unique_ptr<BenchModelInfo> info;
   // The backends of its -ngl > 0 tests by (-ngl, threads), weights on the
   // device: made once, kept for every test that uses them.
-  std::map<std::pair<int, int>, BackendChoice> gpu;
+  std::map<std::pair<int, int>, ModelBackends> gpu;
 };
-
-BackendFlags flags_for(const BenchTest& t, const BenchOptions& o, const CpuOptions& cpu_opts, int64_t n_ctx) {
-  BackendFlags f;
-  f.op_offload = o.op_offload;
-  f.no_mmap = !o.mmap;
-  f.tp = o.tp;
-  GpuFlags gf;
-  gf.devices = {o.device};
-  gf.split_mode = o.split_mode;
-  gf.tensor_split = o.tensor_split;
-  gf.cpu_moe = o.cpu_moe;
-  gf.n_cpu_moe = o.n_cpu_moe;
-  gf.apply(f);
-  f.direct_io = o.direct_io;
-  const int device = o.device;
-  const DType kv_type = o.kv_type;
-  f.n_gpu_layers = t.n_gpu_layers;
-  f.device = device;
-  f.threads = t.n_threads;
-  f.cpu = cpu_opts;
-  f.n_ctx = n_ctx;
-  f.kv_type = kv_type;
-  const char* prof = std::getenv("WEIR_SCHED_PROFILE");
-  f.profile = prof && *prof == '1';
-  return f;
-}
 
 // Loads a model and times what a user waits for before the first token can
 // be computed: open + mmap + metadata and tokenizer, the backend (its
 // threads; on a GPU, the weights copied there), the KV cache, and the first
 // decode graph built and planned. A GPU backend is kept for the model's
 // tests (copying the weights again per test would only repeat the load).
-LoadedModel load_for_bench(const std::string& path, const BenchTest& first, const BenchOptions& o, int64_t n_ctx,
-                           const CpuOptions& cpu_opts) {
+LoadedModel load_for_bench(const std::string& path, const BenchTest& first, const BenchOptions& o, int64_t n_ctx) {
   LoadedModel lm;
-  const DType kv_type = o.kv_type;
   const auto t0 = std::chrono::steady_clock::now();
   lm.model = load_model(path);
   {
-    BackendChoice c = make_backend(*lm.model, flags_for(first, o, cpu_opts, n_ctx));
+    const RuntimeSpec spec = o.spec_for(first, n_ctx);
+    ModelBackends c = make_backends(*lm.model, spec);
     if (c.load.bytes)
       std::fprintf(stderr, "weir bench: %s: weights loaded: %s\n", path.c_str(), c.load.summary().c_str());
-    SessionParams sp;
-    sp.n_ctx = n_ctx;
-    sp.kv_type = kv_type;
-    c.join_group(sp);
-    make_session(*lm.model, *c.backend, sp, "-p + -n + -d, times -np")->prepare(1);
+    make_session(*lm.model, c, spec, "-p + -n + -d, times -np")->prepare(1);
     if (first.n_gpu_layers > 0 || c.split) {
       std::fprintf(stderr, "weir bench: -ngl %d: %s\n", first.n_gpu_layers, c.placement.c_str());
       lm.gpu.emplace(std::make_pair(first.n_gpu_layers, first.n_threads), std::move(c));
@@ -103,14 +73,16 @@ int cmd_bench(int argc, char** argv) {
   BenchEnv env;
   env.cpu_info = cpu_model_name();
   env.type_kv = dtype_name(o.kv_type);  // ggml's names: f16, f32, q8_0
-  env.numa = o.numa;
-  CpuOptions cpu_opts;
-  cpu_opts.numa = parse_numa_flag(o.numa);
+  env.numa = o.runtime.numa;
   env.show_n_batch = !o.default_batch();
   env.show_n_ubatch = !o.default_ubatch();
   const std::vector<BenchTest> tests = expand_tests(o.plan);
   for (const BenchTest& t : tests) env.show_ngl = env.show_ngl || t.n_gpu_layers > 0;
-  if (env.show_ngl) env.gpu_info = gpu_name(o.device);
+  const int device = o.runtime.main_gpu >= 0 ? o.runtime.main_gpu : o.runtime.devices[0];
+  if (env.show_ngl) env.gpu_info = gpu_name(device);
+  // Every model opens before anything is printed: a path that is not a model
+  // is an error, not a table (or a JSON array) cut short.
+  for (const std::string& path : o.plan.models) (void)load_model(path);
   auto printer = make_bench_printer(o.output, env);
 
   std::map<std::string, int64_t> max_ctx;  // per model: the largest context a test needs
@@ -127,60 +99,68 @@ int cmd_bench(int argc, char** argv) {
   ro.kv_type = o.kv_type;
   ro.stop = &stop_flag();
   ro.pipelined = pipeline_from_env();
-  for (const BenchTest& t : tests) {
-    if (stop_requested()) break;
-    if (models.empty() || models.back().info->path != t.model)
-      models.push_back(load_for_bench(t.model, t, o, max_ctx[t.model], cpu_opts));
-    LoadedModel& lm = models.back();
-    // Backends that hold a GPU (some layers there, or op offload) are made
-    // once and kept; CPU-only ones fresh per test.
-    static const bool have_gpu = !cuda_devices().empty();
-    const bool gpu = wants_gpu(*lm.model, t.n_gpu_layers) || (o.op_offload && have_gpu);
-    BenchRow row;
-    if (t.n_gen > 0) {
-      // All on the GPU: its bandwidth; split or CPU: the CPU's (the slower part).
-      const bool all_gpu = t.n_gpu_layers > lm.model->hparams().n_layer && !lm.gpu.empty();
-      const int bw_key = all_gpu ? -1 : t.n_threads;
-      if (!read_bw.count(bw_key))
-        read_bw[bw_key] =
-            all_gpu ? measure_gpu_bandwidth(mpi_world() ? o.device + mpi_local_rank() : o.device)  // this process's GPU
-                    : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
-      row.mem_read_bps = read_bw[bw_key];
-      // Token k of the test attends to depth + prompt + k + 1 cells; use the
-      // mean. Batched decode reads the weights once for all its sequences.
-      const int64_t ctx = int64_t(t.n_depth) + t.n_prompt + (t.n_gen + 1) / 2;
-      row.kv_bytes_per_token = decode_kv_bytes(lm.model->hparams(), o.kv_type, ctx);
-      row.bytes_per_token = lm.info->weight_bytes_per_token / uint64_t(std::max(1, t.n_parallel)) +
-                            row.kv_bytes_per_token;
+  // A test that fails after the header went out still closes the table (a
+  // JSON array stays valid JSON), then the error ends the command.
+  try {
+    for (const BenchTest& t : tests) {
+      if (stop_requested()) break;
+      if (models.empty() || models.back().info->path != t.model)
+        models.push_back(load_for_bench(t.model, t, o, max_ctx[t.model]));
+      LoadedModel& lm = models.back();
+      // Backends that hold a GPU (some layers there, or op offload) are made
+      // once and kept; CPU-only ones fresh per test.
+      static const bool have_gpu = !cuda_devices().empty();
+      const bool gpu = t.n_gpu_layers > 0 || (!o.runtime.no_op_offload && have_gpu);
+      BenchRow row;
+      if (t.n_gen > 0) {
+        // All on the GPU: its bandwidth; split or CPU: the CPU's (the slower part).
+        const bool all_gpu = t.n_gpu_layers > lm.model->hparams().n_layer && !lm.gpu.empty();
+        const int bw_key = all_gpu ? -1 : t.n_threads;
+        if (!read_bw.count(bw_key))
+          read_bw[bw_key] =
+              all_gpu ? measure_gpu_bandwidth(mpi_world() ? device + mpi_local_rank() : device)  // this process's GPU
+                      : cpu::measure_read_bandwidth(t.n_threads).bytes_per_s;
+        row.mem_read_bps = read_bw[bw_key];
+        // Token k of the test attends to depth + prompt + k + 1 cells; use the
+        // mean. Batched decode reads the weights once for all its sequences.
+        const int64_t ctx = int64_t(t.n_depth) + t.n_prompt + (t.n_gen + 1) / 2;
+        row.kv_bytes_per_token = decode_kv_bytes(lm.model->hparams(), o.kv_type, ctx);
+        row.bytes_per_token = lm.info->weight_bytes_per_token / uint64_t(std::max(1, t.n_parallel)) +
+                              row.kv_bytes_per_token;
+      }
+      const auto key = std::make_pair(t.n_gpu_layers, t.n_threads);
+      const RuntimeSpec spec = o.spec_for(t, max_ctx[t.model]);
+      if (gpu && !lm.gpu.count(key)) {
+        ModelBackends c = make_backends(*lm.model, spec);
+        std::fprintf(stderr, "weir bench: -ngl %d: %s\n", t.n_gpu_layers, c.placement.c_str());
+        if (c.load.bytes) std::fprintf(stderr, "weir bench: -ngl %d: weights loaded: %s\n", t.n_gpu_layers, c.load.summary().c_str());
+        lm.gpu.emplace(key, std::move(c));
+      }
+      ModelBackends cpu;  // fresh per test: no plans or threads carried over
+      if (!gpu) cpu = make_backends(*lm.model, spec);
+      const ModelBackends& choice = gpu ? lm.gpu.at(key) : cpu;
+      sched::Scheduler* split = choice.split;
+      if (split) split->reset_profile();
+      BenchRunOptions tro = ro;
+      SessionParams group;
+      choice.join_group(group);
+      tro.tp = group.tp;
+      tro.peers = group.peers;
+      try {
+        row.result = run_bench_test(*lm.model, *choice.backend, t, tro);
+      } catch (const Cancelled&) {
+        break;  // the rows so far, then the footer
+      }
+      row.model = lm.info.get();
+      emit(printer->row(row));
+      if (split && split->profile().steps && spec.profile)
+        std::fprintf(stderr, "weir bench: %s -ngl %d: %s\n", t.name().c_str(), t.n_gpu_layers,
+                     split->profile().describe().c_str());
+      rows.push_back(std::move(row));
     }
-    const auto key = std::make_pair(t.n_gpu_layers, t.n_threads);
-    if (gpu && !lm.gpu.count(key)) {
-      BackendChoice c = make_backend(*lm.model, flags_for(t, o, cpu_opts, max_ctx[t.model]));
-      std::fprintf(stderr, "weir bench: -ngl %d: %s\n", t.n_gpu_layers, c.placement.c_str());
-      if (c.load.bytes) std::fprintf(stderr, "weir bench: -ngl %d: weights loaded: %s\n", t.n_gpu_layers, c.load.summary().c_str());
-      lm.gpu.emplace(key, std::move(c));
-    }
-    BackendChoice cpu;  // fresh per test: no plans or threads carried over
-    if (!gpu) cpu = make_backend(*lm.model, flags_for(t, o, cpu_opts, max_ctx[t.model]));
-    const BackendChoice& choice = gpu ? lm.gpu.at(key) : cpu;
-    sched::Scheduler* split = choice.split;
-    if (split) split->reset_profile();
-    BenchRunOptions tro = ro;
-    SessionParams group;
-    choice.join_group(group);
-    tro.tp = group.tp;
-    tro.peers = group.peers;
-    try {
-      row.result = run_bench_test(*lm.model, *choice.backend, t, tro);
-    } catch (const Cancelled&) {
-      break;  // the rows so far, then the footer
-    }
-    row.model = lm.info.get();
-    emit(printer->row(row));
-    if (split && split->profile().steps && flags_for(t, o, cpu_opts, max_ctx[t.model]).profile)
-      std::fprintf(stderr, "weir bench: %s -ngl %d: %s\n", t.name().c_str(), t.n_gpu_layers,
-                   split->profile().describe().c_str());
-    rows.push_back(std::move(row));
+  } catch (...) {
+    emit(printer->footer(rows));
+    throw;
   }
   emit(printer->footer(rows));
   if (stop_requested()) {

@@ -18,6 +18,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/runtime_flags.h"
 #include "tools/signals.h"
 
 namespace weir::tools {
@@ -34,12 +35,10 @@ jinja::Value message(const char* role, const std::string& content) {
 
 int cmd_chat(int argc, char** argv) {
   std::string model_path, system_prompt, template_file;
-  int n_predict = -1, threads = default_threads(), ngl = 0;
-  int64_t n_ctx = 4096, n_batch = 512;
+  int n_predict = -1;
   bool ignore_eos = false;
   SamplerParams sp;
-  GpuFlags gpu_flags;
-  KvFlags kv;
+  RuntimeFlags rf;
   Args a("chat", "Talk with a model in the terminal: Ctrl-C stops an answer, /clear starts over, Ctrl-D or /exit leaves.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to talk with (required)")
       .opt("--system", &system_prompt, "TEXT", "a system message that begins the conversation")
@@ -47,43 +46,23 @@ int cmd_chat(int argc, char** argv) {
       .opt("-n,--n-predict", &n_predict, "N", "most tokens an answer may have (default -1: until the model ends it)");
   add_sampling_flags(a, &sp);
   a.opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
-      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
-      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)")
-      .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
-      .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "answers go on past end-of-generation tokens (until -n or the context)");
-  gpu_flags.add_to(a);
-  kv.add_to(a);
+  rf.add_to(a, {});
   if (!a.parse(argc, argv)) return 0;
-  const DType kv_type = kv.resolve(serving_kv_type(ngl));
+  rf.parsed(a);
+  const RuntimeSpec spec = rf.spec(model_path);
   if (n_predict < -1 || n_predict == 0)
     throw UsageError("-n: expected -1 (until the model ends the answer) or a count of tokens, got " + std::to_string(n_predict));
-  check_threads(threads);
   check_sampling(sp);
-  check_device_flag(a.given("--device"), ngl);
-  if (n_ctx < 1) throw UsageError("--ctx-size: expected a positive number of tokens, got " + std::to_string(n_ctx));
-  if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
 
-  auto model = load_model(model_path);
+  Runtime rt = build_runtime(spec);
+  const Model* model = rt.model.get();
   const Tokenizer& tok = model->tokenizer();
   const ChatTemplate chat = chat_template_for(*model, template_file);
-  if (!a.given("-c") && model->hparams().n_ctx_train > 0) n_ctx = std::min(n_ctx, model->hparams().n_ctx_train);
-  BackendFlags bf;
-  bf.n_gpu_layers = ngl;
-  gpu_flags.apply(bf);
-  bf.threads = threads;
-  bf.n_ctx = n_ctx;
-  bf.kv_type = kv_type;
-  BackendChoice choice = make_backend(*model, bf);
-  SessionParams p;
-  p.kv_type = kv_type;
-  p.n_ctx = n_ctx;
-  p.n_batch = std::min(n_batch, n_ctx);
-  p.stop = &stop_flag();
-  choice.join_group(p);
-  std::unique_ptr<Session> session = make_session(*model, *choice.backend, p);
+  Session* session = rt.session.get();
+  const int64_t n_ctx = session->n_ctx();
   Sampler sampler(sp, int(model->hparams().n_vocab));
-  const bool on_backend = !choice.backend->host_visible_memory();
+  const bool on_backend = !rt.backends.backend->host_visible_memory();
   const BackendSampling bs = backend_sampling(sp, sampler.seed());
   // Runs tokens and returns the token after them.
   auto step = [&](std::span<const int32_t> ids) -> int32_t {

@@ -13,6 +13,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/runtime_flags.h"
 
 namespace weir::tools {
 namespace {
@@ -30,47 +31,30 @@ double nll(const float* logits, int64_t n, int32_t target) {
 
 int cmd_perplexity(int argc, char** argv) {
   std::string model_path, file;
-  int64_t n_ctx = 512, n_batch = 512;
-  int threads = default_threads();
-  std::string numa = "off";
   int max_chunks = -1;
-  int ngl = 0, tp = 1;
-  GpuFlags gpu_flags;
-  KvFlags kv;
-  bool no_op_offload = false, no_mmap = false, direct_io = false;
-  std::vector<std::string> overrides;
+  RuntimeFlags rf;
+  RuntimeFlags::Defaults d;
+  d.n_ctx = 512;
+  d.ctx_help = "chunk length in tokens (default 512)";
+  d.n_ctx_at_most_trained = false;
   Args a("perplexity", "Score a text file; prints running PPL per chunk, then 'PPL = value +/- stderr'.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model (required)")
       .opt("-f,--file", &file, "FILE", "text file to score (required)")
-      .opt("-c,--ctx-size", &n_ctx, "N", "chunk length in tokens (default 512)")
-      .opt("-b,--batch-size", &n_batch, "N", "tokens per forward step (default 512)")
-      .opt("--chunks", &max_chunks, "N", "score at most N chunks (default: all)")
-      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
-      .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
-      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU: the last N (0: CPU, default; 99: the whole model)")
-      .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
-                "put the weights whose names match REGEX on DEV (CPU, CUDA0); repeatable")
-      .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
-      .opt("--tp", &tp, "N", "tensor parallel over N ranks: CPU ranks splitting -t, or N GPUs with -ngl 99 (default 1)")
-      .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file")
-      .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache");
-  gpu_flags.add_to(a);
-  kv.add_to(a);
+      .opt("--chunks", &max_chunks, "N", "score at most N chunks (default: all)");
+  rf.add_to(a, d);
   if (!a.parse(argc, argv)) return 0;
-  const DType kv_type = kv.resolve(serving_kv_type(ngl));
+  rf.parsed(a);
+  const RuntimeSpec spec = rf.spec(model_path);
+  const int64_t n_ctx = spec.n_ctx;
   if (file.empty()) throw UsageError("no text file given (-f FILE)");
   if (n_ctx < 4 || n_ctx > (int64_t(1) << 24))
     throw UsageError("--ctx-size: expected 4 to 16777216 tokens a chunk, got " + std::to_string(n_ctx));
-  if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
   if (max_chunks < -1 || max_chunks == 0)
     throw UsageError("--chunks: expected a positive number of chunks (-1: all), got " + std::to_string(max_chunks));
-  check_threads(threads);
-  check_device_flag(a.given("--device"), ngl);
-  const cpu::NumaMode numa_mode = parse_numa_flag(numa);
   const std::string text = read_text_file(file, "-f");
 
-  double load_s = 0;
-  auto model = load_model(model_path, &load_s);
+  Runtime rt = build_runtime(spec);
+  const Model* model = rt.model.get();
   const Vocab& vocab = model->tokenizer().vocab();
   const bool add_bos = vocab.add_bos;
   const std::vector<int32_t> tokens = model->tokenizer().encode(text, add_bos, true);
@@ -78,33 +62,11 @@ int cmd_perplexity(int argc, char** argv) {
   if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
   if (n_chunk == 0)
     throw Error(file + ": " + std::to_string(tokens.size()) + " tokens is fewer than one chunk of " +
-                std::to_string(n_ctx) + " (-c)");
+                std::to_string(n_ctx) + " (--ctx-size)");
   std::fprintf(stderr, "weir perplexity: %zu tokens, %lld chunks of %lld, loaded in %.0f ms\n", tokens.size(),
-               (long long)n_chunk, (long long)n_ctx, load_s * 1e3);
-
-  CpuOptions cpu_opts;
-  cpu_opts.numa = numa_mode;
-  BackendFlags bf;
-  bf.n_gpu_layers = ngl;
-  gpu_flags.apply(bf);
-  bf.threads = threads;
-  bf.cpu = cpu_opts;
-  bf.overrides = overrides;
-  bf.op_offload = !no_op_offload;
-  bf.n_ctx = n_ctx;
-  bf.kv_type = kv_type;
-  bf.no_mmap = no_mmap;
-  bf.tp = tp;
-  bf.direct_io = direct_io;
-  BackendChoice choice = make_backend(*model, bf);
-  Backend& backend = *choice.backend;
-  SessionParams p;
-  p.kv_type = kv_type;
-  p.n_ctx = n_ctx;
-  p.n_batch = std::min(n_batch, n_ctx);
-  choice.join_group(p);
-  std::unique_ptr<Session> session_ptr = make_session(*model, backend, p);
-  Session& session = *session_ptr;
+               (long long)n_chunk, (long long)n_ctx, (rt.model_seconds + rt.backends.load.seconds) * 1e3);
+  Backend& backend = *rt.backends.backend;
+  Session& session = *rt.session;
   const int64_t first = n_ctx / 2;
   std::vector<int32_t> want;
   for (int64_t j = first; j < n_ctx - 1; ++j) want.push_back(int32_t(j));

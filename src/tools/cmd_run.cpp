@@ -12,6 +12,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/runtime_flags.h"
 #include "tools/signals.h"
 
 namespace weir::tools {
@@ -19,14 +20,9 @@ namespace weir::tools {
 int cmd_run(int argc, char** argv) {
   const auto t_start = std::chrono::steady_clock::now();  // for the time to the first token
   std::string model_path, prompt, prompt_file;
-  int n_predict = 128, threads = default_threads();
-  std::string numa = "off";
-  int64_t n_ctx = 4096, n_batch = 512;
-  bool ignore_eos = false, no_bos = false, verbose = false, no_op_offload = false, no_mmap = false, direct_io = false;
-  std::vector<std::string> overrides;
-  int ngl = 0, tp = 1;
-  GpuFlags gpu_flags;
-  KvFlags kv;
+  int n_predict = 128;
+  bool ignore_eos = false, no_bos = false, verbose = false;
+  RuntimeFlags rf;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to run (required)")
@@ -37,31 +33,15 @@ int cmd_run(int argc, char** argv) {
   a.opt("--repeat-penalty", &sp.repeat_penalty, "X", "penalty for repeated tokens (default 1.0: off)")
       .opt("--repeat-last-n", &sp.repeat_last_n, "N", "tokens the repeat penalty looks back over (default 64)")
       .opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
-      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
-      .opt("--numa", &numa, "MODE", "off (default), distribute (threads and weight rows spread over NUMA nodes) or isolate (only the node weir starts on)")
-      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU: the last N (0: CPU, default; 99: the whole model)")
-      .opt_list("-ot,--override-tensor", &overrides, "REGEX=DEV",
-                "put the weights whose names match REGEX on DEV (CPU, CUDA0), e.g. \"ffn_.*=CPU\"; repeatable")
-      .flag("--no-op-offload", &no_op_offload, "keep products of CPU-resident weights on the CPU in prefill")
-      .opt("--tp", &tp, "N", "tensor parallel over N ranks: CPU ranks splitting -t, or N GPUs with -ngl 99 (default 1)")
-      .flag("--no-mmap", &no_mmap, "read the CPU's weights into memory instead of mapping the file (network filesystems)")
-      .flag("--direct-io", &direct_io, "read the weights with O_DIRECT, around the page cache (cold loads from fast disks)")
-      .opt("-c,--ctx-size", &n_ctx, "N", "context size in tokens (default 4096, or the model's if smaller)")
-      .opt("-b,--batch-size", &n_batch, "N", "prompt tokens per forward step (default 512)")
       .flag("--ignore-eos", &ignore_eos, "keep generating past end-of-generation tokens")
       .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it")
       .flag("-v,--verbose", &verbose, "say on stderr what happens as it happens (load, prompt, generation)");
-  gpu_flags.add_to(a);
-  kv.add_to(a);
+  rf.add_to(a, {});
   if (!a.parse(argc, argv)) return 0;
-  const DType kv_type = kv.resolve(serving_kv_type(ngl));
+  rf.parsed(a);
+  const RuntimeSpec spec = rf.spec(model_path);
   if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));
-  check_threads(threads);
   check_sampling(sp);
-  check_device_flag(a.given("--device"), ngl);
-  const cpu::NumaMode numa_mode = parse_numa_flag(numa);
-  if (n_ctx < 1) throw UsageError("--ctx-size: expected a positive number of tokens, got " + std::to_string(n_ctx));
-  if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
   if (a.given("-p") && a.given("-f"))
     throw UsageError("give the prompt as -p TEXT or -f FILE, not both");
   if (!prompt_file.empty()) prompt = read_text_file(prompt_file, "-f");
@@ -69,43 +49,21 @@ int cmd_run(int argc, char** argv) {
     if (verbose) std::fprintf(stderr, "weir: %s\n", what);
   };
 
-  double load_s = 0;
   say("loading the model");
-  auto model = load_model(model_path, &load_s);
-  const Tokenizer& tok = model->tokenizer();
-  CpuOptions cpu_opts;
-  cpu_opts.numa = numa_mode;
-  // The default context never exceeds what the model was trained for.
-  if (!a.given("-c") && model->hparams().n_ctx_train > 0) n_ctx = std::min(n_ctx, model->hparams().n_ctx_train);
-  BackendFlags bf;
-  bf.n_gpu_layers = ngl;
-  gpu_flags.apply(bf);
-  bf.threads = threads;
-  bf.cpu = cpu_opts;
-  bf.overrides = overrides;
-  bf.op_offload = !no_op_offload;
-  bf.n_ctx = n_ctx;
-  bf.kv_type = kv_type;
-  bf.no_mmap = no_mmap;
-  bf.tp = tp;
-  bf.direct_io = direct_io;
-  if (verbose) std::fprintf(stderr, "weir: model read in %.0f ms; loading the weights\n", load_s * 1e3);
-  BackendChoice choice = make_backend(*model, bf);
+  Runtime rt = build_runtime(spec);
   // Load time: until every weight is where it will be read.
-  load_s += choice.load.seconds;
+  const double load_s = rt.model_seconds + rt.backends.load.seconds;
+  const Model& model = *rt.model;
+  const Tokenizer& tok = model.tokenizer();
+  const ModelBackends& choice = rt.backends;
   Backend& backend = *choice.backend;
   if (verbose) {
-    std::fprintf(stderr, "weir: weights: %s\n", choice.placement.c_str());
+    std::fprintf(stderr, "weir: model read in %.0f ms; weights: %s\n", rt.model_seconds * 1e3, choice.placement.c_str());
     if (choice.load.bytes) std::fprintf(stderr, "weir: loaded %s\n", choice.load.summary().c_str());
   }
-  SessionParams p;
-  p.kv_type = kv_type;
-  p.n_ctx = n_ctx;
-  p.n_batch = std::min(n_batch, n_ctx);
-  choice.join_group(p);
-  std::unique_ptr<Session> session_ptr = make_session(*model, backend, p);
-  Session& session = *session_ptr;
-  Sampler sampler(sp, int(model->hparams().n_vocab));
+  Session& session = *rt.session;
+  const int64_t n_ctx = session.n_ctx();
+  Sampler sampler(sp, int(model.hparams().n_vocab));
   // On a GPU the sampler runs there and only token ids come back, unless a
   // repetition penalty (which needs the CPU sampler's history) is asked for.
   const bool sample_on_backend = !backend.host_visible_memory() && (sp.repeat_penalty == 1.0f || sp.repeat_last_n == 0);

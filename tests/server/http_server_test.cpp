@@ -32,7 +32,7 @@ struct Running {
   CpuBackend cpu{2};
   std::unique_ptr<Session> session;
   std::unique_ptr<ChatTemplate> chat;
-  std::unique_ptr<GenerationEngine> engine;
+  std::unique_ptr<Batcher> engine;
   std::unique_ptr<HttpServer> server;
   std::thread thread;
   int port = 0;
@@ -45,10 +45,10 @@ struct Running {
     session = std::make_unique<Session>(*model, cpu, sp);
     chat = std::make_unique<ChatTemplate>("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:",
                                           "test template", model->tokenizer().vocab());
-    EngineOptions eo;
+    BatcherOptions eo;
     eo.max_sequences = 4;
     eo.step_tokens = 64;
-    engine = std::make_unique<GenerationEngine>(*session, model->tokenizer(), eo);
+    engine = std::make_unique<Batcher>(*session, model->tokenizer(), eo);
     engine->start();
     HttpOptions ho;
     ho.port = 0;

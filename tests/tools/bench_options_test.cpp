@@ -43,7 +43,7 @@ TEST(BenchOptions, DefaultsAndCrossProduct) {
   EXPECT_EQ(o.reps, 5);
   EXPECT_EQ(o.output, "md");
   EXPECT_TRUE(o.default_batch() && o.default_ubatch());
-  EXPECT_EQ(o.numa, "off");
+  EXPECT_EQ(o.runtime.numa, "off");
 
   BenchOptions p;
   ASSERT_TRUE(parse({"-m", "a.gguf,b.gguf", "-m", "c.gguf", "-p", "16", "-p", "32", "-n", "4", "-d", "0,64",
@@ -56,7 +56,7 @@ TEST(BenchOptions, DefaultsAndCrossProduct) {
   EXPECT_EQ(p.output, "json");
   EXPECT_FALSE(p.default_batch());
   EXPECT_TRUE(p.default_ubatch());
-  EXPECT_EQ(p.numa, "distribute");
+  EXPECT_EQ(p.runtime.numa, "distribute");
   // 3 models x 2 threads x 2 depths x (2 pp + 1 tg)
   EXPECT_EQ(expand_tests(p.plan).size(), 3u * 2 * 2 * 3);
 }

@@ -11,12 +11,13 @@
 
 #include "core/error.h"
 #include "engine/session.h"
-#include "server/generation_engine.h"
+#include "engine/batcher.h"
 #include "server/http_server.h"
 #include "text/chat_template.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
+#include "tools/runtime_flags.h"
 #include "tools/signals.h"
 
 namespace weir::tools {
@@ -47,31 +48,29 @@ int fit_open_files(int want) {
 
 int cmd_serve(int argc, char** argv) {
   std::string model_path, host = "127.0.0.1", api_key, template_file, alias, step_log;
-  int port = 8080, parallel = 4, threads = default_threads(), ngl = 0, queue = 64, kept = 32;
-  int64_t n_ctx = 8192, n_batch = 512;
+  int port = 8080, parallel = 4, queue = 64, kept = 32;
   const server::HttpOptions defaults;
   int64_t max_body = 0, max_request_tokens = 0;  // 0: set from -c
   int max_connections = defaults.max_connections;
   float header_timeout = float(defaults.header_timeout_s), body_timeout = float(defaults.body_timeout_s);
   uint64_t template_max_output = defaults.template_max_output, template_max_work = defaults.template_max_work;
-  GpuFlags gpu_flags;
-  KvFlags kv;
+  RuntimeFlags rf;
+  RuntimeFlags::Defaults d;
+  d.n_ctx = 8192;
+  d.ctx_help = "KV cache cells shared by all requests (default 8192)";
+  d.n_ctx_at_most_trained = false;
   Args a("serve", "An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health, "
                   "/metrics, /tokenize, /detokenize.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to serve (required)")
       .opt("--host", &host, "ADDR", "address to listen on (default 127.0.0.1)")
       .opt("--port", &port, "N", "port (default 8080; 0: any free one, printed)")
       .opt("-np,--parallel", &parallel, "N", "requests generated side by side (default 4)")
-      .opt("-c,--ctx-size", &n_ctx, "N", "KV cache cells shared by all requests (default 8192, at most the model's x parallel)")
-      .opt("-b,--batch-size", &n_batch, "N", "tokens a forward step takes: decode tokens and prompt chunks (default 512)")
       .opt("--queue", &queue, "N", "requests that may wait beyond the running ones; more get 503 (default 64)")
       .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache: every prompt computed whole)")
       .opt("--log-steps", &step_log, "FILE", "a CSV line a forward step: time, running, tokens, decode tokens, prompt tokens, out rows, KV extent, free cells, seconds")
       .opt("--api-key", &api_key, "KEY", "ask /v1 clients for Authorization: Bearer KEY")
       .opt("--alias", &alias, "NAME", "the model's name in responses (default: the file's name)")
       .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
-      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
-      .opt("-ngl,--n-gpu-layers", &ngl, "N", "layers on the GPU (0: CPU, default; 99: the whole model)")
       .opt("--max-body", &max_body, "BYTES", "a request body's size at most, chunked or not; over it: 413 (default: 4 MiB, or 32 bytes a context cell where that is more)")
       .opt("--max-request-tokens", &max_request_tokens, "N", "a prompt's or /tokenize's tokens at most (default: the context's size)")
       .opt("--max-connections", &max_connections, "N", "connections open at once; over it, the one that has waited longest for its request head is closed (default 1000)")
@@ -79,16 +78,16 @@ int cmd_serve(int argc, char** argv) {
       .opt("--body-timeout", &body_timeout, "SECONDS", "a request body must arrive within this of its head (default 30)")
       .opt("--template-max-output", &template_max_output, "BYTES", "a chat template's rendered prompt at most (default 16 MiB)")
       .opt("--template-max-work", &template_max_work, "N", "a chat template render's work at most: its statements plus the bytes it builds (default 2^28)");
-  gpu_flags.add_to(a);
-  kv.add_to(a);
+  rf.add_to(a, d);
   if (!a.parse(argc, argv)) return 0;
-  check_threads(threads);
-  check_device_flag(a.given("--device"), ngl);
+  rf.parsed(a);
+  RuntimeSpec spec = rf.spec(model_path);
+  spec.max_graphs = 128;  // a server's steps come in many shapes (most of them small decode steps)
+  spec.stop_steps = false;  // a stop signal ends the load; the HTTP side ends the requests (no step fails half-done)
+  const int64_t n_ctx = spec.n_ctx;
   if (port < 0 || port > 65535) throw UsageError("--port: expected 0 to 65535, got " + std::to_string(port));
   if (parallel < 1 || parallel > 256) throw UsageError("--parallel: expected 1 to 256, got " + std::to_string(parallel));
   if (n_ctx < 16) throw UsageError("--ctx-size: expected at least 16 cells, got " + std::to_string(n_ctx));
-  if (n_batch < 1) throw UsageError("--batch-size: expected a positive number of tokens, got " + std::to_string(n_batch));
-  const DType kv_type = kv.resolve(serving_kv_type(ngl));
   if (kept < 0) throw UsageError("--cache-prompts: expected 0 or more, got " + std::to_string(kept));
   if (queue < 0) throw UsageError("--queue: expected 0 or more, got " + std::to_string(queue));
   if (max_body == 0) max_body = std::max<int64_t>(int64_t(4) << 20, 32 * n_ctx);
@@ -102,32 +101,20 @@ int cmd_serve(int argc, char** argv) {
   const int workers = parallel + queue + 16;  // the running, the waiting, and some for /health, /metrics, /tokenize
   max_connections = std::max(16, fit_open_files(max_connections + workers) - workers);
 
-  auto model = load_model(model_path);
-  const Tokenizer& tok = model->tokenizer();
+  Runtime rt = build_runtime(spec);
+  const Model& model = *rt.model;
+  const Tokenizer& tok = model.tokenizer();
   std::unique_ptr<ChatTemplate> chat;
   try {
-    chat = std::make_unique<ChatTemplate>(chat_template_for(*model, template_file));
+    chat = std::make_unique<ChatTemplate>(chat_template_for(model, template_file));
   } catch (const Error& e) {
     if (!template_file.empty()) throw;
     std::fprintf(stderr, "weir serve: %s\nweir serve: /v1/chat/completions is off; /v1/completions works\n", e.what());
   }
-  BackendFlags bf;
-  bf.n_gpu_layers = ngl;
-  gpu_flags.apply(bf);
-  bf.threads = threads;
-  bf.n_ctx = n_ctx;
-  bf.kv_type = kv_type;
-  BackendChoice choice = make_backend(*model, bf);
-  SessionParams p;
-  p.n_ctx = n_ctx;
-  p.kv_type = kv_type;
-  p.n_batch = std::min(n_batch, n_ctx);
-  p.max_graphs = 128;  // a server's steps come in many shapes (most of them small decode steps)
-  choice.join_group(p);
-  std::unique_ptr<Session> session = make_session(*model, *choice.backend, p);
-  server::EngineOptions eo;
+  Session* session = rt.session.get();
+  BatcherOptions eo;
   eo.max_sequences = parallel;
-  eo.step_tokens = size_t(p.n_batch);
+  eo.step_tokens = size_t(step_tokens(spec));
   eo.queue_limit = size_t(queue);
   eo.kept_prefixes = kept;
   eo.reuse_prefixes = kept > 0;
@@ -142,7 +129,7 @@ int cmd_serve(int argc, char** argv) {
       std::fputc('\n', f);
     };
   }
-  server::GenerationEngine engine(*session, tok, eo);
+  Batcher engine(*session, tok, eo);
   server::HttpOptions ho;
   ho.host = host;
   ho.port = port;
@@ -161,7 +148,7 @@ int cmd_serve(int argc, char** argv) {
   const int bound = http.bind();
   engine.start();
   std::fprintf(stderr, "weir serve: %s on %s, %d at once, %lld cells; listening on http://%s:%d\n", ho.model_name.c_str(),
-               choice.placement.empty() ? "the CPU" : choice.placement.c_str(), parallel, static_cast<long long>(n_ctx),
+               rt.backends.placement.empty() ? "the CPU" : rt.backends.placement.c_str(), parallel, static_cast<long long>(n_ctx),
                host.c_str(), bound);
   std::fflush(stderr);
   std::thread watcher([&] {

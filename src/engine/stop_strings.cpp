@@ -1,9 +1,9 @@
-#include "server/stop_strings.h"
+#include "engine/stop_strings.h"
 
 #include <algorithm>
 #include <string>
 
-namespace weir::server {
+namespace weir {
 
 StopStrings::StopStrings(std::vector<std::string> stops) {
   for (std::string& s : stops)
@@ -71,4 +71,4 @@ std::string StopStrings::flush() {
   return out;
 }
 
-}  // namespace weir::server
+}  // namespace weir

@@ -1,11 +1,11 @@
-#include "server/json_body.h"
+#include "engine/openai/json_body.h"
 
 #include <vector>
 
-#include "server/openai_request.h"
+#include "engine/openai/request.h"
 #include "text/utf8_streamer.h"
 
-namespace weir::server {
+namespace weir::openai {
 
 namespace {
 
@@ -133,4 +133,4 @@ nlohmann::json parse_json_body(std::string_view body, const JsonLimits& limits) 
   }
 }
 
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -1,4 +1,4 @@
-#include "server/openai_answer.h"
+#include "engine/openai/answer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 
 #include "text/jinja/template.h"
 
-namespace weir::server {
+namespace weir::openai {
 
 using nlohmann::json;
 
@@ -227,4 +227,4 @@ std::vector<json> Answer::next_chunks(std::chrono::milliseconds wait) {
   return out;
 }
 
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -1,8 +1,8 @@
-#include "server/openai_response.h"
+#include "engine/openai/response.h"
 
 #include <chrono>
 
-namespace weir::server {
+namespace weir::openai {
 
 using nlohmann::json;
 
@@ -142,4 +142,4 @@ std::string sse_event(const json& j) {
 }
 std::string sse_done() { return "data: [DONE]\n\n"; }
 
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -1,11 +1,11 @@
-#include "server/host_sampling.h"
+#include "engine/host_sampling.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
 
-namespace weir::server {
+namespace weir {
 
 HostSample sample_on_host(std::span<float> logits, const HostSampling& s,
                           const std::unordered_map<int32_t, int>& counts) {
@@ -43,4 +43,4 @@ HostSample sample_on_host(std::span<float> logits, const HostSampling& s,
   return out;
 }
 
-}  // namespace weir::server
+}  // namespace weir

@@ -1,4 +1,4 @@
-// One OpenAI-shaped request running on the GenerationEngine, whatever
+// One OpenAI-shaped request running on the Batcher, whatever
 // carries it: weir serve's HTTP handlers and the Python package's Llama
 // both start an Answer and read it either whole (chat.completion /
 // text_completion) or as stream chunks (chat.completion.chunk, ...).
@@ -14,17 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "server/generation_engine.h"
-#include "server/openai_request.h"
-#include "server/openai_response.h"
+#include "engine/batcher.h"
+#include "engine/openai/request.h"
+#include "engine/openai/response.h"
 #include "text/chat_template.h"
 #include "text/jinja/template.h"
 #include "text/tokenizer.h"
 
-namespace weir::server {
+namespace weir::openai {
 
 struct AnswerContext {
-  GenerationEngine& engine;
+  Batcher& engine;
   const Tokenizer& tok;
   const ChatTemplate* chat = nullptr;  // null: the model has none (chat requests get a 400)
   std::string model_name;              // for responses whose request names none
@@ -87,7 +87,7 @@ class Answer {
  private:
   Answer() = default;
   std::mutex engine_m_;
-  GenerationEngine* engine_ = nullptr;  // null once detached
+  Batcher* engine_ = nullptr;  // null once detached
   std::shared_ptr<Progress> pr_;
   ResponseHead head_;
   uint64_t id_ = 0;
@@ -95,4 +95,4 @@ class Answer {
   bool role_sent_ = false, ended_ = false;
 };
 
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -8,7 +8,7 @@
 // fit side by side.
 //
 // Prefix cache: a finished request's cells stay (up to
-// EngineOptions::kept_prefixes of them, least recently used let go first,
+// BatcherOptions::kept_prefixes of them, least recently used let go first,
 // and under memory pressure before anything else); a new request whose
 // prompt begins with tokens some sequence holds, running or kept, shares
 // those cells and computes only the rest. A request whose prompt shares
@@ -33,12 +33,12 @@
 
 #include "engine/rng.h"
 #include "engine/session.h"
-#include "server/host_sampling.h"
-#include "server/stop_strings.h"
+#include "engine/host_sampling.h"
+#include "engine/stop_strings.h"
 #include "text/tokenizer.h"
 #include "text/utf8_streamer.h"
 
-namespace weir::server {
+namespace weir {
 
 struct JobCounts {
   int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -90,7 +90,7 @@ struct ActiveView {
 // chunks in arrival order, until `budget` tokens.
 StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget);
 
-struct EngineOptions {
+struct BatcherOptions {
   int max_sequences = 8;        // requests decoded side by side
   size_t step_tokens = 512;     // tokens a forward step takes
   size_t queue_limit = 64;      // waiting requests beyond the running ones
@@ -104,12 +104,12 @@ struct EngineOptions {
 // The length of the longest common prefix of a and b.
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 
-class GenerationEngine {
+class Batcher {
  public:
   // The session must have been made with n_batch >= step_tokens; the engine
   // owns the loop thread from start() to stop().
-  GenerationEngine(Session& s, const Tokenizer& tok, EngineOptions o);
-  ~GenerationEngine();
+  Batcher(Session& s, const Tokenizer& tok, BatcherOptions o);
+  ~Batcher();
   void start();
   // Finishes the running requests and ends the loop (queued ones get an
   // error).
@@ -165,7 +165,7 @@ class GenerationEngine {
   static constexpr size_t kMinShare = 16;
   Session& s_;
   const Tokenizer& tok_;
-  EngineOptions o_;
+  BatcherOptions o_;
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Active>> queue_;
@@ -180,4 +180,4 @@ class GenerationEngine {
   Stats stats_;
 };
 
-}  // namespace weir::server
+}  // namespace weir

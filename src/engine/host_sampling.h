@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace weir::server {
+namespace weir {
 
 struct HostSampling {
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
@@ -38,4 +38,4 @@ struct HostSample {
 HostSample sample_on_host(std::span<float> logits, const HostSampling& s,
                           const std::unordered_map<int32_t, int>& counts);
 
-}  // namespace weir::server
+}  // namespace weir

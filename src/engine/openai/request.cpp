@@ -1,10 +1,10 @@
-#include "server/openai_request.h"
+#include "engine/openai/request.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
-namespace weir::server {
+namespace weir::openai {
 
 using nlohmann::json;
 
@@ -195,4 +195,4 @@ GenerationRequest parse_completion_request(const json& body) {
   return r;
 }
 
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace weir::server {
+namespace weir::openai {
 
 struct JsonLimits {
   int max_depth = 64;  // arrays and objects inside each other; OpenAI bodies with tools' schemas need ~20
@@ -25,4 +25,4 @@ nlohmann::json parse_json_body(std::string_view body, const JsonLimits& limits =
 // goes to a client (an error message quoting input) is always UTF-8.
 std::string utf8_or_replacement(std::string_view s);
 
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -1,4 +1,4 @@
-#include "server/generation_engine.h"
+#include "engine/batcher.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace weir::server {
+namespace weir {
 
 StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget) {
   StepPlan p;
@@ -51,7 +51,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return i;
 }
 
-struct GenerationEngine::Active {
+struct Batcher::Active {
   uint64_t id = 0;
   Job job;
   int seq = -1;
@@ -70,20 +70,20 @@ struct GenerationEngine::Active {
   std::unique_ptr<StopStrings> stops;
 };
 
-GenerationEngine::GenerationEngine(Session& s, const Tokenizer& tok, EngineOptions o) : s_(s), tok_(tok), o_(o) {
+Batcher::Batcher(Session& s, const Tokenizer& tok, BatcherOptions o) : s_(s), tok_(tok), o_(o) {
   if (o_.max_sequences < 1) throw Error("server: --parallel must be at least 1");
   o_.kept_prefixes = std::max(0, o_.kept_prefixes);
   for (int q = o_.max_sequences + o_.kept_prefixes - 1; q >= 0; --q) free_seqs_.push_back(q);
 }
 
-GenerationEngine::~GenerationEngine() { stop(); }
+Batcher::~Batcher() { stop(); }
 
-void GenerationEngine::start() {
+void Batcher::start() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] { loop(); });
 }
 
-void GenerationEngine::stop() {
+void Batcher::stop() {
   {
     std::lock_guard<std::mutex> lk(m_);
     stopping_ = true;
@@ -92,7 +92,7 @@ void GenerationEngine::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-uint64_t GenerationEngine::submit(Job job) {
+uint64_t Batcher::submit(Job job) {
   if (job.prompt.empty()) throw Error("the prompt is empty");
   if (int64_t(job.prompt.size()) + 1 > s_.n_ctx())
     throw Error("the prompt has " + std::to_string(job.prompt.size()) + " tokens and the context " +
@@ -114,7 +114,7 @@ uint64_t GenerationEngine::submit(Job job) {
   return id;
 }
 
-void GenerationEngine::cancel(uint64_t id) {
+void Batcher::cancel(uint64_t id) {
   std::unique_ptr<Active> waiting;
   {
     std::lock_guard<std::mutex> lk(m_);
@@ -134,14 +134,14 @@ void GenerationEngine::cancel(uint64_t id) {
   if (waiting->job.on_done) waiting->job.on_done("cancelled", {int64_t(waiting->job.prompt.size()), waiting->generated, waiting->cached});
 }
 
-GenerationEngine::Stats GenerationEngine::stats() const {
+Batcher::Stats Batcher::stats() const {
   std::lock_guard<std::mutex> lk(m_);
   Stats s = stats_;
   s.queued = queue_.size();
   return s;
 }
 
-void GenerationEngine::finish(Active& a, const std::string& reason) {
+void Batcher::finish(Active& a, const std::string& reason) {
   std::string tail = a.stops->push(a.utf8.flush());
   tail += a.stops->flush();
   if (!tail.empty() && a.job.on_text) a.job.on_text(tail);
@@ -149,7 +149,7 @@ void GenerationEngine::finish(Active& a, const std::string& reason) {
   release(a, reason != "error");
 }
 
-void GenerationEngine::release(Active& a, bool keep) {
+void Batcher::release(Active& a, bool keep) {
   if (a.seq < 0) return;
   if (keep && o_.reuse_prefixes && o_.kept_prefixes > 0 && !a.in_cache.empty()) {
     // A kept prefix that this one begins with says nothing more: let it go.
@@ -170,7 +170,7 @@ void GenerationEngine::release(Active& a, bool keep) {
   a.in_cache.clear();
 }
 
-bool GenerationEngine::let_go_kept() {
+bool Batcher::let_go_kept() {
   if (kept_.empty()) return false;
   auto lru = std::min_element(kept_.begin(), kept_.end(), [](const Kept& x, const Kept& y) { return x.used < y.used; });
   s_.remove_seq(lru->seq);
@@ -179,19 +179,19 @@ bool GenerationEngine::let_go_kept() {
   return true;
 }
 
-int GenerationEngine::take_seq() {
+int Batcher::take_seq() {
   if (free_seqs_.empty()) let_go_kept();
   const int q = free_seqs_.back();
   free_seqs_.pop_back();
   return q;
 }
 
-void GenerationEngine::make_room(size_t cells) {
+void Batcher::make_room(size_t cells) {
   while (size_t(s_.kv_cache().n_free()) < cells && let_go_kept()) {
   }
 }
 
-bool GenerationEngine::take_prefix(Active& a) {
+bool Batcher::take_prefix(Active& a) {
   if (!o_.reuse_prefixes) return true;
   // What is computed: the tokens every other sequence holds.
   size_t best = 0;
@@ -218,7 +218,7 @@ bool GenerationEngine::take_prefix(Active& a) {
   return true;
 }
 
-void GenerationEngine::admit() {
+void Batcher::admit() {
   while (!queue_.empty() && int(active_.size()) < o_.max_sequences) {
     Active& a = *queue_.front();
     a.seq = take_seq();
@@ -250,7 +250,7 @@ void GenerationEngine::admit() {
   }
 }
 
-void GenerationEngine::set_back(size_t i) {
+void Batcher::set_back(size_t i) {
   std::unique_ptr<Active> a = std::move(active_[i]);
   active_.erase(active_.begin() + std::ptrdiff_t(i));
   // Everything it had, to compute again; the token it sampled last goes in
@@ -266,7 +266,7 @@ void GenerationEngine::set_back(size_t i) {
   queue_.push_front(std::move(a));
 }
 
-std::vector<int32_t> GenerationEngine::run_step(const StepPlan& p, std::vector<HostSample>& host) {
+std::vector<int32_t> Batcher::run_step(const StepPlan& p, std::vector<HostSample>& host) {
   std::vector<float> params;
   bool on_host = false;
   for (size_t k = 0; k < p.out_rows.size(); ++k) {
@@ -302,7 +302,7 @@ std::vector<int32_t> GenerationEngine::run_step(const StepPlan& p, std::vector<H
   return ids;
 }
 
-void GenerationEngine::update_gauges() {
+void Batcher::update_gauges() {
   stats_.running = active_.size();
   stats_.kept_prefixes = kept_.size();
   stats_.kv_cells_used = s_.kv_cache().n_cells() - s_.kv_cache().n_free();
@@ -311,7 +311,7 @@ void GenerationEngine::update_gauges() {
   stats_.step_host_seconds = s_.host_seconds();
 }
 
-void GenerationEngine::loop() {
+void Batcher::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(m_);
@@ -342,7 +342,7 @@ void GenerationEngine::loop() {
   }
 }
 
-bool GenerationEngine::step() {
+bool Batcher::step() {
   if (active_.empty()) return false;
   StepPlan p;
   for (;;) {
@@ -431,4 +431,4 @@ bool GenerationEngine::step() {
   return true;
 }
 
-}  // namespace weir::server
+}  // namespace weir

@@ -1,13 +1,13 @@
 // Request bodies as the openai package and curl users send them: the fields
 // land where they should, unknown fields are ignored, and every wrong type
 // or range is a 400 naming the field.
-#include "server/openai_request.h"
+#include "engine/openai/request.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace weir::server {
+namespace weir::openai {
 namespace {
 
 using nlohmann::json;
@@ -149,4 +149,4 @@ TEST(OpenAiRequest, HugeIntegersAreOutOfRangeAsSent) {
 }
 
 }  // namespace
-}  // namespace weir::server
+}  // namespace weir::openai

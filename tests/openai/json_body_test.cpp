@@ -3,16 +3,16 @@
 // never a crash, and every error message is UTF-8 (it goes into a JSON
 // response). The UTF-8 verdicts are checked against Python's rule through
 // fixed cases (overlongs, surrogates, values over U+10FFFF).
-#include "server/json_body.h"
+#include "engine/openai/json_body.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
-#include "server/openai_request.h"
+#include "engine/openai/request.h"
 
-namespace weir::server {
+namespace weir::openai {
 namespace {
 
 using nlohmann::json;
@@ -116,4 +116,4 @@ TEST(JsonBody, RandomBodiesAreParsedOrRefusedCleanly) {
 }
 
 }  // namespace
-}  // namespace weir::server
+}  // namespace weir::openai

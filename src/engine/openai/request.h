@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 
-namespace weir::server {
+namespace weir::openai {
 
 struct ApiError : Error {
   ApiError(int status, std::string type, std::string param, const std::string& message)
@@ -58,4 +58,4 @@ int32_t token_id(const nlohmann::json& v, int64_t n_vocab, const std::string& fi
 GenerationRequest parse_chat_request(const nlohmann::json& body);
 GenerationRequest parse_completion_request(const nlohmann::json& body);
 
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -5,7 +5,7 @@
 // refused naming both lengths. The prefix cache gives the text computing
 // everything gives, and a cache too small for all the running jobs sets
 // the newest back without changing anyone's text.
-#include "server/generation_engine.h"
+#include "engine/batcher.h"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +21,7 @@
 #include "test_env.h"
 #include "tiny_synth.h"
 
-namespace weir::server {
+namespace weir {
 namespace {
 
 TEST(PlanStep, DecodeFirstThenPromptChunks) {
@@ -63,17 +63,17 @@ Job greedy_job(std::vector<int32_t> prompt, int n) {
   return j;
 }
 
-TEST(GenerationEngine, ConcurrentJobsEqualEachAlone) {
+TEST(Batcher, ConcurrentJobsEqualEachAlone) {
   Tiny t;
   SessionParams sp;
   sp.n_ctx = 512;
   sp.n_batch = 16;
   Session s(*t.model, t.cpu, sp);
-  EngineOptions eo;
+  BatcherOptions eo;
   eo.max_sequences = 3;  // six jobs: some wait for a free sequence
   eo.step_tokens = 16;
   eo.kept_prefixes = 0;  // (the prefix cache has tests of its own)
-  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  Batcher engine(s, t.model->tokenizer(), eo);
   std::mt19937 rng(3);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(t.model->hparams().n_vocab) - 1);
   std::vector<std::vector<int32_t>> prompts;
@@ -113,7 +113,7 @@ TEST(GenerationEngine, ConcurrentJobsEqualEachAlone) {
 
 // Runs jobs one after another (each submitted when the one before it is
 // done, so each can reuse what came before) or all at once; returns texts.
-std::vector<std::string> run_jobs(GenerationEngine& engine, const std::vector<std::vector<int32_t>>& prompts, int n,
+std::vector<std::string> run_jobs(Batcher& engine, const std::vector<std::vector<int32_t>>& prompts, int n,
                                   bool at_once) {
   std::vector<std::promise<std::string>> done(prompts.size());
   std::vector<std::string> texts(prompts.size());
@@ -133,7 +133,7 @@ std::vector<std::string> run_jobs(GenerationEngine& engine, const std::vector<st
   return texts;
 }
 
-TEST(GenerationEngine, PrefixCacheGivesTheTextOfComputingItAll) {
+TEST(Batcher, PrefixCacheGivesTheTextOfComputingItAll) {
   Tiny t;
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(t.model->hparams().n_vocab) - 1);
@@ -162,10 +162,10 @@ TEST(GenerationEngine, PrefixCacheGivesTheTextOfComputingItAll) {
     sp.n_ctx = 1024;
     sp.n_batch = 24;
     Session s(*t.model, t.cpu, sp);
-    EngineOptions eo;
+    BatcherOptions eo;
     eo.max_sequences = 3;
     eo.step_tokens = 24;
-    GenerationEngine engine(s, t.model->tokenizer(), eo);
+    Batcher engine(s, t.model->tokenizer(), eo);
     engine.start();
     EXPECT_EQ(run_jobs(engine, prompts, n, at_once), want) << (at_once ? "at once" : "one after another");
     engine.stop();
@@ -190,9 +190,9 @@ TEST(GenerationEngine, PrefixCacheGivesTheTextOfComputingItAll) {
   sp.n_ctx = 512;
   sp.n_batch = 16;
   Session s(*t.model, t.cpu, sp);
-  EngineOptions eo;
+  BatcherOptions eo;
   eo.step_tokens = 16;
-  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  Batcher engine(s, t.model->tokenizer(), eo);
   engine.start();
   const std::vector<int32_t> first = prompts[1];
   const std::vector<int32_t> answer = test::greedy_alone(*t.model, t.cpu, first, n);
@@ -242,7 +242,7 @@ std::vector<PlainStep> plain_greedy(const Model& m, Backend& b, const std::vecto
   return out;
 }
 
-TEST(GenerationEngine, PenaltiesAndLogprobsOnTheHost) {
+TEST(Batcher, PenaltiesAndLogprobsOnTheHost) {
   Tiny t;
   const std::vector<int32_t> prompt = {5, 17, 3, 99, 42, 7};
   const int n = 12;
@@ -250,9 +250,9 @@ TEST(GenerationEngine, PenaltiesAndLogprobsOnTheHost) {
   sp.n_ctx = 256;
   sp.n_batch = 16;
   Session s(*t.model, t.cpu, sp);
-  EngineOptions eo;
+  BatcherOptions eo;
   eo.step_tokens = 16;
-  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  Batcher engine(s, t.model->tokenizer(), eo);
   engine.start();
   // Three jobs side by side: penalties and log-probabilities, log-probabilities
   // alone, and one sampled on the backend as usual in the same steps.
@@ -296,7 +296,7 @@ TEST(GenerationEngine, PenaltiesAndLogprobsOnTheHost) {
   EXPECT_TRUE(differs);
 }
 
-TEST(GenerationEngine, TooSmallACacheSetsTheNewestBack) {
+TEST(Batcher, TooSmallACacheSetsTheNewestBack) {
   Tiny t;
   std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {11, 12, 13}, {14, 15, 16, 17, 18}};
   const int n = 30;  // three jobs of 33 to 40 cells in 64
@@ -306,11 +306,11 @@ TEST(GenerationEngine, TooSmallACacheSetsTheNewestBack) {
   sp.n_ctx = 64;
   sp.n_batch = 8;
   Session s(*t.model, t.cpu, sp);
-  EngineOptions eo;
+  BatcherOptions eo;
   eo.max_sequences = 3;
   eo.step_tokens = 8;
   eo.kept_prefixes = 0;
-  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  Batcher engine(s, t.model->tokenizer(), eo);
   engine.start();
   EXPECT_EQ(run_jobs(engine, prompts, n, true), want);
   engine.stop();
@@ -318,18 +318,18 @@ TEST(GenerationEngine, TooSmallACacheSetsTheNewestBack) {
   EXPECT_EQ(engine.stats().kv_cells_used, 0);
 }
 
-TEST(GenerationEngine, CancelQueueLimitAndTooLong) {
+TEST(Batcher, CancelQueueLimitAndTooLong) {
   Tiny t;
   SessionParams sp;
   sp.n_ctx = 256;
   sp.n_batch = 8;
   Session s(*t.model, t.cpu, sp);
-  EngineOptions eo;
+  BatcherOptions eo;
   eo.max_sequences = 1;
   eo.step_tokens = 8;
   eo.queue_limit = 2;
   eo.kept_prefixes = 0;
-  GenerationEngine engine(s, t.model->tokenizer(), eo);
+  Batcher engine(s, t.model->tokenizer(), eo);
   // Before the loop starts nothing leaves the queue: the third waits past the limit.
   engine.submit(greedy_job({1, 2, 3}, 4));
   std::promise<std::string> cancelled;
@@ -359,4 +359,4 @@ TEST(GenerationEngine, CancelQueueLimitAndTooLong) {
 }
 
 }  // namespace
-}  // namespace weir::server
+}  // namespace weir

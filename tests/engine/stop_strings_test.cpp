@@ -1,7 +1,7 @@
 // Stop strings against a plain reference: the output is the text up to the
 // first occurrence of any stop string, whatever the pieces it came in, and
 // no piece sent ever holds a byte past that point.
-#include "server/stop_strings.h"
+#include "engine/stop_strings.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace weir::server {
+namespace weir {
 namespace {
 
 // The reference: search the whole text at once.
@@ -69,4 +69,4 @@ TEST(StopStrings, RandomPiecesEqualTheReference) {
 }
 
 }  // namespace
-}  // namespace weir::server
+}  // namespace weir

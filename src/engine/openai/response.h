@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace weir::server {
+namespace weir::openai {
 
 struct TokenLogprob {
   std::string token;  // the text of the token (may be part of a character)
@@ -47,4 +47,4 @@ nlohmann::json usage_chunk(const ResponseHead& h, bool chat, const Usage& u);
 std::string sse_event(const nlohmann::json& j);
 std::string sse_done();
 
-}  // namespace weir::server
+}  // namespace weir::openai

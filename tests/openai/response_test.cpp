@@ -1,11 +1,11 @@
 // Response objects in OpenAI's shapes (the fields the openai package reads),
 // tokens that are parts of characters sent as valid JSON with their bytes,
 // and the server-sent events framing.
-#include "server/openai_response.h"
+#include "engine/openai/response.h"
 
 #include <gtest/gtest.h>
 
-namespace weir::server {
+namespace weir::openai {
 namespace {
 
 using nlohmann::json;
@@ -52,4 +52,4 @@ TEST(OpenAiResponse, StreamChunks) {
 }
 
 }  // namespace
-}  // namespace weir::server
+}  // namespace weir::openai

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace weir::server {
+namespace weir {
 
 class StopStrings {
  public:
@@ -29,4 +29,4 @@ class StopStrings {
   bool stopped_ = false;
 };
 
-}  // namespace weir::server
+}  // namespace weir
