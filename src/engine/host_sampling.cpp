@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/token_sampler.h"
 
 namespace weir {
 
@@ -14,7 +14,7 @@ HostSample sample_on_host(std::span<float> logits, const HostSampling& s,
     if (id >= 0 && id < V && c > 0) logits[size_t(id)] -= s.presence_penalty + s.frequency_penalty * float(c);
   const float params[5] = {s.temperature, float(s.top_k), s.top_p, s.min_p, s.u};
   HostSample out;
-  out.id = cpu::sample_logits_row(logits.data(), V, params);
+  out.id = sample_row(logits.data(), V, params);
   if (out.id < 0 || s.top_n < 0) return out;
   // log-softmax: logit - max - log(sum exp(logit - max)), NaN as -inf.
   float mx = -INFINITY;

@@ -38,6 +38,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/token_sampler.h"
 #include "engine/rng.h"
 
 namespace weir {
@@ -52,12 +53,6 @@ struct SamplerParams {
   uint64_t seed = 0;            // 0: random from std::random_device
 };
 
-// One token that survived the filters.
-struct TokenCandidate {
-  int32_t id;
-  float logit;  // after the repetition penalty, before temperature
-  float p;      // probability in the final draw (temperature applied)
-};
 
 class Sampler {
  public:
@@ -88,9 +83,7 @@ class Sampler {
   uint64_t seed() const { return seed_; }
 
  private:
-  // Runs penalty and filters; leaves the kept tokens in cand_[0, n) with
-  // their unnormalized draw weights in .p, their sum in weight_sum_, and
-  // returns n. sorted_ tells whether cand_[0, n) is in probability order.
+  // Runs penalty and filters (rows_); returns how many tokens were kept.
   size_t filter(const float* logits);
   void seed_rng();
 
@@ -99,13 +92,11 @@ class Sampler {
   uint64_t seed_;
   Rng rng_;
 
-  std::vector<TokenCandidate> cand_;  // n_vocab entries
+  TokenSampler rows_;                 // the filters and the draw (backend/token_sampler.h)
   std::vector<int32_t> history_;      // ring of the last repeat_last_n tokens
   size_t history_head_ = 0;           // next slot to write
   size_t history_count_ = 0;
   std::vector<int32_t> penalized_;    // scratch: distinct history tokens
-  double weight_sum_ = 0;
-  bool sorted_ = false;
 };
 
 }  // namespace weir

@@ -1,4 +1,4 @@
-// The CUDA sample op against the CPU reference (cpu::sample_logits_row),
+// The CUDA sample op against the plain reference (tests/sample_reference.h),
 // token for token. Draws use u at the middle of the interval of the token
 // the reference picks (computed from the reference's kept set, re-derived
 // below), so a comparison is never at a rounding boundary of the weights.
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
+#include "sample_reference.h"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -142,7 +142,7 @@ void expect_same(const Logits& l, std::vector<Params> p, bool snap = true) {
   }
   const std::vector<int32_t> got = gpu_sample(l, p);
   for (int64_t r = 0; r < l.n; ++r) {
-    const int32_t want = cpu::sample_logits_row(l.row(r), l.V, &p[size_t(r)].temp);
+    const int32_t want = test::reference_sample_row(l.row(r), l.V, &p[size_t(r)].temp);
     EXPECT_EQ(got[size_t(r)], want) << "V " << l.V << " n " << l.n << " row " << r << ": " << str(p[size_t(r)]);
   }
 }

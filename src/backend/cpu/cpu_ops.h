@@ -59,9 +59,6 @@ void op_top_k(const Tensor& dst, const OpContext& c);
 void op_moe_weights(const Tensor& dst, const OpContext& c);
 void op_mul_mat_id(const Tensor& dst, const OpContext& c);
 void op_moe_sum(const Tensor& dst, const OpContext& c);
-// One row of sample (core/graph.h): V logits, params (temperature, top_k,
-// top_p, min_p, u); the token id, or -1 when every logit is -inf or NaN.
-int32_t sample_logits_row(const float* logits, int64_t V, const float* params);
 
 // rms_norm followed by a mul of its output with a weight (one row, or one
 // per row): both nodes' outputs, bit-identical to running them apart, in one

@@ -1,5 +1,5 @@
 // sample (core/graph.h) on the GPU: a token per row of logits, with the
-// choices of the CPU reference weir::cpu::sample_logits_row
+// choices of the CPU reference weir::sample_row (backend/token_sampler.h)
 // (backend/cpu/ops_sample.cpp): the same kept sets, the same draw order, float
 // weights expf(l - max) / expf((l - max) * (1 / temperature)) summed in
 // double. Results agree with the reference except within rounding at exact
