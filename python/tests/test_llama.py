@@ -409,3 +409,19 @@ def test_top_logprobs_needs_logprobs(llm):
         llm.create_chat_completion(msgs, top_logprobs=3, max_tokens=2)
     out = llm.create_chat_completion(msgs, logprobs=True, top_logprobs=3, max_tokens=2, temperature=0)
     assert len(out["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 3
+
+
+def test_runtime_arguments_of_llama_cpp_python(model_path):
+    """The runtime fields under llama-cpp-python's names: honoured (the same
+    greedy text with the file read into memory, a smaller step, op offload
+    off) or refused with ValueError naming them."""
+    want = weir_run(model_path, PROMPT, 8)
+    with weir.Llama(model_path, n_ctx=512, n_threads=THREADS, n_threads_batch=THREADS, use_mmap=False,
+                    n_batch=256, n_ubatch=64, numa=False, flash_attn=True, split_mode=None, main_gpu=0,
+                    op_offload=False, tensor_split=None) as m:
+        assert m(PROMPT, max_tokens=8, temperature=0)["choices"][0]["text"] == want
+    for kwargs, name in ((dict(flash_attn=False), "flash_attn"), (dict(n_threads=2, n_threads_batch=1), "n_threads_batch"),
+                         (dict(split_mode=7), "split_mode"), (dict(numa=3), "numa"), (dict(n_ubatch=0), "n_ubatch"),
+                         (dict(tensor_split=[-1.0]), "tensor_split"), (dict(main_gpu=-1), "main_gpu")):
+        with pytest.raises(ValueError, match=name):
+            weir.Llama(model_path, **kwargs)

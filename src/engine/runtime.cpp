@@ -33,7 +33,7 @@ int64_t step_tokens(const RuntimeSpec& s) {
 void ModelBackends::join_group(SessionParams& p) const {
   Collective* c = world ? world : comms.empty() ? nullptr : comms[0].get();
   if (!c) return;
-  p.tp = {c->rank(), c->size(), c};
+  p.tp = {c->rank(), c->size(), c, row_parallel};
   p.peers.clear();
   for (size_t r = 1; r < comms.size(); ++r) p.peers.push_back({peer_backends[r - 1].get(), comms[r].get()});
 }

@@ -102,6 +102,10 @@ struct ModelBackends {
   std::vector<std::unique_ptr<Backend>> peer_backends;
   std::vector<std::unique_ptr<Collective>> comms;
   Collective* world = nullptr;  // under mpirun: the processes' group (this process one rank)
+  // How the ranks' graphs make the products whose input is split: whole
+  // rows on CPU ranks (every output one dot product, as one rank computes
+  // it: --tp N equals --tp 1 bit for bit), partial sums on GPUs.
+  RowParallel row_parallel = RowParallel::PartialSums;
   std::string placement;             // bytes per device and what runs there (for -v and bench)
   sched::Scheduler* split = nullptr;  // the backend, when it is a scheduler over several
   // The weights loaded to devices (and with --no-mmap into memory): after

@@ -24,7 +24,10 @@ ModelBackends make_tensor_parallel_ranks(const Model& m, const RuntimeSpec& spec
   Collective* world = spec.world;
   const GGUFTensorInfo* down = m.file().find_tensor("blk.0.ffn_down.weight");
   const GGUFTensorInfo* wo = m.file().find_tensor("blk.0.attn_output.weight");
-  check_tensor_parallel(h, wo ? wo->dtype : DType::F32, down ? down->dtype : DType::F32, tp);
+  // CPU ranks make whole rows: the same numbers as one rank (the GPUs keep
+  // partial sums and their all-reduce, the faster form there).
+  const RowParallel form = gpu ? RowParallel::PartialSums : RowParallel::WholeRows;
+  check_tensor_parallel(h, wo ? wo->dtype : DType::F32, down ? down->dtype : DType::F32, tp, form);
   ModelBackends c;
   const auto t0 = std::chrono::steady_clock::now();
   LoaderOptions lo = spec.load;
@@ -99,6 +102,7 @@ ModelBackends make_tensor_parallel_ranks(const Model& m, const RuntimeSpec& spec
   cpu.stop = spec.stop_steps ? spec.stop : nullptr;
   if (spec.no_mmap) load_into_memory(m.file(), {}, lo, &c.load);
   c.backend = std::make_unique<CpuBackend>(per_rank, cpu);
+  c.row_parallel = form;
   if (world) {
     c.world = world;
   } else {
