@@ -142,7 +142,7 @@ void expect_same(const Logits& l, std::vector<Params> p, bool snap = true) {
   }
   const std::vector<int32_t> got = gpu_sample(l, p);
   for (int64_t r = 0; r < l.n; ++r) {
-    const int32_t want = test::reference_sample_row(l.row(r), l.V, &p[size_t(r)].temp);
+    const int32_t want = weir::test::reference_sample_row(l.row(r), l.V, &p[size_t(r)].temp);
     EXPECT_EQ(got[size_t(r)], want) << "V " << l.V << " n " << l.n << " row " << r << ": " << str(p[size_t(r)]);
   }
 }
