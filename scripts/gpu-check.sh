@@ -130,6 +130,7 @@ if [ "${1:-}" = "--pack-bins" ]; then
     done
   done
   strip "$bin_carry"/weir*  # the carry holds 64 MiB in all
+  xz -T0 -6 "$bin_carry"/weir*  # and the three binaries take ~70 MB stripped, ~20 MB in xz
   # Shared libraries a bare host may lack (PCRE2; cpp-httplib and its
   # Brotli for weir serve), beside the binaries.
   for lib in $(ldd build-gpu-pack/weir | awk '/(pcre2|httplib|brotli)/ {print $3}'); do cp "$lib" "$bin_carry/"; done
@@ -196,15 +197,20 @@ if has base; then
   base_pid=$!
 fi
 
-if has build && [ -x "$bin_carry/weir" ] && [ "${WEIR_GPU_BUILD:-0}" != 1 ]; then
+if has build && [ -e "$bin_carry/weir" -o -e "$bin_carry/weir.xz" ] && [ "${WEIR_GPU_BUILD:-0}" != 1 ]; then
   step "build (carried binaries)"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   head -1 "$bin_carry/commit" 2>/dev/null || true
-  mkdir -p "$build/tests"
-  cp "$bin_carry/weir" "$build/weir"
-  mkdir -p "$build/microbench"
-  for t in "$bin_carry"/weir_*tests; do [ -f "$t" ] && cp "$t" "$build/tests/"; done
-  for t in "$bin_carry"/weir_microbench*; do [ -f "$t" ] && cp "$t" "$build/microbench/"; done
+  mkdir -p "$build/tests" "$build/microbench"
+  # Each carried binary (xz-compressed by --pack-bins, or as it is) to its place.
+  put() {
+    local src="$1" dst="$2"
+    if [ "${src%.xz}" != "$src" ]; then xz -dc "$src" >"$dst"; else cp "$src" "$dst"; fi
+    chmod +x "$dst"
+  }
+  for f in "$bin_carry"/weir "$bin_carry"/weir.xz; do [ -f "$f" ] && put "$f" "$build/weir"; done
+  for t in "$bin_carry"/weir_*tests "$bin_carry"/weir_*tests.xz; do [ -f "$t" ] && put "$t" "$build/tests/$(basename "${t%.xz}")"; done
+  for t in "$bin_carry"/weir_microbench* ; do [ -f "$t" ] && put "$t" "$build/microbench/$(basename "${t%.xz}")"; done
   # Libraries the host lacks (carried beside the binaries).
   if ldd "$build/weir" | grep -q "not found"; then export LD_LIBRARY_PATH=$PWD/$bin_carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
   "$build/weir" --help >/dev/null || { echo "carried weir does not start here"; exit 1; }
