@@ -1,37 +1,20 @@
-// Sampler: picks the next token from a row of logits.
-//
-// The chain follows llama.cpp's default order:
-//   repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw
-// with the filters (top-k, top-p, min-p) computed on the penalized logits at
-// temperature 1, and temperature applied only to the final draw.
-//
-//   * temperature <= 0: greedy. Argmax of the penalized logits, lowest id on
-//     ties; no filters, no randomness.
-//   * repeat_penalty: for each distinct token among the last repeat_last_n
-//     accepted ones, logit > 0 ? logit / penalty : logit * penalty (once per
-//     distinct token, however often it occurred). 1 or repeat_last_n == 0
-//     disables it.
-//   * top_k: keep the k highest logits (ties at the boundary: lowest ids win);
-//     k <= 0 or k >= n_vocab disables it.
-//   * top_p: keep the smallest prefix of the distribution sorted by
-//     probability (then by id) whose cumulative probability >= top_p, at
-//     least one token; 1 disables it. Probabilities are the softmax over the
-//     tokens top-k kept.
-//   * min_p: drop tokens whose probability < min_p * (highest probability);
-//     0 disables it.
-//   * draw: softmax((logit - max) / temperature) over the kept tokens, and an
-//     inverse-CDF draw with a 53-bit uniform double from xoshiro256**, seeded
-//     by splitmix64(seed). The kept tokens are in a deterministic order (by
-//     probability when top-k or top-p ran, by id otherwise), so the same
-//     seed, params, logits and accepted tokens give the same tokens on every
-//     platform (up to last-bit differences of the C library's expf).
-//
-// NaN logits count as -inf (never picked), +inf as the largest float. A row
-// with no finite logit raises weir::Error.
+// Sampler: picks the next token from a row of logits, for weir run and
+// chat: the token sampler's filters and draw (backend/token_sampler.h, where
+// the chain is written down), with two things on top:
+//   * repeat_penalty, first: for each distinct token among the last
+//     repeat_last_n accepted ones, logit > 0 ? logit / penalty : logit *
+//     penalty (once per distinct token, however often it occurred). 1 or
+//     repeat_last_n == 0 disables it;
+//   * the draw's uniform number: a 53-bit double from xoshiro256**, seeded by
+//     splitmix64(seed), so the same seed, params, logits and accepted tokens
+//     give the same tokens on every platform (up to last-bit differences of
+//     the C library's expf). Greedy rows and rows with one token left take
+//     no number.
+// A row with no finite logit raises weir::Error.
 //
 // The caller feeds every token that belongs to the context into accept() (the
 // prompt's and the sampled ones); sample() does not accept on its own.
-// Buffers are sized once in the constructor; sample() does not allocate.
+// Buffers are sized on first use; sample() then does not allocate.
 #pragma once
 #include <cstddef>
 #include <cstdint>
