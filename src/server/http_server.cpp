@@ -356,13 +356,17 @@ int HttpServer::bind() {
 }
 
 void HttpServer::run() {
-  impl_->svr.listen_after_bind();
+  if (!impl_->stopping) impl_->svr.listen_after_bind();
   impl_->gate->shutdown();  // the requests being handled end (stop() told them), the rest are closed
 }
 
 void HttpServer::stop() {
-  if (!impl_) return;
-  impl_->stopping = true;
+  if (!impl_ || impl_->stopping.exchange(true)) return;
+  // The library's stop() does nothing until its accept loop has started; a
+  // stop that comes between bind() and run() would be lost, and run() would
+  // serve on. A listening socket shut down makes that loop's accept() fail
+  // at once, whenever it starts.
+  if (impl_->listen_fd >= 0) ::shutdown(impl_->listen_fd, SHUT_RDWR);
   impl_->svr.stop();
 }
 

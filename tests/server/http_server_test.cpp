@@ -327,5 +327,20 @@ TEST(HttpServer, ErrorsAndEndpoints) {
   EXPECT_NE(metrics->body.find("weir_kv_cells_used"), std::string::npos);
 }
 
+// A stop that comes after bind() and before run() (a signal right after
+// weir serve said it listens) is not lost: run() returns at once.
+TEST(HttpServer, StopBeforeRunIsNotLost) {
+  Running r;
+  HttpOptions ho;
+  ho.port = 0;
+  HttpServer second(*r.engine, r.model->tokenizer(), r.chat.get(), ho);
+  second.bind();
+  second.stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread t([&] { second.run(); });
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
 }  // namespace
 }  // namespace weir::server
