@@ -28,7 +28,7 @@ BELOW = {
 # plans, the CUDA backend's insides) is its own business.
 BACKEND_PUBLIC = {
     "backend/backend.h", "backend/registry.h", "backend/cuda_options.h", "backend/memory_ranges.h",
-    "backend/token_sampler.h", "backend/cpu/cpu_backend.h", "backend/cpu/membw.h",
+    "backend/token_sampler.h", "backend/cpu/cpu_backend.h", "backend/cpu/membw.h", "backend/cpu/amx.h",
     # the process-wide kernel choice (SIMD level cap, prefetch plan) tools/ sets once
     "backend/cpu/qdot.h",
 }

@@ -1,0 +1,26 @@
+// Whether weir may use AMX (Advanced Matrix Extensions: tile registers and
+// the TDPBSSD / TDPBF16PS matrix products) on this CPU, asked once: CPUID
+// says the CPU has the tiles (leaf 7: AMX-TILE, AMX-INT8, AMX-BF16), XCR0
+// says the operating system saves their state (bits 17 and 18), and Linux,
+// which hands the 8 KiB tile data state out per process, grants it
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, checked with
+// ARCH_GET_XCOMP_PERM). Anything missing leaves AMX off, saying which.
+#pragma once
+#include <string>
+
+namespace weir::cpu {
+
+struct AmxSupport {
+  bool tile = false, int8 = false, bf16 = false;  // CPUID
+  bool os_state = false;                          // XCR0: the OS saves the tiles
+  bool permitted = false;                         // Linux granted this process the tile data
+  std::string why_not;                            // when !usable(): the first thing missing
+  bool usable() const { return tile && os_state && permitted; }
+  // "int8, bf16" / "none (no AMX-TILE in CPUID)"
+  std::string describe() const;
+};
+
+// Asked on first call (the permission request included), then kept.
+const AmxSupport& amx_support();
+
+}  // namespace weir::cpu
