@@ -21,6 +21,7 @@
 #include "backend/cpu/ops_dequant.h"
 #include "backend/cpu/ops_simd.h"
 #include "backend/cpu/qdot_k.h"
+#include "backend/cpu/repack.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/quant/block_formats.h"
@@ -225,6 +226,53 @@ TEST(CpuQDotK, Throughput) {
                            }));
     }
     std::printf("%s GB/s\n", line);
+  }
+}
+
+}  // namespace
+}  // namespace weir::cpu
+
+namespace weir::cpu {
+namespace {
+
+// The repacked Q4_0 layout (repack.h) against the file layout's tile, at a
+// prefill tile (8 tokens) and at decode (1 token): multiply-adds a second on
+// one thread (GMAC/s), weights hot in L2 as mul_mat_q's chunks keep them.
+TEST(CpuRepack, Q4_0Throughput) {
+  const int64_t K = 4096, N = 320;  // 720 KiB of Q4_0, taken in L2-sized chunks
+  const std::vector<uint8_t> w = random_weights(DType::Q4_0, K, N, 3);
+  const size_t wrow = row_bytes(DType::Q4_0, K);
+  std::vector<uint8_t> packed(repacked_group_bytes(DType::Q4_0, K) * size_t(N / kRepackRows));
+  repack_groups(DType::Q4_0, w.data(), wrow, K, 0, N / kRepackRows, packed.data());
+  std::mt19937 rng(4);
+  const std::vector<float> x = randn(size_t(8 * K), rng, 2.0f);
+  const size_t arow = row_bytes(DType::Q8_0, K);
+  std::vector<uint8_t> a(8 * arow);
+  for (int j = 0; j < 8; ++j) quantize_act(DType::Q8_0, &x[size_t(j * K)], &a[size_t(j) * arow], K);
+  std::vector<float> y(size_t(8 * N));
+  const int64_t chunk = 80;  // rows a call, as mul_mat_q's L2 chunks (192 KiB)
+  for (int nr : {8, 1}) {
+    auto gmacs = [&](auto&& body) {
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = Clock::now();
+        for (int it = 0; it < 20; ++it) body();
+        best = std::min(best, seconds_since(t0) / 20);
+      }
+      return double(K) * double(N) * nr / best / 1e9;
+    };
+    const QDotKernels file = qdot_kernels(DType::Q4_0);
+    const RepackedTileFn rep = repacked_tile(DType::Q4_0);
+    const double f = gmacs([&] {
+      for (int64_t r = 0; r < N; r += chunk) file.tile(K, &w[size_t(r) * wrow], wrow, int(chunk), a.data(), arow, nr, &y[size_t(r)], size_t(N));
+    });
+    const size_t gb = repacked_group_bytes(DType::Q4_0, K);
+    const double p = gmacs([&] {
+      for (int64_t r = 0; r < N; r += chunk)
+        rep(K, &packed[size_t(r / kRepackRows) * gb], gb, int(chunk / kRepackRows), a.data(), arow, nr, &y[size_t(r)], size_t(N));
+    });
+    std::printf("Q4_0 %d token(s), %s: file layout %.1f GMAC/s, repacked x8 %.1f GMAC/s (%.2fx)\n", nr,
+                simd_level_name(best_simd_level()), f, p, p / f);
   }
 }
 

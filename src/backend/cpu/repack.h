@@ -1,0 +1,54 @@
+// Weights in the CPU backend's own layout, made at load: rows interleaved in
+// groups of 8, so that one activation load and one scale conversion serve 8
+// rows, and a block's integer sum lands in one lane per row (no horizontal
+// sums). The file on disk is never changed; nothing above the CPU backend
+// sees this layout.
+//
+// Q4_0 x 8 ("q4_0x8"): for each 32-element block of K, one record of
+//   d[8]       the 8 rows' fp16 scales                         16 bytes
+//   qs[4][32]  chunk j holds, row after row, bytes 4j..4j+3 of
+//              each row's 16 nibble bytes                      128 bytes
+// (144 bytes; 8 rows of the file's 18-byte blocks). A chunk's low nibbles
+// are elements 4j..4j+3 of the 8 rows, its high nibbles elements 16+4j..
+// 16+4j+3: one vpdpbusd each against 4 activation bytes broadcast.
+//
+// Products with activations in Q8_0 blocks (act_quant.h), per row and token:
+//   acc = 0; for each block b:
+//     isum = sum_i q_i * a_i - 8 * sum_i a_i      (q_i the nibble 0..15; exact)
+//     acc  = fma(float(isum), d_w * d_a, acc)     (d_w * d_a rounded to float)
+// The reference (repacked_tile_reference) computes exactly this, and every
+// SIMD kernel equals it bit for bit. (The order differs from the file-layout
+// kernels', qdot.h, whose 8 lanes a block are summed at the end: results
+// differ from theirs in the last bits.)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/qdot.h"
+#include "core/dtype.h"
+
+namespace weir::cpu {
+
+constexpr int kRepackRows = 8;
+
+// Whether weights of type t with rows of K elements have a repacked layout.
+bool can_repack(DType t, int64_t K);
+// Bytes of one group of kRepackRows rows of K elements in the layout.
+size_t repacked_group_bytes(DType t, int64_t K);
+// Rewrites rows [8g, 8g + 8) of w (rows wstride bytes apart) for g in
+// [g0, g1) into out (group g at out + (g - g0) * repacked_group_bytes).
+void repack_groups(DType t, const uint8_t* w, size_t wstride, int64_t K, int64_t g0, int64_t g1, uint8_t* out);
+
+// y[j * ldy + 8 g + r] = dot(row 8g + r, activation row j) for groups
+// g < n_groups (each group_bytes apart from `groups`), rows r < 8, and
+// activation rows j < nr (1..kTileMax, astride bytes apart, Q8_0 blocks).
+using RepackedTileFn = void (*)(int64_t K, const uint8_t* groups, size_t group_bytes, int n_groups,
+                                const void* a, size_t astride, int nr, float* y, size_t ldy);
+// The kernel for t at a SIMD level (the best lower one that has it); null
+// when t has no repacked layout.
+RepackedTileFn repacked_tile(DType t, SimdLevel level = best_simd_level());
+// The plain version, the reference.
+void repacked_tile_reference(DType t, int64_t K, const uint8_t* groups, size_t group_bytes, int n_groups,
+                             const void* a, size_t astride, int nr, float* y, size_t ldy);
+
+}  // namespace weir::cpu

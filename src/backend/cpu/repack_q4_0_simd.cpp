@@ -1,0 +1,143 @@
+// The q4_0x8 kernels (repack.h): 8 rows a 256-bit vector, one int32 lane a
+// row. Per 32-element block: the group's 128 nibble bytes unpacked once
+// into 8 vectors (chunk j's low nibbles: elements 4j..4j+3 of each row,
+// its high nibbles 16+4j..), then per token 8 integer dot steps against 4
+// activation bytes broadcast, started from -8 * (the block's activation
+// sum) so the nibbles need no offset; one conversion and one fused
+// multiply-add by d_w * d_a (8 rows' scales at once) a block and token.
+// AVX-512 VNNI: vpdpbusd on 256-bit vectors (32 registers: 8 tokens at
+// once); AVX2: maddubs + madd (16 registers: 4 tokens at once).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
+#include "backend/cpu/repack.h"
+#include "core/half.h"
+#include "core/quant/block_formats.h"
+
+namespace weir::cpu::repack_simd {
+
+namespace {
+
+using quant::BlockQ8_0;
+using quant::kQK;
+
+constexpr size_t kRecordBytes = 16 + 128;
+
+// The sum of a block's 32 quants: SSE2's sum of absolute differences on the
+// bytes moved to unsigned (q + 128), less 32 * 128.
+inline int32_t block_sum(const int8_t* q) {
+  const __m128i flip = _mm_set1_epi8(char(0x80));
+  const __m128i lo = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), flip);
+  const __m128i hi = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), flip);
+  const __m128i s = _mm_add_epi64(_mm_sad_epu8(lo, _mm_setzero_si128()), _mm_sad_epu8(hi, _mm_setzero_si128()));
+  return int32_t(_mm_cvtsi128_si64(s) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s))) - 32 * 128;
+}
+
+// Per activation row and block: its Q8_0 quants, -8 times their sum, and
+// its scale as a float; made once a call.
+struct ActBlocks {
+  std::vector<int32_t> corr;
+  std::vector<float> scale;
+  std::vector<const int8_t*> qs;
+  void fill(const void* a, size_t astride, int nr, int64_t nb) {
+    corr.resize(size_t(nr * nb));
+    scale.resize(size_t(nr * nb));
+    qs.resize(size_t(nr * nb));
+    for (int j = 0; j < nr; ++j) {
+      const auto* ab = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + size_t(j) * astride);
+      for (int64_t b = 0; b < nb; ++b) {
+        const size_t k = size_t(j) * size_t(nb) + size_t(b);
+        corr[k] = -8 * block_sum(ab[b].qs);
+        uint16_t h;
+        std::memcpy(&h, &ab[b].d, 2);
+        scale[k] = fp16_to_f32(h);
+        qs[k] = ab[b].qs;
+      }
+    }
+  }
+};
+
+thread_local ActBlocks t_act;
+
+inline int32_t load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+#define REPACK_KERNEL(NAME, TARGET, TOKENS, DOT)                                                                     \
+  template <int TN>                                                                                                 \
+  __attribute__((target(TARGET))) void NAME##_group(int64_t nb, const uint8_t* gp, const ActBlocks& act, int j0,    \
+                                                    float* y, size_t ldy) {                                         \
+    __m256 acc[TN];                                                                                                 \
+    for (int t = 0; t < TN; ++t) acc[t] = _mm256_setzero_ps();                                                      \
+    const __m256i low = _mm256_set1_epi8(15);                                                                       \
+    for (int64_t b = 0; b < nb; ++b) {                                                                              \
+      const uint8_t* rec = gp + size_t(b) * kRecordBytes;                                                           \
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec)));                    \
+      __m256i w[8];                                                                                                 \
+      for (int c = 0; c < 4; ++c) {                                                                                 \
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 16 + 32 * c));                  \
+        w[c] = _mm256_and_si256(v, low);                                                                            \
+        w[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);                                                  \
+      }                                                                                                             \
+      /* the tokens' integer sums side by side: independent chains */                                              \
+      const int8_t* q[TN];                                                                                          \
+      __m256i s[TN];                                                                                                \
+      for (int t = 0; t < TN; ++t) {                                                                                \
+        const size_t k = size_t(j0 + t) * size_t(nb) + size_t(b);                                                   \
+        q[t] = act.qs[k];                                                                                           \
+        s[t] = _mm256_set1_epi32(act.corr[k]);                                                                      \
+      }                                                                                                             \
+      for (int c = 0; c < 8; ++c) {                                                                                 \
+        const int off = c < 4 ? 4 * c : 16 + 4 * (c - 4);                                                           \
+        for (int t = 0; t < TN; ++t) s[t] = DOT(s[t], w[c], _mm256_set1_epi32(load4(q[t] + off)));                 \
+      }                                                                                                             \
+      for (int t = 0; t < TN; ++t) {                                                                                \
+        const float da = act.scale[size_t(j0 + t) * size_t(nb) + size_t(b)];                                       \
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[t]);          \
+      }                                                                                                             \
+    }                                                                                                               \
+    for (int t = 0; t < TN; ++t) _mm256_storeu_ps(y + size_t(j0 + t) * ldy, acc[t]);                                \
+  }                                                                                                                 \
+  __attribute__((target(TARGET))) void NAME(int64_t K, const uint8_t* groups, size_t group_bytes, int n_groups,     \
+                                            const void* a, size_t astride, int nr, float* y, size_t ldy) {         \
+    const int64_t nb = K / kQK;                                                                                     \
+    t_act.fill(a, astride, nr, nb);                                                                                 \
+    for (int g = 0; g < n_groups; ++g) {                                                                            \
+      const uint8_t* gp = groups + size_t(g) * group_bytes;                                                         \
+      float* yg = y + size_t(g) * kRepackRows;                                                                      \
+      for (int j0 = 0; j0 < nr; j0 += TOKENS) {                                                                     \
+        switch (std::min(TOKENS, nr - j0)) {                                                                        \
+          case 1: NAME##_group<1>(nb, gp, t_act, j0, yg, ldy); break;                                               \
+          case 2: NAME##_group<2>(nb, gp, t_act, j0, yg, ldy); break;                                               \
+          case 3: NAME##_group<3>(nb, gp, t_act, j0, yg, ldy); break;                                               \
+          case 4: NAME##_group<4>(nb, gp, t_act, j0, yg, ldy); break;                                               \
+          case 5: NAME##_group<5>(nb, gp, t_act, j0, yg, ldy); break;                                               \
+          case 6: NAME##_group<6>(nb, gp, t_act, j0, yg, ldy); break;                                               \
+          case 7: NAME##_group<7>(nb, gp, t_act, j0, yg, ldy); break;                                               \
+          default: NAME##_group<8>(nb, gp, t_act, j0, yg, ldy); break;                                              \
+        }                                                                                                           \
+      }                                                                                                             \
+    }                                                                                                               \
+  }
+
+// u8 x s8 in groups of 4 added to int32 lanes.
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i dot_avx2(__m256i s, __m256i u, __m256i a) {
+  return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
+}
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"), always_inline)) inline __m256i
+dot_vnni(__m256i s, __m256i u, __m256i a) {
+  return _mm256_dpbusd_epi32(s, u, a);
+}
+
+}  // namespace
+
+REPACK_KERNEL(q4_0x8_tile_avx2, "avx2,fma,f16c", 4, dot_avx2)
+REPACK_KERNEL(q4_0x8_tile_avx512_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", 8, dot_vnni)
+
+#undef REPACK_KERNEL
+
+}  // namespace weir::cpu::repack_simd
