@@ -243,7 +243,7 @@ TEST(CpuRepack, Q4_0Throughput) {
   const std::vector<uint8_t> w = random_weights(DType::Q4_0, K, N, 3);
   const size_t wrow = row_bytes(DType::Q4_0, K);
   std::vector<uint8_t> packed(repacked_group_bytes(DType::Q4_0, K) * size_t(N / kRepackRows));
-  repack_groups(DType::Q4_0, w.data(), wrow, K, 0, N / kRepackRows, packed.data());
+  repack_groups(DType::Q4_0, w.data(), wrow, K, N, 0, N / kRepackRows, packed.data());
   std::mt19937 rng(4);
   const std::vector<float> x = randn(size_t(8 * K), rng, 2.0f);
   const size_t arow = row_bytes(DType::Q8_0, K);

@@ -73,6 +73,7 @@ void apply_cpu_env(CpuOptions* o) {
     o->spin_barriers = v == "spin";
   }
   flag("WEIR_ALL_BARRIERS", &o->all_barriers);
+  flag("WEIR_CPU_REPACK", &o->repack);
 }
 
 void apply_load_env(LoaderOptions* o) {

@@ -39,7 +39,7 @@ Data make(DType t, const Case& c, uint64_t seed) {
   for (int64_t r = 0; r < N; ++r) quant::random_fill(t, d.w.data() + size_t(r) * d.wstride, c.K, 0.0f, 0.02f, seed + r);
   d.gb = repacked_group_bytes(t, c.K);
   d.packed.assign(d.gb * size_t(c.groups), 0);
-  repack_groups(t, d.w.data(), d.wstride, c.K, 0, c.groups, d.packed.data());
+  repack_groups(t, d.w.data(), d.wstride, c.K, N, 0, c.groups, d.packed.data());
   std::mt19937 rng{static_cast<unsigned>(seed)};
   std::normal_distribution<float> nd(0.0f, 3.0f);
   const DType at = activation_type(t);

@@ -16,6 +16,7 @@
 #include "backend/cpu/act_quant.h"
 #include "backend/cpu/barrier_plan.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/repack.h"
 #include "backend/cpu/ops_common.h"
 #include "backend/cpu/qdot.h"
 #include "core/error.h"
@@ -71,6 +72,9 @@ struct CpuBackend::Plan {
   std::vector<bool> round_here;
   // Whether node i (an rms_norm) runs fused with node i+1 (its mul).
   std::vector<bool> fuse_next;
+  // For mul_mat nodes whose weight the backend repacked: that copy (null
+  // elsewhere); their x is quantized.
+  std::vector<const cpu::RepackedWeight*> repacked;
   // Where the graph's run is cut into jobs, so that a stop request
   // (CpuOptions::stop) is seen between them: the first node of each job
   // after the first. Empty: one job.
@@ -323,6 +327,37 @@ void CpuBackend::plan_segments(Plan& p) const {
   }
 }
 
+// The repacked copy of weight w, made (by every thread, groups split among
+// them) the first time a plan asks; null where w has no repacked layout or
+// repacking is off.
+const cpu::RepackedWeight* CpuBackend::repacked_for(const Tensor& w) {
+  if (!opts_.repack || numa_.place_weights || w.op != Op::Leaf || !w.data || w.ne[2] * w.ne[3] != 1 ||
+      !cpu::can_repack(w.dtype, w.ne[0]) || !cpu::repacked_tile(w.dtype))
+    return nullptr;
+  const RepackKey key{w.data, w.ne[1], w.nb[1]};
+  auto it = repacked_.find(key);
+  if (it != repacked_.end()) return it->second.get();
+  auto rw = std::make_unique<cpu::RepackedWeight>();
+  rw->type = w.dtype;
+  rw->K = w.ne[0];
+  rw->N = w.ne[1];
+  rw->groups = (w.ne[1] + cpu::kRepackRows - 1) / cpu::kRepackRows;
+  rw->group_bytes = cpu::repacked_group_bytes(w.dtype, w.ne[0]);
+  const size_t bytes = rw->group_bytes * size_t(rw->groups);
+  void* mem = nullptr;
+  if (posix_memalign(&mem, kArenaAlign, bytes) != 0)
+    throw Error("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes to repack " + w.name);
+  rw->keep.reset(mem, std::free);
+  rw->data = static_cast<uint8_t*>(mem);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  cpu::RepackedWeight& r = *rw;
+  pool_.run([&](int ith) {
+    const int64_t g0 = r.groups * ith / pool_.size(), g1 = r.groups * (ith + 1) / pool_.size();
+    cpu::repack_groups(r.type, src, w.nb[1], r.K, r.N, g0, g1, r.data + size_t(g0) * r.group_bytes);
+  });
+  return repacked_.emplace(key, std::move(rw)).first->second.get();
+}
+
 void CpuBackend::plan(Graph& g) {
   release(g);        // planned again: the old plan goes
   place_weights(g);  // first: views of weights take their data below
@@ -350,7 +385,9 @@ void CpuBackend::plan(Graph& g) {
     plan->nodes.push_back(&t);
     plan->rounded.push_back(nullptr);
     plan->round_here.push_back(false);
+    plan->repacked.push_back(nullptr);
     if (t.op == Op::SetRows || !rounds(t)) continue;
+    if (t.op == Op::MulMat && shadow_type(t) != DType::F32) plan->repacked.back() = repacked_for(*t.src[0]);
     const ShadowKey key{t.src[1], shadow_type(t)};
     auto it = shadow_of.find(key);
     if (it == shadow_of.end()) {
@@ -439,7 +476,10 @@ void CpuBackend::run_graph(Graph& g) {
         }
         switch (t->op) {
           case Op::GetRows: cpu::op_get_rows(*t, ctx); break;
-          case Op::MulMat: cpu::op_mul_mat(*t, ctx); break;
+          case Op::MulMat:
+            if (p.repacked[i]) cpu::op_mul_mat_repacked(*t, *p.repacked[i], ctx);
+            else cpu::op_mul_mat(*t, ctx);
+            break;
           case Op::RmsNorm: cpu::op_rms_norm(*t, ctx); break;
           case Op::Mul: cpu::op_mul(*t, ctx); break;
           case Op::Add: cpu::op_add(*t, ctx); break;

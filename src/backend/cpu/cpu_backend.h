@@ -17,6 +17,10 @@
 
 namespace weir {
 
+namespace cpu {
+struct RepackedWeight;
+}
+
 struct CpuOptions {
   // Round activations before quantized matrix products the way llama.cpp's
   // CPU backend does (act_quant.h), so greedy outputs follow it token for
@@ -38,6 +42,12 @@ struct CpuOptions {
   // A barrier before every stage, not only where the plan needs one (for
   // comparisons; WEIR_ALL_BARRIERS=1).
   bool all_barriers = false;
+  // Weights the CPU's products read rewritten, when first planned, into the
+  // backend's own interleaved layouts (repack.h: Q4_0 now), for kernels that
+  // read 8 rows at once; with llama_rounding only (they take quantized
+  // activations). Off: the file's layout (for comparisons; WEIR_CPU_REPACK=0).
+  // Not with NUMA placement (its node copies stay in the file's layout).
+  bool repack = true;
 };
 
 // What NUMA placement did, for logs and tests.
@@ -93,6 +103,18 @@ class CpuBackend final : public Backend {
   std::vector<int> caller_affinity_;  // restored on destruction when pinned
   // Weights copied into node memory (NUMA), kept for the backend's life.
   WeightCopies weights_{false};
+  // Weights rewritten into the backend's layouts (repack.h), by the leaf's
+  // (data, rows, stride), kept for the backend's life.
+  struct RepackKey {
+    const void* data;
+    int64_t rows;
+    size_t stride;
+    bool operator<(const RepackKey& o) const {
+      return data != o.data ? data < o.data : rows != o.rows ? rows < o.rows : stride < o.stride;
+    }
+  };
+  std::map<RepackKey, std::unique_ptr<cpu::RepackedWeight>> repacked_;
+  const cpu::RepackedWeight* repacked_for(const Tensor& w);
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
   MemoryRanges owned_;  // alloc() buffers and plan arenas

@@ -41,6 +41,9 @@ struct OpContext {
 
 void op_get_rows(const Tensor& dst, const OpContext& c);
 void op_mul_mat(const Tensor& dst, const OpContext& c);
+struct RepackedWeight;
+// mul_mat whose weight the backend repacked (repack.h), x quantized.
+void op_mul_mat_repacked(const Tensor& dst, const RepackedWeight& rw, const OpContext& c);
 void op_rms_norm(const Tensor& dst, const OpContext& c);
 void op_mul(const Tensor& dst, const OpContext& c);
 void op_add(const Tensor& dst, const OpContext& c);

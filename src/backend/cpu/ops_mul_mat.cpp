@@ -423,6 +423,12 @@ void op_mul_mat(const Tensor& dst, const OpContext& c) {
   });
 }
 
+void op_mul_mat_repacked(const Tensor& dst, const RepackedWeight& rw, const OpContext& c) {
+  const int64_t N = dst.src[0]->ne[1], T = dst.n_rows();
+  for_each_weight_rows(c, N, T < kPanelMinT ? 16 : 2,
+                       [&](int64_t n0, int64_t n1) { mul_mat_repacked_rows(dst, rw, n0, n1); });
+}
+
 void ref_mul_mat(const Tensor& dst) {
   if (std::string e = check_mul_mat(dst); !e.empty()) throw Error(e);
   const Tensor& w = *dst.src[0];

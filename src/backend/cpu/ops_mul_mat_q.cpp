@@ -14,6 +14,7 @@
 #include "backend/cpu/ops_common.h"
 #include "backend/cpu/ops_mul_mat_q.h"
 #include "backend/cpu/qdot.h"
+#include "backend/cpu/repack.h"
 #include "core/error.h"
 
 namespace weir::cpu {
@@ -58,6 +59,42 @@ void mul_mat_q_rows(const Tensor& dst, int64_t n0, int64_t n1, Scratch* /*s*/) {
     for (int64_t t = 0; t < T; t += kTileMax) {
       const int nr = int(std::min<int64_t>(kTileMax, T - t));
       k.tile(K, wbase + r0 * ws, ws, mr, xbase + t * xs, xs, nr, y + t * ldy + r0, ldy);
+    }
+  }
+}
+
+void mul_mat_repacked_rows(const Tensor& dst, const RepackedWeight& rw, int64_t n0, int64_t n1) {
+  const Tensor& X = *dst.src[1];
+  const RepackedTileFn tile = repacked_tile(rw.type);
+  if (!tile || X.dtype != activation_type(rw.type) || X.ne[0] != rw.K || dst.ne[0] != rw.N)
+    throw Error("mul_mat " + dst.name + ": the repacked weight does not fit its operands");
+  const int64_t T = X.ne[1];
+  const auto* xbase = static_cast<const uint8_t*>(X.data);
+  const size_t xs = X.nb[1];
+  float* y = static_cast<float*>(dst.data);
+  const size_t ldy = dst.nb[1] / sizeof(float);
+  // Whole groups in chunks whose weights fit in L2, each met by the tokens
+  // kTileMax at a time, as mul_mat_q_rows does; a last group cut by N (its
+  // padding rows) through a small buffer.
+  const int64_t full_end = std::min(n1, rw.N) / kRepackRows;
+  const int64_t chunk = std::max<int64_t>(1, int64_t(kWeightChunkBytes / rw.group_bytes));
+  for (int64_t g0 = n0 / kRepackRows; g0 < full_end; g0 += chunk) {
+    const int64_t g1 = std::min(g0 + chunk, full_end);
+    for (int64_t t = 0; t < T; t += kTileMax) {
+      const int nr = int(std::min<int64_t>(kTileMax, T - t));
+      tile(rw.K, rw.data + size_t(g0) * rw.group_bytes, rw.group_bytes, int(g1 - g0), xbase + t * xs, xs, nr,
+           y + t * ldy + g0 * kRepackRows, ldy);
+    }
+  }
+  const int64_t last = full_end * kRepackRows;
+  if (n1 > last && last >= n0) {
+    float part[kTileMax * kRepackRows];
+    for (int64_t t = 0; t < T; t += kTileMax) {
+      const int nr = int(std::min<int64_t>(kTileMax, T - t));
+      tile(rw.K, rw.data + size_t(full_end) * rw.group_bytes, rw.group_bytes, 1, xbase + t * xs, xs, nr, part,
+           kRepackRows);
+      for (int j = 0; j < nr; ++j)
+        for (int64_t n = last; n < n1; ++n) y[(t + j) * ldy + n] = part[j * kRepackRows + (n - last)];
     }
   }
 }

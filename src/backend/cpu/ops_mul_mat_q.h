@@ -14,4 +14,10 @@ bool is_quantized_activation(DType t);
 // quantized to activation_type(W). Throws weir::Error on bad operands.
 void mul_mat_q_rows(const Tensor& dst, int64_t n0, int64_t n1, Scratch* s);
 
+struct RepackedWeight;
+// The same for a weight the backend repacked (repack.h; dst.src[0] the file's
+// weight, whose rows past rw's groups are read where they are): rows
+// [n0, n1), n0 a multiple of 8.
+void mul_mat_repacked_rows(const Tensor& dst, const RepackedWeight& rw, int64_t n0, int64_t n1);
+
 }  // namespace weir::cpu

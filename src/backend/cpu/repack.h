@@ -23,6 +23,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "backend/cpu/qdot.h"
 #include "core/dtype.h"
@@ -35,9 +36,11 @@ constexpr int kRepackRows = 8;
 bool can_repack(DType t, int64_t K);
 // Bytes of one group of kRepackRows rows of K elements in the layout.
 size_t repacked_group_bytes(DType t, int64_t K);
-// Rewrites rows [8g, 8g + 8) of w (rows wstride bytes apart) for g in
-// [g0, g1) into out (group g at out + (g - g0) * repacked_group_bytes).
-void repack_groups(DType t, const uint8_t* w, size_t wstride, int64_t K, int64_t g0, int64_t g1, uint8_t* out);
+// Rewrites rows [8g, 8g + 8) of w's N rows (wstride bytes apart) for g in
+// [g0, g1) into out (group g at out + (g - g0) * repacked_group_bytes); rows
+// past N are zeros (scale 0: their products are 0 and never read).
+void repack_groups(DType t, const uint8_t* w, size_t wstride, int64_t K, int64_t N, int64_t g0, int64_t g1,
+                   uint8_t* out);
 
 // y[j * ldy + 8 g + r] = dot(row 8g + r, activation row j) for groups
 // g < n_groups (each group_bytes apart from `groups`), rows r < 8, and
@@ -47,6 +50,17 @@ using RepackedTileFn = void (*)(int64_t K, const uint8_t* groups, size_t group_b
 // The kernel for t at a SIMD level (the best lower one that has it); null
 // when t has no repacked layout.
 RepackedTileFn repacked_tile(DType t, SimdLevel level = best_simd_level());
+// A weight matrix in the layout: ceil(N / 8) groups, the last one padded
+// with zero rows, so that every row is computed the same way whatever
+// range of rows a thread or a tensor-parallel rank takes.
+struct RepackedWeight {
+  DType type = DType::F32;
+  int64_t K = 0, N = 0, groups = 0;
+  size_t group_bytes = 0;
+  uint8_t* data = nullptr;
+  std::shared_ptr<void> keep;  // owns data
+};
+
 // The plain version, the reference.
 void repacked_tile_reference(DType t, int64_t K, const uint8_t* groups, size_t group_bytes, int n_groups,
                              const void* a, size_t astride, int nr, float* y, size_t ldy);

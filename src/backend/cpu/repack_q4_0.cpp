@@ -60,7 +60,8 @@ size_t repacked_group_bytes(DType t, int64_t K) {
   return size_t(K / kQK) * kRecordBytes;
 }
 
-void repack_groups(DType t, const uint8_t* w, size_t wstride, int64_t K, int64_t g0, int64_t g1, uint8_t* out) {
+void repack_groups(DType t, const uint8_t* w, size_t wstride, int64_t K, int64_t N, int64_t g0, int64_t g1,
+                   uint8_t* out) {
   const size_t gb = repacked_group_bytes(t, K);
   const int64_t nb = K / kQK;
   for (int64_t g = g0; g < g1; ++g) {
@@ -68,6 +69,11 @@ void repack_groups(DType t, const uint8_t* w, size_t wstride, int64_t K, int64_t
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* rec = dst + size_t(b) * kRecordBytes;
       for (int r = 0; r < kRepackRows; ++r) {
+        if (g * kRepackRows + r >= N) {  // padding: scale 0, nibbles 0
+          std::memset(rec + 2 * r, 0, 2);
+          for (int c = 0; c < 4; ++c) std::memset(rec + 16 + 32 * c + 4 * r, 0, 4);
+          continue;
+        }
         const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + size_t(g * kRepackRows + r) * wstride) + b;
         std::memcpy(rec + 2 * r, &blk->d, 2);
         for (int c = 0; c < 4; ++c) std::memcpy(rec + 16 + 32 * c + 4 * r, blk->qs + 4 * c, 4);
