@@ -211,6 +211,9 @@ class MarkdownPrinter final : public BenchPrinter {
   // bandwidth it achieved next to the measured read bandwidth.
   std::string footer(const std::vector<BenchRow>& rows) override {
     std::string o;
+    bool cpu_rows = false;
+    for (const BenchRow& r : rows) cpu_rows = cpu_rows || !r.on_gpu();
+    if (cpu_rows && !env_.cpu_kernels.empty()) o += "\nCPU: " + env_.cpu_kernels + "\n";
     const BenchModelInfo* cur = nullptr;
     for (const BenchRow& r : rows) {
       if (r.model != cur) {

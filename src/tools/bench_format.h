@@ -39,6 +39,7 @@ struct BenchRow {
 // Settings every row shares.
 struct BenchEnv {
   std::string cpu_info;
+  std::string cpu_kernels;  // cpu::describe_cpu_kernels: printed when a test runs on the CPU
   std::string gpu_info;  // the GPU's name when a test runs on one
   std::string type_kv = "f16";
   std::string numa = "off";

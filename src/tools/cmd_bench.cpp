@@ -14,6 +14,7 @@
 #include "engine/session.h"
 #include "model/model_desc.h"
 #include "sched/scheduler.h"
+#include "backend/cpu/kernel_choice.h"
 #include "tools/bench_format.h"
 #include "tools/bench_options.h"
 #include "tools/commands.h"
@@ -72,6 +73,7 @@ int cmd_bench(int argc, char** argv) {
   if (!parse_bench_options(argc, argv, &o)) return 0;
   BenchEnv env;
   env.cpu_info = cpu_model_name();
+  env.cpu_kernels = cpu::describe_cpu_kernels(cpu_options_from_env().repack);
   env.type_kv = dtype_name(o.kv_type);  // ggml's names: f16, f32, q8_0
   env.numa = o.runtime.numa;
   env.show_n_batch = !o.default_batch();

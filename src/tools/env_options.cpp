@@ -74,6 +74,7 @@ void apply_cpu_env(CpuOptions* o) {
   }
   flag("WEIR_ALL_BARRIERS", &o->all_barriers);
   flag("WEIR_CPU_REPACK", &o->repack);
+  flag("WEIR_CPU_PROFILE", &o->profile);
 }
 
 void apply_load_env(LoaderOptions* o) {

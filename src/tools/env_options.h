@@ -14,6 +14,12 @@ namespace weir::tools {
 CudaOptions cuda_options_from_env(int device = 0);
 // WEIR_BARRIER=spin|adaptive, WEIR_ALL_BARRIERS=1 into CPU options.
 void apply_cpu_env(CpuOptions* o);
+// Default CPU options with those variables applied.
+inline CpuOptions cpu_options_from_env() {
+  CpuOptions o;
+  apply_cpu_env(&o);
+  return o;
+}
 // WEIR_LOAD_BUFFER_MB=N, WEIR_LOAD_THREADS=N: the loader's staging buffers
 // and reader threads (for measuring other choices).
 void apply_load_env(LoaderOptions* o);

@@ -10,7 +10,7 @@
 #include <exception>
 #include <string>
 
-#include "backend/cpu/amx.h"
+#include "backend/cpu/kernel_choice.h"
 #include "backend/cpu/qdot.h"
 #include "backend/registry.h"
 #include "core/error.h"
@@ -53,10 +53,7 @@ void print_usage(FILE* out) {
 
 void print_version() {
   std::printf("weir %s\n", WEIR_VERSION);
-  const auto hw = weir::cpu::hardware_simd_level(), used = weir::cpu::best_simd_level();
-  std::printf("CPU: %s kernels", weir::cpu::simd_level_name(used));
-  if (hw != used) std::printf(" (hardware: %s)", weir::cpu::simd_level_name(hw));
-  std::printf("; AMX: %s\n", weir::cpu::amx_support().describe().c_str());
+  std::printf("CPU: %s\n", weir::cpu::describe_cpu_kernels(weir::tools::cpu_options_from_env().repack).c_str());
   std::printf("MPI: %s\n", weir::mpi_built() ? "yes (mpirun -np N weir run ... : N ranks of a tensor-parallel group)"
                                              : "no (tensor parallel within one process only)");
   std::printf("CUDA: %s", weir::cuda_build_info().c_str());

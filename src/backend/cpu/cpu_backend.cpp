@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,8 +17,9 @@
 #include "backend/cpu/act_quant.h"
 #include "backend/cpu/barrier_plan.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/repack.h"
+#include "backend/cpu/cpu_profile.h"
 #include "backend/cpu/ops_common.h"
+#include "backend/cpu/repack.h"
 #include "backend/cpu/qdot.h"
 #include "core/error.h"
 #include "core/graph.h"
@@ -116,9 +118,11 @@ CpuBackend::CpuBackend(int n_threads, CpuOptions opts)
       pool_(n_threads, numa_.group_of_thread, opts_.spin_barriers ? cpu::WaitMode::Spin : cpu::WaitMode::Adaptive),
       queue_(std::make_unique<CpuQueue>(*this)) {
   if (numa_.pins()) pin_threads();
+  if (opts_.profile) profile_ = std::make_unique<cpu::CpuProfile>();
 }
 
 CpuBackend::~CpuBackend() {
+  if (profile_) std::fputs(profile_->table(pool_.size()).c_str(), stderr);
   // The caller's thread is worker 0 and was pinned with the rest: give it
   // back the CPUs it had.
   if (!caller_affinity_.empty()) cpu::set_affinity(caller_affinity_);
@@ -449,6 +453,26 @@ void CpuBackend::run_graph(Graph& g) {
                        numa_.groups.size() > 1 ? &numa_ : nullptr};
     for (size_t i = begin; i < end; ++i) {
       Tensor* t = nodes[i];
+      const size_t first = i;
+      std::chrono::steady_clock::time_point t0;
+      if (profile_) {
+        pool_.sync(ith);
+        if (ith == 0) t0 = std::chrono::steady_clock::now();
+      }
+      struct Timed {  // ends node first's time when the node is done
+        CpuBackend* b;
+        int ith;
+        size_t first;
+        const Plan& p;
+        const std::chrono::steady_clock::time_point& t0;
+        ~Timed() {
+          if (!b->profile_) return;
+          b->pool_.sync(ith);
+          if (ith == 0)
+            b->profile_->add(*p.nodes[first], p.repacked[first] != nullptr,
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+      } timed{this, ith, first, p, t0};
       if (Tensor* r = rounded[i]; r && !p.round_here[i]) {
         t = r;  // x made by an earlier node
       } else if (r) {  // round the rows of x

@@ -19,6 +19,7 @@ namespace weir {
 
 namespace cpu {
 struct RepackedWeight;
+class CpuProfile;
 }
 
 struct CpuOptions {
@@ -48,6 +49,9 @@ struct CpuOptions {
   // activations). Off: the file's layout (for comparisons; WEIR_CPU_REPACK=0).
   // Not with NUMA placement (its node copies stay in the file's layout).
   bool repack = true;
+  // Time every node, summed per kind, printed when the backend goes
+  // (cpu_profile.h; WEIR_CPU_PROFILE=1). Adds a barrier around every node.
+  bool profile = false;
 };
 
 // What NUMA placement did, for logs and tests.
@@ -115,6 +119,7 @@ class CpuBackend final : public Backend {
   };
   std::map<RepackKey, std::unique_ptr<cpu::RepackedWeight>> repacked_;
   const cpu::RepackedWeight* repacked_for(const Tensor& w);
+  std::unique_ptr<cpu::CpuProfile> profile_;  // with CpuOptions::profile
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
   MemoryRanges owned_;  // alloc() buffers and plan arenas
