@@ -235,22 +235,23 @@ TEST(CpuQDotK, Throughput) {
 namespace weir::cpu {
 namespace {
 
-// The repacked Q4_0 layout (repack.h) against the file layout's tile, at a
-// prefill tile (8 tokens) and at decode (1 token): multiply-adds a second on
-// one thread (GMAC/s), weights hot in L2 as mul_mat_q's chunks keep them.
-TEST(CpuRepack, Q4_0Throughput) {
-  const int64_t K = 4096, N = 320;  // 720 KiB of Q4_0, taken in L2-sized chunks
-  const std::vector<uint8_t> w = random_weights(DType::Q4_0, K, N, 3);
-  const size_t wrow = row_bytes(DType::Q4_0, K);
-  std::vector<uint8_t> packed(repacked_group_bytes(DType::Q4_0, K) * size_t(N / kRepackRows));
-  repack_groups(DType::Q4_0, w.data(), wrow, K, N, 0, N / kRepackRows, packed.data());
+// A repacked layout (repack.h) against the file layout's tile, at a prefill
+// tile (8 tokens) and at decode (1 token): multiply-adds a second on one
+// thread (GMAC/s), weights of type t hot in L2 as mul_mat_q's chunks keep
+// them.
+void repack_throughput(DType t, int64_t K, int64_t N) {
+  const std::vector<uint8_t> w = random_weights(t, K, N, 3);
+  const size_t wrow = row_bytes(t, K);
+  std::vector<uint8_t> packed(repacked_group_bytes(t, K) * size_t(N / kRepackRows));
+  repack_groups(t, w.data(), wrow, K, N, 0, N / kRepackRows, packed.data());
   std::mt19937 rng(4);
   const std::vector<float> x = randn(size_t(8 * K), rng, 2.0f);
-  const size_t arow = row_bytes(DType::Q8_0, K);
+  const DType at = activation_type(t);
+  const size_t arow = row_bytes(at, K);
   std::vector<uint8_t> a(8 * arow);
-  for (int j = 0; j < 8; ++j) quantize_act(DType::Q8_0, &x[size_t(j * K)], &a[size_t(j) * arow], K);
+  for (int j = 0; j < 8; ++j) quantize_act(at, &x[size_t(j * K)], &a[size_t(j) * arow], K);
   std::vector<float> y(size_t(8 * N));
-  const int64_t chunk = 80;  // rows a call, as mul_mat_q's L2 chunks (192 KiB)
+  const int64_t chunk = 80;  // rows a call, about mul_mat_q's L2 chunks (192 KiB of Q4_0)
   for (int nr : {8, 1}) {
     auto gmacs = [&](auto&& body) {
       double best = 1e30;
@@ -261,20 +262,23 @@ TEST(CpuRepack, Q4_0Throughput) {
       }
       return double(K) * double(N) * nr / best / 1e9;
     };
-    const QDotKernels file = qdot_kernels(DType::Q4_0);
-    const RepackedTileFn rep = repacked_tile(DType::Q4_0);
+    const QDotKernels file = qdot_kernels(t);
+    const RepackedTileFn rep = repacked_tile(t);
     const double f = gmacs([&] {
       for (int64_t r = 0; r < N; r += chunk) file.tile(K, &w[size_t(r) * wrow], wrow, int(chunk), a.data(), arow, nr, &y[size_t(r)], size_t(N));
     });
-    const size_t gb = repacked_group_bytes(DType::Q4_0, K);
+    const size_t gb = repacked_group_bytes(t, K);
     const double p = gmacs([&] {
       for (int64_t r = 0; r < N; r += chunk)
         rep(K, &packed[size_t(r / kRepackRows) * gb], gb, int(chunk / kRepackRows), a.data(), arow, nr, &y[size_t(r)], size_t(N));
     });
-    std::printf("Q4_0 %d token(s), %s: file layout %.1f GMAC/s, repacked x8 %.1f GMAC/s (%.2fx)\n", nr,
+    std::printf("%s %d token(s), %s: file layout %.1f GMAC/s, repacked x8 %.1f GMAC/s (%.2fx)\n", dtype_name(t), nr,
                 simd_level_name(best_simd_level()), f, p, p / f);
   }
 }
+
+TEST(CpuRepack, Q4_0Throughput) { repack_throughput(DType::Q4_0, 4096, 320); }  // 720 KiB of weights
+TEST(CpuRepack, Q4_KThroughput) { repack_throughput(DType::Q4_K, 4096, 320); }  // 720 KiB
 
 }  // namespace
 }  // namespace weir::cpu

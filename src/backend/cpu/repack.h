@@ -1,4 +1,4 @@
-// Weights in the CPU backend's own layout, made at load: rows interleaved in
+// Weights in the CPU backend's own layouts, made at load: rows interleaved in
 // groups of 8, so that one activation load and one scale conversion serve 8
 // rows, and a block's integer sum lands in one lane per row (no horizontal
 // sums). The file on disk is never changed; nothing above the CPU backend
@@ -19,7 +19,23 @@
 // The reference (repacked_tile_reference) computes exactly this, and every
 // SIMD kernel equals it bit for bit. (The order differs from the file-layout
 // kernels', qdot.h, whose 8 lanes a block are summed at the end: results
-// differ from theirs in the last bits.)
+// differ from theirs in the last bits.) The same holds for every layout.
+//
+// Q4_K x 8 ("q4_Kx8"): for each 256-element super-block, one record of
+//   d[8], dmin[8]       the 8 rows' fp16 scales                 32 bytes
+//   sc[8][8], mn[8][8]  sub-block s's 6-bit scale and min of
+//                       row r at [s][r], unpacked to bytes     128 bytes
+//   qs[4][8][32]        pair p (sub-blocks 2p, 2p+1), chunk c:
+//                       row after row, bytes 32p+4c..32p+4c+3
+//                       of each row's 128 nibble bytes        1024 bytes
+// (1184 bytes; 8 file rows' blocks are 1152). Low nibbles of chunk (p, c)
+// are elements 4c..4c+3 of sub-block 2p, high nibbles those of 2p+1.
+// Products with Q8_K activations (bsums: their 16-element sums), per row,
+// token and super-block, the integer sums exact:
+//   isum = sum_s sc[s] * (sum_i q_i * a_i over sub-block s)
+//   msum = sum_s mn[s] * (bsums[2s] + bsums[2s + 1])
+//   acc  = fma(float(isum), d_w * d_a, acc)
+//   acc  = fma(float(msum), dmin_w * -d_a, acc)
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -44,7 +60,8 @@ void repack_groups(DType t, const uint8_t* w, size_t wstride, int64_t K, int64_t
 
 // y[j * ldy + 8 g + r] = dot(row 8g + r, activation row j) for groups
 // g < n_groups (each group_bytes apart from `groups`), rows r < 8, and
-// activation rows j < nr (1..kTileMax, astride bytes apart, Q8_0 blocks).
+// activation rows j < nr (1..kTileMax, astride bytes apart, blocks of
+// activation_type(t), act_quant.h).
 using RepackedTileFn = void (*)(int64_t K, const uint8_t* groups, size_t group_bytes, int n_groups,
                                 const void* a, size_t astride, int nr, float* y, size_t ldy);
 // The kernel for t at a SIMD level (the best lower one that has it); null

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
 #include "backend/cpu/repack.h"
+#include "backend/cpu/repack_layout.h"
 #include "core/half.h"
 #include "core/quant/block_formats.h"
 
