@@ -236,9 +236,9 @@ namespace weir::cpu {
 namespace {
 
 // A repacked layout (repack.h) against the file layout's tile, at a prefill
-// tile (8 tokens) and at decode (1 token): multiply-adds a second on one
-// thread (GMAC/s), weights of type t hot in L2 as mul_mat_q's chunks keep
-// them.
+// tile (8 tokens) and at decode (1 token), at the best SIMD level and at
+// AVX2: multiply-adds a second on one thread (GMAC/s), weights of type t
+// hot in L2 as mul_mat_q's chunks keep them.
 void repack_throughput(DType t, int64_t K, int64_t N) {
   const std::vector<uint8_t> w = random_weights(t, K, N, 3);
   const size_t wrow = row_bytes(t, K);
@@ -252,6 +252,9 @@ void repack_throughput(DType t, int64_t K, int64_t N) {
   for (int j = 0; j < 8; ++j) quantize_act(at, &x[size_t(j * K)], &a[size_t(j) * arow], K);
   std::vector<float> y(size_t(8 * N));
   const int64_t chunk = 80;  // rows a call, about mul_mat_q's L2 chunks (192 KiB of Q4_0)
+  std::vector<SimdLevel> levels{best_simd_level()};
+  if (best_simd_level() != SimdLevel::AVX2) levels.push_back(SimdLevel::AVX2);
+  for (SimdLevel level : levels)
   for (int nr : {8, 1}) {
     auto gmacs = [&](auto&& body) {
       double best = 1e30;
@@ -262,8 +265,8 @@ void repack_throughput(DType t, int64_t K, int64_t N) {
       }
       return double(K) * double(N) * nr / best / 1e9;
     };
-    const QDotKernels file = qdot_kernels(t);
-    const RepackedTileFn rep = repacked_tile(t);
+    const QDotKernels file = qdot_kernels(t, level);
+    const RepackedTileFn rep = repacked_tile(t, level);
     const double f = gmacs([&] {
       for (int64_t r = 0; r < N; r += chunk) file.tile(K, &w[size_t(r) * wrow], wrow, int(chunk), a.data(), arow, nr, &y[size_t(r)], size_t(N));
     });
@@ -273,12 +276,13 @@ void repack_throughput(DType t, int64_t K, int64_t N) {
         rep(K, &packed[size_t(r / kRepackRows) * gb], gb, int(chunk / kRepackRows), a.data(), arow, nr, &y[size_t(r)], size_t(N));
     });
     std::printf("%s %d token(s), %s: file layout %.1f GMAC/s, repacked x8 %.1f GMAC/s (%.2fx)\n", dtype_name(t), nr,
-                simd_level_name(best_simd_level()), f, p, p / f);
+                simd_level_name(level), f, p, p / f);
   }
 }
 
 TEST(CpuRepack, Q4_0Throughput) { repack_throughput(DType::Q4_0, 4096, 320); }  // 720 KiB of weights
 TEST(CpuRepack, Q4_KThroughput) { repack_throughput(DType::Q4_K, 4096, 320); }  // 720 KiB
+TEST(CpuRepack, Q6_KThroughput) { repack_throughput(DType::Q6_K, 4096, 320); }  // 1050 KiB
 
 }  // namespace
 }  // namespace weir::cpu

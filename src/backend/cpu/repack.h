@@ -36,6 +36,23 @@
 //   msum = sum_s mn[s] * (bsums[2s] + bsums[2s + 1])
 //   acc  = fma(float(isum), d_w * d_a, acc)
 //   acc  = fma(float(msum), dmin_w * -d_a, acc)
+//
+// Q6_K x 8 ("q6_Kx8"): for each 256-element super-block, one record of
+//   d[8]                the 8 rows' fp16 scales                 16 bytes
+//   sc[16][8]           sub-block s's signed scale of row r
+//                       at [s][r]                              128 bytes
+//   ql[2][2][8][32]     half h, pair u, chunk c: row after row,
+//                       bytes 64h+32u+4c..+3 of each row's ql 1024 bytes
+//   qh[2][8][32]        half h, chunk c: row after row, bytes
+//                       32h+4c..+3 of each row's qh            512 bytes
+// (1680 bytes, as 8 file rows' blocks). Element 128h + 32s + 4c + k of a
+// row is its quant q (0..63): the low (s < 2) or high (s >= 2) nibble of
+// byte k of ql chunk (h, s % 2, c), and bits 2s, 2s+1 of byte k of qh
+// chunk (h, c) above it. Products with Q8_K activations, per row, token
+// and super-block, over the 16 sub-blocks of 16 elements (the offset -32
+// of the quants through the bsums; exact):
+//   isum = sum_s sc[s] * (sum_i q_i * a_i over sub-block s - 32 * bsums[s])
+//   acc  = fma(float(isum), d_w * d_a, acc)
 #pragma once
 #include <cstddef>
 #include <cstdint>
