@@ -28,7 +28,7 @@
 namespace weir::cpu {
 namespace {
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q8_0};
 
 // K in blocks of the type, groups of 8 rows, tokens.
 struct Case {
@@ -248,7 +248,7 @@ TEST(Repack, OnlyTypesWithALayout) {
     EXPECT_LE(repacked_group_bytes(t, 2 * b), 8 * row_bytes(t, 2 * b) + 2 * 32) << dtype_name(t);
   }
   for (DType t : {DType::F16, DType::F32, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K, DType::Q5_K,
-                  DType::Q8_0}) {
+                  DType::Q8_1}) {
     EXPECT_FALSE(can_repack(t, 256)) << dtype_name(t);
     EXPECT_EQ(repacked_tile(t), nullptr) << dtype_name(t);
     EXPECT_THROW(repacked_group_bytes(t, 256), std::exception) << dtype_name(t);
@@ -256,6 +256,7 @@ TEST(Repack, OnlyTypesWithALayout) {
   EXPECT_EQ(repacked_group_bytes(DType::Q4_0, 64), 2u * 144u);
   EXPECT_EQ(repacked_group_bytes(DType::Q4_K, 512), 2u * 1184u);
   EXPECT_EQ(repacked_group_bytes(DType::Q6_K, 512), 2u * 8u * 210u);
+  EXPECT_EQ(repacked_group_bytes(DType::Q8_0, 64), 2u * 8u * 34u);
 }
 
 }  // namespace

@@ -53,6 +53,15 @@
 // of the quants through the bsums; exact):
 //   isum = sum_s sc[s] * (sum_i q_i * a_i over sub-block s - 32 * bsums[s])
 //   acc  = fma(float(isum), d_w * d_a, acc)
+//
+// Q8_0 x 8 ("q8_0x8"): for each 32-element block, one record of
+//   d[8]       the 8 rows' fp16 scales                         16 bytes
+//   qs[8][32]  chunk c holds, row after row, quants 4c..4c+3
+//              of each row                                    256 bytes
+// (272 bytes, as 8 file rows' blocks). Products with Q8_0 activations, per
+// row and token: acc = fma(float(sum_i q_i * a_i), d_w * d_a, acc) a block.
+// The activations' quants must lie in -127..127 (quantize_act's do): the
+// AVX2 kernel multiplies |w| by a with w's sign.
 #pragma once
 #include <cstddef>
 #include <cstdint>
