@@ -7,13 +7,13 @@
 // multiply-add by d_w * d_a (8 rows' scales at once) a block and token.
 // AVX-512 VNNI: vpdpbusd on 256-bit vectors (32 registers: 8 tokens at
 // once); AVX2: maddubs + madd (16 registers: 4 tokens at once).
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
 #include "backend/cpu/repack.h"
 #include "backend/cpu/repack_layout.h"
+#include "backend/cpu/repack_simd.h"
 #include "core/half.h"
 #include "core/quant/block_formats.h"
 
@@ -62,13 +62,7 @@ struct ActBlocks {
 
 thread_local ActBlocks t_act;
 
-inline int32_t load4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-#define REPACK_KERNEL(NAME, TARGET, TOKENS, DOT)                                                                     \
+#define REPACK_GROUP(NAME, TARGET, DOT)                                                                     \
   template <int TN>                                                                                                 \
   __attribute__((target(TARGET))) void NAME##_group(int64_t nb, const uint8_t* gp, const ActBlocks& act, int j0,    \
                                                     float* y, size_t ldy) {                                         \
@@ -102,27 +96,6 @@ inline int32_t load4(const int8_t* p) {
       }                                                                                                             \
     }                                                                                                               \
     for (int t = 0; t < TN; ++t) _mm256_storeu_ps(y + size_t(j0 + t) * ldy, acc[t]);                                \
-  }                                                                                                                 \
-  __attribute__((target(TARGET))) void NAME(int64_t K, const uint8_t* groups, size_t group_bytes, int n_groups,     \
-                                            const void* a, size_t astride, int nr, float* y, size_t ldy) {         \
-    const int64_t nb = K / kQK;                                                                                     \
-    t_act.fill(a, astride, nr, nb);                                                                                 \
-    for (int g = 0; g < n_groups; ++g) {                                                                            \
-      const uint8_t* gp = groups + size_t(g) * group_bytes;                                                         \
-      float* yg = y + size_t(g) * kRepackRows;                                                                      \
-      for (int j0 = 0; j0 < nr; j0 += TOKENS) {                                                                     \
-        switch (std::min(TOKENS, nr - j0)) {                                                                        \
-          case 1: NAME##_group<1>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 2: NAME##_group<2>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 3: NAME##_group<3>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 4: NAME##_group<4>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 5: NAME##_group<5>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 6: NAME##_group<6>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 7: NAME##_group<7>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          default: NAME##_group<8>(nb, gp, t_act, j0, yg, ldy); break;                                              \
-        }                                                                                                           \
-      }                                                                                                             \
-    }                                                                                                               \
   }
 
 // u8 x s8 in groups of 4 added to int32 lanes.
@@ -136,9 +109,11 @@ dot_vnni(__m256i s, __m256i u, __m256i a) {
 
 }  // namespace
 
-REPACK_KERNEL(q4_0x8_tile_avx2, "avx2,fma,f16c", 4, dot_avx2)
-REPACK_KERNEL(q4_0x8_tile_avx512_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", 8, dot_vnni)
+REPACK_GROUP(q4_0x8_tile_avx2, "avx2,fma,f16c", dot_avx2)
+WEIR_REPACK_TILE_LOOP(q4_0x8_tile_avx2, "avx2,fma,f16c", 4, kQK)
+REPACK_GROUP(q4_0x8_tile_avx512_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", dot_vnni)
+WEIR_REPACK_TILE_LOOP(q4_0x8_tile_avx512_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", 8, kQK)
 
-#undef REPACK_KERNEL
+#undef REPACK_GROUP
 
 }  // namespace weir::cpu::repack_simd

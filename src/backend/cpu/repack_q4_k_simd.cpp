@@ -11,13 +11,13 @@
 // madd by the scale in both int16 halves of a lane (the scaling comes
 // free), 4 tokens at once. The nibbles are unpacked once a super-block and
 // used by every token of the tile.
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
 #include "backend/cpu/repack.h"
 #include "backend/cpu/repack_layout.h"
+#include "backend/cpu/repack_simd.h"
 #include "core/quant/block_formats.h"
 
 namespace weir::cpu::repack_simd {
@@ -57,59 +57,61 @@ struct ActBlocks {
 
 thread_local ActBlocks t_act;
 
-inline int32_t load4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// The 8 chunks of sub-block sub: 4 nibbles a row (low nibbles for even
+// Chunk c of sub-block 2p + HIGH: 4 nibbles a row (low nibbles for even
 // sub-blocks, high for odd).
-#define Q4K_CHUNK(rec, sub, c)                                                                                    \
-  _mm256_and_si256(                                                                                               \
-      (sub) % 2 ? _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(                          \
-                                        (rec) + kQs + 256 * ((sub) / 2) + 32 * (c))),                             \
-                                    4)                                                                            \
-                : _mm256_loadu_si256(reinterpret_cast<const __m256i*>((rec) + kQs + 256 * ((sub) / 2) + 32 * (c))), \
-      _mm256_set1_epi8(15))
+#define Q4K_CHUNK(rec, c)                                                                                   \
+  _mm256_and_si256(HIGH ? _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(            \
+                                                (rec) + kQs + 256 * p + 32 * (c))),                          \
+                                            4)                                                               \
+                        : _mm256_loadu_si256(reinterpret_cast<const __m256i*>((rec) + kQs + 256 * p + 32 * (c))), \
+                   _mm256_set1_epi8(15))
 
-// The 8 rows' scales of sub-block sub, one int32 lane a row.
-#define Q4K_SCALES(rec, sub) \
-  _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>((rec) + kScales + 8 * (sub))))
+// The 8 rows' scales of sub-block 2p + HIGH, one int32 lane a row.
+#define Q4K_SCALES(rec) \
+  _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>((rec) + kScales + 8 * (2 * p + HIGH))))
 
-// isum[t] += the 8 sub-blocks' sums times their scales, per ISA.
-template <int TN>
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"), always_inline)) inline void subs_vnni(
-    const uint8_t* rec, const int8_t* const* q, __m256i* isum) {
-  for (int sub = 0; sub < 8; ++sub) {
-    __m256i s[TN];
-    for (int t = 0; t < TN; ++t) s[t] = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      const __m256i w = Q4K_CHUNK(rec, sub, c);
-      for (int t = 0; t < TN; ++t) s[t] = _mm256_dpbusd_epi32(s[t], w, _mm256_set1_epi32(load4(q[t] + 32 * sub + 4 * c)));
-    }
-    const __m256i sc = Q4K_SCALES(rec, sub);
-    for (int t = 0; t < TN; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s[t], sc));
+// isum[t] += sub-block 2p + HIGH's sums times its scales, per ISA.
+template <int TN, int HIGH>
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"), always_inline)) inline void sub_vnni(
+    const uint8_t* rec, int p, const int8_t* const* q, __m256i* isum) {
+  __m256i s[TN];
+  for (int t = 0; t < TN; ++t) s[t] = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    const __m256i w = Q4K_CHUNK(rec, c);
+    for (int t = 0; t < TN; ++t) s[t] = _mm256_dpbusd_epi32(s[t], w, _mm256_set1_epi32(load4(q[t] + 64 * p + 32 * HIGH + 4 * c)));
   }
+  const __m256i sc = Q4K_SCALES(rec);
+  for (int t = 0; t < TN; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s[t], sc));
 }
 
-template <int TN>
-__attribute__((target("avx2,fma,f16c"), always_inline)) inline void subs_avx2(const uint8_t* rec,
-                                                                              const int8_t* const* q, __m256i* isum) {
-  for (int sub = 0; sub < 8; ++sub) {
-    const __m256i sc32 = Q4K_SCALES(rec, sub);
-    const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));  // the scale in both halves
-    for (int c = 0; c < 8; ++c) {
-      const __m256i w = Q4K_CHUNK(rec, sub, c);
-      for (int t = 0; t < TN; ++t) {
-        const __m256i p = _mm256_maddubs_epi16(w, _mm256_set1_epi32(load4(q[t] + 32 * sub + 4 * c)));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
-      }
+template <int TN, int HIGH>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void sub_avx2(const uint8_t* rec, int p,
+                                                                             const int8_t* const* q, __m256i* isum) {
+  const __m256i sc32 = Q4K_SCALES(rec);
+  const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));  // the scale in both halves
+  for (int c = 0; c < 8; ++c) {
+    const __m256i w = Q4K_CHUNK(rec, c);
+    for (int t = 0; t < TN; ++t) {
+      const __m256i prod = _mm256_maddubs_epi16(w, _mm256_set1_epi32(load4(q[t] + 64 * p + 32 * HIGH + 4 * c)));
+      isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, sc));
     }
   }
 }
 
-#define Q4K_KERNEL(NAME, TARGET, TOKENS, SUBS)                                                                       \
+// The 8 sub-blocks, a pair at a time (the nibbles' half known).
+#define Q4K_SUBS_FN(FN, TARGET, SUB_FN)                                                                    \
+  template <int TN>                                                                                        \
+  __attribute__((target(TARGET), always_inline)) inline void FN(const uint8_t* rec, const int8_t* const* q, \
+                                                                __m256i* isum) {                           \
+    for (int p = 0; p < 4; ++p) {                                                                          \
+      SUB_FN<TN, 0>(rec, p, q, isum);                                                                      \
+      SUB_FN<TN, 1>(rec, p, q, isum);                                                                      \
+    }                                                                                                      \
+  }
+Q4K_SUBS_FN(subs_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", sub_vnni)
+Q4K_SUBS_FN(subs_avx2, "avx2,fma,f16c", sub_avx2)
+
+#define Q4K_GROUP(NAME, TARGET, SUBS)                                                                       \
   template <int TN>                                                                                                 \
   __attribute__((target(TARGET))) void NAME##_group(int64_t nb, const uint8_t* gp, const ActBlocks& act, int j0,    \
                                                     float* y, size_t ldy) {                                         \
@@ -142,36 +144,18 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void subs_avx2(co
       }                                                                                                             \
     }                                                                                                               \
     for (int t = 0; t < TN; ++t) _mm256_storeu_ps(y + size_t(j0 + t) * ldy, acc[t]);                                \
-  }                                                                                                                 \
-  __attribute__((target(TARGET))) void NAME(int64_t K, const uint8_t* groups, size_t group_bytes, int n_groups,     \
-                                            const void* a, size_t astride, int nr, float* y, size_t ldy) {         \
-    const int64_t nb = K / kQK_K;                                                                                   \
-    t_act.fill(a, astride, nr, nb);                                                                                 \
-    for (int g = 0; g < n_groups; ++g) {                                                                            \
-      const uint8_t* gp = groups + size_t(g) * group_bytes;                                                         \
-      float* yg = y + size_t(g) * kRepackRows;                                                                      \
-      for (int j0 = 0; j0 < nr; j0 += TOKENS) {                                                                     \
-        switch (std::min(TOKENS, nr - j0)) {                                                                        \
-          case 1: NAME##_group<1>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 2: NAME##_group<2>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 3: NAME##_group<3>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 4: NAME##_group<4>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 5: NAME##_group<5>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 6: NAME##_group<6>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          case 7: NAME##_group<7>(nb, gp, t_act, j0, yg, ldy); break;                                               \
-          default: NAME##_group<8>(nb, gp, t_act, j0, yg, ldy); break;                                              \
-        }                                                                                                           \
-      }                                                                                                             \
-    }                                                                                                               \
   }
 
 }  // namespace
 
-Q4K_KERNEL(q4_kx8_tile_avx2, "avx2,fma,f16c", 4, subs_avx2)
-Q4K_KERNEL(q4_kx8_tile_avx512_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", 8, subs_vnni)
+Q4K_GROUP(q4_kx8_tile_avx2, "avx2,fma,f16c", subs_avx2)
+WEIR_REPACK_TILE_LOOP(q4_kx8_tile_avx2, "avx2,fma,f16c", 4, kQK_K)
+Q4K_GROUP(q4_kx8_tile_avx512_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", subs_vnni)
+WEIR_REPACK_TILE_LOOP(q4_kx8_tile_avx512_vnni, "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c", 8, kQK_K)
 
-#undef Q4K_KERNEL
+#undef Q4K_GROUP
 #undef Q4K_CHUNK
 #undef Q4K_SCALES
+#undef Q4K_SUBS_FN
 
 }  // namespace weir::cpu::repack_simd
