@@ -75,6 +75,7 @@ void apply_cpu_env(CpuOptions* o) {
   flag("WEIR_ALL_BARRIERS", &o->all_barriers);
   flag("WEIR_CPU_REPACK", &o->repack);
   flag("WEIR_CPU_PROFILE", &o->profile);
+  flag("WEIR_CPU_AMX", &o->amx);
 }
 
 void apply_load_env(LoaderOptions* o) {

@@ -10,14 +10,18 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "backend/activation_plan.h"
 #include "backend/arena_planner.h"
 #include "backend/cpu/act_quant.h"
+#include "backend/cpu/amx.h"
+#include "backend/cpu/amx_product.h"
 #include "backend/cpu/barrier_plan.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_profile.h"
+#include "backend/cpu/file_pages.h"
 #include "backend/cpu/ops_common.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/qdot.h"
@@ -77,6 +81,8 @@ struct CpuBackend::Plan {
   // For mul_mat nodes whose weight the backend repacked: that copy (null
   // elsewhere); their x is quantized.
   std::vector<const cpu::RepackedWeight*> repacked;
+  // For mul_mat nodes on AMX tiles (amx_product.h): their x is packed.
+  std::vector<bool> amx;
   // Where the graph's run is cut into jobs, so that a stop request
   // (CpuOptions::stop) is seen between them: the first node of each job
   // after the first. Empty: one job.
@@ -334,6 +340,8 @@ void CpuBackend::plan_segments(Plan& p) const {
 // The repacked copy of weight w, made (by every thread, groups split among
 // them) the first time a plan asks; null where w has no repacked layout or
 // repacking is off.
+bool CpuBackend::amx_on() const { return opts_.amx && cpu::amx_support().usable() && cpu::amx_support().bf16; }
+
 const cpu::RepackedWeight* CpuBackend::repacked_for(const Tensor& w) {
   if (!opts_.repack || numa_.place_weights || w.op != Op::Leaf || !w.data || w.ne[2] * w.ne[3] != 1 ||
       !cpu::can_repack(w.dtype, w.ne[0]) || !cpu::repacked_tile(w.dtype))
@@ -359,6 +367,8 @@ const cpu::RepackedWeight* CpuBackend::repacked_for(const Tensor& w) {
     const int64_t g0 = r.groups * ith / pool_.size(), g1 = r.groups * (ith + 1) / pool_.size();
     cpu::repack_groups(r.type, src, w.nb[1], r.K, r.N, g0, g1, r.data + size_t(g0) * r.group_bytes);
   });
+  if (opts_.release_file_pages && !amx_on())
+    released_bytes_ += cpu::release_file_pages(w.data, size_t(w.nb[1]) * size_t(w.ne[1]));
   return repacked_.emplace(key, std::move(rw)).first->second.get();
 }
 
@@ -375,11 +385,21 @@ void CpuBackend::plan(Graph& g) {
   auto shadow_type = [&](const Tensor& t) {
     return bool(cpu::qdot_kernels(t.src[0]->dtype)) ? cpu::activation_type(t.src[0]->dtype) : DType::F32;
   };
-  auto rounds = [&](const Tensor& t) {
-    return (t.op == Op::MulMat || t.op == Op::MulMatId) && opts_.llama_rounding &&
-           cpu::activation_type(t.src[0]->dtype) != DType::F32;
+  // Prefill products on AMX tiles (amx_product.h): x packed into bf16
+  // tiles, its own shadow.
+  const bool amx = amx_on();
+  auto takes_amx = [&](const Tensor& t) {
+    if (!amx || t.op != Op::MulMat || t.n_rows() < cpu::kAmxMinTokens) return false;
+    const Tensor& w = *t.src[0];
+    return w.data && w.op == Op::Leaf && w.ne[2] * w.ne[3] == 1 && w.dtype != DType::F32 &&
+           t.src[1]->dtype == DType::F32 && cpu::amx_product_fits(w.dtype, w.ne[0]);
   };
-  using ShadowKey = std::pair<const Tensor*, DType>;
+  auto rounds = [&](const Tensor& t) {
+    return ((t.op == Op::MulMat || t.op == Op::MulMatId) && opts_.llama_rounding &&
+            cpu::activation_type(t.src[0]->dtype) != DType::F32) ||
+           takes_amx(t);
+  };
+  using ShadowKey = std::tuple<const Tensor*, DType, bool>;  // x, its type, AMX tiles
   std::map<ShadowKey, size_t> shadow_of;  // -> index in `extra` and `shadow_x`
   std::vector<ExtraBuffer> extra;
   std::vector<Tensor*> shadow_x;
@@ -390,17 +410,20 @@ void CpuBackend::plan(Graph& g) {
     plan->rounded.push_back(nullptr);
     plan->round_here.push_back(false);
     plan->repacked.push_back(nullptr);
+    plan->amx.push_back(false);
     if (t.op == Op::SetRows || !rounds(t)) continue;
-    if (t.op == Op::MulMat && shadow_type(t) != DType::F32) plan->repacked.back() = repacked_for(*t.src[0]);
-    const ShadowKey key{t.src[1], shadow_type(t)};
+    const bool tiles = plan->amx.back() = takes_amx(t);
+    if (t.op == Op::MulMat && !tiles && shadow_type(t) != DType::F32) plan->repacked.back() = repacked_for(*t.src[0]);
+    const ShadowKey key{t.src[1], tiles ? DType::BF16 : shadow_type(t), tiles};
     auto it = shadow_of.find(key);
     if (it == shadow_of.end()) {
       Tensor& x = plan->shadows.emplace_back();
-      x.dtype = key.second;
+      x.dtype = std::get<1>(key);
       x.ne[0] = t.src[1]->ne[0];
       x.ne[1] = t.src[1]->n_rows();
+      if (tiles) x.ne[1] = (x.ne[1] + cpu::kAmxTokenPad - 1) / cpu::kAmxTokenPad * cpu::kAmxTokenPad;
       set_contiguous_strides(x);
-      x.name = t.src[1]->name + (x.dtype != DType::F32 ? " (quantized)" : " (rounded)");
+      x.name = t.src[1]->name + (tiles ? " (bf16 tiles)" : x.dtype != DType::F32 ? " (quantized)" : " (rounded)");
       it = shadow_of.emplace(key, extra.size()).first;
       extra.push_back({i, i, x.n_bytes()});
       shadow_x.push_back(&x);
@@ -469,7 +492,7 @@ void CpuBackend::run_graph(Graph& g) {
           if (!b->profile_) return;
           b->pool_.sync(ith);
           if (ith == 0)
-            b->profile_->add(*p.nodes[first], p.repacked[first] != nullptr,
+            b->profile_->add(*p.nodes[first], p.amx[first] ? " amx" : p.repacked[first] ? "x8" : "",
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
       } timed{this, ith, first, p, t0};
@@ -481,7 +504,9 @@ void CpuBackend::run_graph(Graph& g) {
         const Tensor& xr = *r->src[1];
         cpu::for_each_row_chunk(ctx, x.n_rows(), x.ne[0], [&](int64_t r0, int64_t r1) {
           for (int64_t row = r0; row < r1; ++row) {
-            if (xr.dtype == DType::F32)
+            if (p.amx[i])
+              cpu::amx_pack_token(cpu::flat_row<const float>(x, row), x.ne[0], row, static_cast<uint16_t*>(xr.data));
+            else if (xr.dtype == DType::F32)
               cpu::round_activations(t->src[0]->dtype, cpu::flat_row<const float>(x, row),
                                      xr.row_ptr<float>(row), x.ne[0]);
             else
@@ -501,7 +526,8 @@ void CpuBackend::run_graph(Graph& g) {
         switch (t->op) {
           case Op::GetRows: cpu::op_get_rows(*t, ctx); break;
           case Op::MulMat:
-            if (p.repacked[i]) cpu::op_mul_mat_repacked(*t, *p.repacked[i], ctx);
+            if (p.amx[i]) cpu::op_mul_mat_amx(*t, ctx);
+            else if (p.repacked[i]) cpu::op_mul_mat_repacked(*t, *p.repacked[i], ctx);
             else cpu::op_mul_mat(*t, ctx);
             break;
           case Op::RmsNorm: cpu::op_rms_norm(*t, ctx); break;

@@ -44,11 +44,20 @@ struct CpuOptions {
   // comparisons; WEIR_ALL_BARRIERS=1).
   bool all_barriers = false;
   // Weights the CPU's products read rewritten, when first planned, into the
-  // backend's own interleaved layouts (repack.h: Q4_0 now), for kernels that
+  // backend's own interleaved layouts (repack.h: Q4_0, Q8_0, Q4_K, Q6_K), for kernels that
   // read 8 rows at once; with llama_rounding only (they take quantized
   // activations). Off: the file's layout (for comparisons; WEIR_CPU_REPACK=0).
   // Not with NUMA placement (its node copies stay in the file's layout).
   bool repack = true;
+  // After repacking a weight, drop its pages in the file's layout from this
+  // process where they are a read-only file mapping and nothing here reads
+  // them again (file_pages.h; not with AMX, whose prefill reads that
+  // layout). The runtime turns it off where a GPU backend reads the same
+  // host weights (op offload streams them).
+  bool release_file_pages = true;
+  // Prefill products (32 tokens or more) on AMX-BF16 tiles where the CPU has
+  // them (amx_product.h); off: the vector kernels (WEIR_CPU_AMX=0).
+  bool amx = true;
   // Time every node, summed per kind, printed when the backend goes
   // (cpu_profile.h; WEIR_CPU_PROFILE=1). Adds a barrier around every node.
   bool profile = false;
@@ -119,6 +128,8 @@ class CpuBackend final : public Backend {
   };
   std::map<RepackKey, std::unique_ptr<cpu::RepackedWeight>> repacked_;
   const cpu::RepackedWeight* repacked_for(const Tensor& w);
+  size_t released_bytes_ = 0;  // file pages dropped after repacking
+  bool amx_on() const;  // CpuOptions::amx and the CPU has AMX-BF16
   std::unique_ptr<cpu::CpuProfile> profile_;  // with CpuOptions::profile
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;

@@ -12,11 +12,11 @@ namespace {
 
 bool reads_weight(const Tensor& t) { return (t.op == Op::MulMat || t.op == Op::MulMatId) && t.src[0]; }
 
-std::string key_of(const Tensor& t, bool repacked) {
+std::string key_of(const Tensor& t, const char* how) {
   std::string k = op_name(t.op);
   if (reads_weight(t)) {
     const Tensor& w = *t.src[0];
-    k += std::string(" ") + dtype_name(w.dtype) + (repacked ? "x8" : "") + " " + std::to_string(w.ne[1]) + "x" +
+    k += std::string(" ") + dtype_name(w.dtype) + how + " " + std::to_string(w.ne[1]) + "x" +
          std::to_string(w.ne[0]);
   }
   return k + " T" + std::to_string(t.n_rows());
@@ -24,8 +24,8 @@ std::string key_of(const Tensor& t, bool repacked) {
 
 }  // namespace
 
-void CpuProfile::add(const Tensor& t, bool repacked, double seconds) {
-  Stat& s = stats_[key_of(t, repacked)];
+void CpuProfile::add(const Tensor& t, const char* how, double seconds) {
+  Stat& s = stats_[key_of(t, how)];
   ++s.calls;
   s.seconds += seconds;
   if (reads_weight(t)) {

@@ -15,8 +15,9 @@ namespace weir::cpu {
 
 class CpuProfile {
  public:
-  // Adds one run of node t (seconds of wall time); repacked: its weight was.
-  void add(const Tensor& t, bool repacked, double seconds);
+  // Adds one run of node t (seconds of wall time); how: "" or the product's
+  // path ("x8": a repacked weight, "amx": AMX tiles), shown after the type.
+  void add(const Tensor& t, const char* how, double seconds);
   // The table, longest first; "" when nothing was timed.
   std::string table(int threads) const;
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/amx_product.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ops_common.h"
 #include "backend/cpu/ops_dequant.h"
@@ -427,6 +428,16 @@ void op_mul_mat_repacked(const Tensor& dst, const RepackedWeight& rw, const OpCo
   const int64_t N = dst.src[0]->ne[1], T = dst.n_rows();
   for_each_weight_rows(c, N, T < kPanelMinT ? 16 : 2,
                        [&](int64_t n0, int64_t n1) { mul_mat_repacked_rows(dst, rw, n0, n1); });
+}
+
+void op_mul_mat_amx(const Tensor& dst, const OpContext& c) {
+  const Tensor& w = *dst.src[0];
+  const int64_t N = w.ne[1], K = w.ne[0], T = dst.n_rows();
+  for_each_weight_rows(c, N, 2, [&](int64_t n0, int64_t n1) {
+    amx_product_rows(w.dtype, static_cast<const uint8_t*>(w.data), w.nb[1], N, K,
+                     static_cast<const uint16_t*>(dst.src[1]->data), T, static_cast<float*>(dst.data),
+                     dst.nb[1] / sizeof(float), n0, n1);
+  });
 }
 
 void ref_mul_mat(const Tensor& dst) {

@@ -1,0 +1,58 @@
+// Prefill products on AMX tiles (amx.h says whether this CPU has them): the
+// weights, whatever their type, dequantized 32 rows at a time into a bf16
+// panel, the activations in bf16, and TDPBF16PS (16 x 32 bf16 times
+// 32 x 16 bf16 into 16 x 16 fp32, 8,192 multiply-adds an instruction)
+// accumulating in float over the whole row. bf16 rather than AMX-INT8: the
+// block formats scale every 16 or 32 elements of a row, which an int8 tile
+// product (that sums 64 elements at once) cannot follow, and a weight panel
+// made once serves every token of the batch.
+//
+// Layouts (internal to the CPU backend):
+//   weight panel: 32 rows of K bf16, row r at panel + r * K (rows past the
+//     weight's last are zeros); the A operand, 16 rows a tile.
+//   activations ("packed"): tokens in tiles of 16, the tile's 32-element
+//     steps of K one after the other, each 1 KiB: 16 lines of 16 (token)
+//     pairs of bf16, line kk holding elements 2kk, 2kk+1 of the step, as
+//     the B operand wants them. Element (t, k) lives at
+//       ((t / 16) * (K / 32) + k / 32) * 512 + ((k % 32) / 2) * 32 + (t % 16) * 2 + k % 2
+//     (in bf16 units); the token count is padded to a multiple of 32.
+// The result C (weight rows x tokens) is stored transposed into y.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace weir::cpu {
+
+constexpr int64_t kAmxMinTokens = 32;  // fewer tokens: the vector kernels
+constexpr int64_t kAmxPanelRows = 32;  // weight rows a panel (two A tiles)
+constexpr int64_t kAmxTokenPad = 32;   // tokens a step of the tile loop (two B tiles)
+
+// Whether weights of type t with rows of K elements can take the path.
+bool amx_product_fits(DType t, int64_t K);
+// Bytes of the packed activations of T tokens of K elements.
+size_t amx_packed_bytes(int64_t T, int64_t K);
+// Writes token t's K activations into the packed layout at base.
+void amx_pack_token(const float* x, int64_t K, int64_t t, uint16_t* base);
+
+// Builds the panel of weight rows [0, rows) (rows <= 32) of type t, wstride
+// bytes apart; panel holds 32 * K bf16.
+void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, int64_t K, uint16_t* panel);
+
+// y[t * ldy + n] for tokens t < T and panel rows n < rows: the products of
+// one panel with the packed activations. The tile kernel (AMX; the caller
+// checks amx_support()) and the plain version (float sums in the tiles'
+// order; the reference for tests).
+void amx_panel_product(const uint16_t* panel, int64_t K, const uint16_t* packed, int64_t T, int64_t rows, float* y,
+                       size_t ldy);
+void amx_panel_product_reference(const uint16_t* panel, int64_t K, const uint16_t* packed, int64_t T, int64_t rows,
+                                 float* y, size_t ldy);
+
+// Rows [n0, n1) of y = W x^T (n0 a multiple of 32) with the AMX kernel:
+// panels built in a per-thread buffer. w: the weight's N rows, wstride
+// bytes apart.
+void amx_product_rows(DType t, const uint8_t* w, size_t wstride, int64_t N, int64_t K, const uint16_t* packed,
+                      int64_t T, float* y, size_t ldy, int64_t n0, int64_t n1);
+
+}  // namespace weir::cpu
