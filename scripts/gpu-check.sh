@@ -51,8 +51,9 @@
 #     cpu       the CPU alone (CUDA_VISIBLE_DEVICES=), every core (WEIR_CPU_THREADS): its
 #               kernels (AVX-512 VNNI, AMX, repacked types), the CPU backend tests, the
 #               repack microbench, weir bench -ngl 0 -p 512 -n 128 on the models
-#               (WEIR_GPU_CPU_AB=1: also with WEIR_CPU_REPACK=0), a per-node profile of
-#               the first (WEIR_CPU_PROFILE=1) (not run by default)
+#               (WEIR_GPU_CPU_AB: ';'-separated environments to run it with too, e.g.
+#               "WEIR_CPU_AMX=0;WEIR_CPU_REPACK=0 WEIR_CPU_AMX=0"), a per-node profile of
+#               the first or WEIR_GPU_PROFILE_MODEL (WEIR_CPU_PROFILE=1) (not run by default)
 #     depth     tg128 at depth 0 and WEIR_GPU_DEPTH (4096) on the selected models, and
 #               the ratio (issue 28: within 10%), for each KV cache type in
 #               WEIR_GPU_DEPTH_KV (default "f16 q8_0") (not run by default)
@@ -532,13 +533,15 @@ if has cpu; then
   # The CPU alone (the GPU hidden: CUDA_VISIBLE_DEVICES=), every core: the
   # host's CPU, which kernels run (AVX-512 VNNI, AMX, repacked types), the CPU
   # tests (AMX's among them, which skip where there is none) and repack
-  # microbench, then weir bench -ngl 0 on the selected models, with the
-  # weights repacked and (WEIR_GPU_CPU_AB=1) in the file's layout, and a
+  # microbench, then weir bench -ngl 0 on the selected models, as they are
+  # and in each environment of WEIR_GPU_CPU_AB (';'-separated), and a
   # per-node profile of the first model (WEIR_CPU_PROFILE=1).
   step "CPU only (CUDA_VISIBLE_DEVICES=)"
   threads=${WEIR_CPU_THREADS:-$(nproc)}
   lscpu | grep -E "^(Model name|CPU\(s\)|Thread\(s\) per core|NUMA node\(s\)|L2 cache|L3 cache)" || true
   echo "flags: $(grep -o -w -E 'avx512_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  # What this process may use: its CPU set and any cgroup quota.
+  echo "nproc $(nproc), $(grep Cpus_allowed_list /proc/self/status | tr '\t' ' '), cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo n/a)"
   CUDA_VISIBLE_DEVICES= "$build/weir" --version | head -2
   if [ -x "$build/tests/weir_backend_tests" ]; then
     TAIL=15 run_logged cpu "$log_dir/cpu-tests.log" env CUDA_VISIBLE_DEVICES= \
@@ -551,15 +554,20 @@ if has cpu; then
   for m in "${selected[@]}"; do
     p=$(path_of "${m%%:*}")
     [ -f "$p" ] || { echo "cpu: no $p (the models stage writes it)"; continue; }
-    for repack in 1 ${WEIR_GPU_CPU_AB:+0}; do
-      echo "--- ${m%%:*}, WEIR_CPU_REPACK=$repack"
-      TAIL=12 run_logged cpu "$log_dir/cpu-bench-${m%%:*}-$repack.log" env CUDA_VISIBLE_DEVICES= WEIR_CPU_REPACK=$repack \
-        "$build/weir" bench -m "$p" -ngl 0 -t "$threads" -p 512 -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
+    IFS=';' read -r -a variants <<<"default;${WEIR_GPU_CPU_AB:-}"
+    for v in "${variants[@]}"; do
+      [ -n "$v" ] || continue
+      echo "--- ${m%%:*}, $v"
+      envs=(CUDA_VISIBLE_DEVICES=)
+      if [ "$v" != default ]; then read -r -a more <<<"$v"; envs+=("${more[@]}"); fi
+      TAIL=12 run_logged cpu "$log_dir/cpu-bench-${m%%:*}-${v// /_}.log" env "${envs[@]}" \
+        "$build/weir" bench -m "$p" -ngl 0 -t "$threads" -p "${WEIR_GPU_CPU_PP:-512}" -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
     done
   done
-  p=$(path_of "${selected[0]%%:*}")
+  prof=${WEIR_GPU_PROFILE_MODEL:-${selected[0]%%:*}}
+  p=$(path_of "$prof")
   if [ -f "$p" ]; then
-    echo "--- profile: ${selected[0]%%:*}"
+    echo "--- profile: $prof"
     CUDA_VISIBLE_DEVICES= WEIR_CPU_PROFILE=1 "$build/weir" bench -m "$p" -ngl 0 -t "$threads" -p 512 -n 32 -r 1 \
       >"$log_dir/cpu-profile.log" 2>&1 || failed+=(cpu)
     grep -A22 "CPU profile" "$log_dir/cpu-profile.log" || tail -20 "$log_dir/cpu-profile.log"

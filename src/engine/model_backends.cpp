@@ -61,6 +61,16 @@ void check_spec(const RuntimeSpec& s) {
 }  // namespace
 
 ModelBackends make_backends(const Model& m, const RuntimeSpec& spec) {
+  if (spec.fit) {  // the placement chosen, then made as if given by hand
+    FitPlan plan;
+    std::string report;
+    const RuntimeSpec fitted = fit_spec(m, spec, &plan, &report);
+    if (spec.note) spec.note(report);
+    ModelBackends c = make_backends(m, fitted);
+    c.fit = plan;
+    c.fit_report = report;
+    return c;
+  }
   check_spec(spec);
   PlacementRequest req;
   req.n_gpu_layers = spec.n_gpu_layers;
@@ -169,6 +179,9 @@ ModelBackends make_backends(const Model& m, const RuntimeSpec& spec) {
   // Op offload: where a GPU is present, the products of big batches of the
   // CPU's layers run there, their weights streamed (llama.cpp does it too).
   const bool offload = spec.op_offload && !gpus.empty();
+  // With a GPU backend beside it, the GPU may read the host's weights in the
+  // file's layout (op offload streams them): the CPU keeps their pages.
+  cpu.release_file_pages = p.single_device() && p.layer.front() == 0 && !offload;
   if (p.single_device() && p.layer.front() == 0 && !offload) {
     c.backend = std::make_unique<CpuBackend>(spec.threads, cpu);
     done(c, {});

@@ -1,6 +1,7 @@
-// Weights are used in place from the mmap: after loading and running a
-// prompt, resident memory grows by no more than the file, the KV cache and
-// the activations, plus 10%.
+// Weights are held once: used in place from the mmap, or repacked by the
+// CPU backend (repack.h) with their file pages given back (file_pages.h).
+// After loading and running a prompt, resident memory grows by no more than
+// the file, the KV cache and the activations, plus 10%.
 #include <gtest/gtest.h>
 
 #include <filesystem>
