@@ -24,6 +24,7 @@
 #include "backend/cuda_options.h"
 #include "comm/gpu_comm.h"
 #include "core/collective.h"
+#include "engine/gpu_fit.h"
 #include "engine/session.h"
 #include "model/loader.h"
 #include "model/model.h"
@@ -48,11 +49,15 @@ struct RuntimeSpec {
   int n_cpu_moe = 0;                     // --n-cpu-moe N: those of the first N layers
   int tp = 1;                            // --tp N: tensor parallel over N CPU ranks (-ngl 0) or N GPUs
   bool op_offload = true;                // --no-op-offload clears it: big prompt products of CPU weights on the GPU
+  bool fit = false;                      // --fit, -ngl auto: n_gpu_layers (MoE: and --n-cpu-moe) chosen from the
+                                         // GPU's free memory (engine/gpu_fit.h); n_gpu_layers is ignored
+  uint64_t fit_vram = 0;                 // --fit-vram: the most GPU memory the fit may use (0: what is free)
 
   // --- KV cache and steps ---
   int64_t n_ctx = 4096;                  // -c: KV cache cells (0: no session is made)
   bool n_ctx_at_most_trained = false;    // -c not given: at most the model's context_length
   DType kv_type = DType::F32;            // -ctk / -ctv (default_kv_type)
+  bool kv_type_default = false;          // kv_type is default_kv_type's guess for --fit: it follows what the fit chose
   int64_t n_batch = 2048;                // -b: the logical batch
   int64_t n_ubatch = 512;                // -ub: tokens a forward step takes (the step is min(-b, -ub))
   int n_seq = 1;                         // sequences decoded side by side (SessionParams::n_seq)
@@ -73,6 +78,9 @@ struct RuntimeSpec {
   LoaderOptions load;                    // readers, staging buffers, --direct-io, progress
 
   // --- running ---
+  // One-line reports for the user (what --fit chose); tools print them on
+  // stderr; empty: none.
+  std::function<void(const std::string&)> note;
   const std::atomic<bool>* stop = nullptr;  // a stop signal: loads, steps and the CPU's graphs end with Cancelled
   bool stop_steps = true;  // false: the signal ends loads only (weir serve ends its requests itself)
   // Under mpirun: this process is one rank of `world` (tools/mpi_ranks.h);
@@ -80,6 +88,10 @@ struct RuntimeSpec {
   Collective* world = nullptr;
   int local_rank = 0;
 };
+
+// -ngl auto among the -ngl values of tools/ (weir bench's lists): the same
+// as --fit (RuntimeSpec::fit).
+constexpr int kNglAuto = -1;
 
 // Every CPU, at least 1.
 int default_threads();
@@ -107,6 +119,10 @@ struct ModelBackends {
   // it: --tp N equals --tp 1 bit for bit), partial sums on GPUs.
   RowParallel row_parallel = RowParallel::PartialSums;
   std::string placement;             // bytes per device and what runs there (for -v and bench)
+  // --fit: what it chose (fit.n_gpu_layers is the -ngl it stands for) and
+  // its one-line report (empty without --fit).
+  FitPlan fit;
+  std::string fit_report;
   sched::Scheduler* split = nullptr;  // the backend, when it is a scheduler over several
   // The weights loaded to devices (and with --no-mmap into memory): after
   // every backend, so that it goes first and the backends forget them.
@@ -128,6 +144,18 @@ ModelBackends make_backends(const Model& m, const RuntimeSpec& spec);
 // message calls the context's flag (bench: "-p + -n + -d").
 std::unique_ptr<Session> make_session(const Model& m, const ModelBackends& b, const RuntimeSpec& spec,
                                       const std::string& ctx_flag = "--ctx-size");
+
+// --fit: `spec` with the placement engine/gpu_fit.h's rule chooses for `m`
+// on the spec's GPU (n_gpu_layers, cpu_moe, n_cpu_moe; fit cleared), *plan
+// and *report saying what and why. Without a GPU: everything on the CPU,
+// the report says why. UsageError for --fit over several GPUs (--tp,
+// --device A,B, -sm layer|tensor, mpirun): it fits one GPU for now.
+RuntimeSpec fit_spec(const Model& m, const RuntimeSpec& spec, FitPlan* plan, std::string* report);
+// fit_spec's view of the model's bytes (free memory and margin left 0):
+// weights per layer (experts apart), the rest as the head, the KV cache of a
+// layer at spec.n_ctx cells; weights -ot (or --cpu-moe, --n-cpu-moe) sends to
+// the CPU left out, those it sends to `device` ("CUDA0") fixed.
+FitInput fit_input(const Model& m, const RuntimeSpec& spec, const std::string& device);
 
 // The expert weights kept on the CPU by --cpu-moe / --n-cpu-moe, as -ot
 // rules (none for a dense model).

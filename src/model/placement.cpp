@@ -7,10 +7,8 @@
 #include "core/error.h"
 
 namespace weir {
-namespace {
 
-// The layer of a tensor named "blk.N....", or -1.
-int64_t layer_of(std::string_view name) {
+int64_t tensor_layer(std::string_view name) {
   if (name.rfind("blk.", 0) != 0) return -1;
   int64_t n = 0;
   size_t i = 4;
@@ -18,6 +16,8 @@ int64_t layer_of(std::string_view name) {
   for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) n = n * 10 + (name[i] - '0');
   return i < name.size() && name[i] == '.' ? n : -1;
 }
+
+namespace {
 
 int device_index(const std::vector<std::string>& devices, const std::string& name, const std::string& flag) {
   for (size_t i = 0; i < devices.size(); ++i)
@@ -94,7 +94,7 @@ ModelPlacement place_model(const Model& m, const std::vector<std::string>& devic
   p.weight_bytes.assign(devices.size(), 0);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string name(tensors[i].name);
-    const int64_t il = layer_of(name);
+    const int64_t il = tensor_layer(name);
     int home = 0;
     if (il >= 0) home = il >= first_gpu_layer ? gpu_of_layer(il) : 0;
     else if (name.rfind("output", 0) == 0) home = p.output;  // output.weight, output_norm.weight

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/model.h"
@@ -26,6 +27,9 @@ struct TensorOverride {
   std::regex re;
   std::string device;   // "CPU", "CUDA0", ...
 };
+
+// The layer of a tensor named "blk.N....", or -1 (the embedding, the head).
+int64_t tensor_layer(std::string_view name);
 
 // "REGEX=DEV" (-ot), checked: a bad regex or a missing '=' throws Error
 // naming the flag's value.

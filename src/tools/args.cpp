@@ -67,6 +67,38 @@ std::vector<int> parse_int_list(const std::string& name, const std::string& valu
   return out;
 }
 
+uint64_t parse_size(const std::string& name, const std::string& value) {
+  const auto bad = [&](const std::string& why) {
+    return UsageError(name + ": '" + value + "': " + why + " (expected a size like 6G, 6144M or 1.5GiB)");
+  };
+  size_t digits = 0;
+  while (digits < value.size() && (std::isdigit(static_cast<unsigned char>(value[digits])) || value[digits] == '.'))
+    ++digits;
+  if (digits == 0) throw bad("no number");
+  char* end = nullptr;
+  const std::string number = value.substr(0, digits);
+  const double x = std::strtod(number.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(x)) throw bad("not a number");
+  std::string unit = value.substr(digits);
+  if (unit.empty()) throw bad("no unit");
+  int shift = 0;
+  switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: throw bad("unknown unit");
+  }
+  unit = unit.substr(1);
+  if (!unit.empty() && (unit[0] == 'i' || unit[0] == 'I')) unit = unit.substr(1);
+  if (!unit.empty() && (unit[0] == 'b' || unit[0] == 'B')) unit = unit.substr(1);
+  if (!unit.empty()) throw bad("unknown unit");
+  const double bytes = std::ldexp(x, shift);
+  if (!(bytes >= 1)) throw bad("expected more than 0 bytes");
+  if (bytes >= std::ldexp(1.0, 63)) throw bad("too large");
+  return uint64_t(bytes);
+}
+
 Args& Args::flag(const std::string& names, bool* out, const std::string& help) {
   Spec s{split_names(names), "", help, false, [out](const std::string&, const std::string&) { *out = true; }};
   specs_.push_back(std::move(s));

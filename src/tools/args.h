@@ -18,6 +18,12 @@ using weir::UsageError;
 // Parses an integer list ("1,2,4", "1-8*2", "128-512+128"); errors name the flag.
 std::vector<int> parse_int_list(const std::string& name, const std::string& value);
 
+// Parses a size in bytes with a binary unit: "2G", "2048M", "1.5GiB",
+// "512MiB", "64K" (K, M, G, T: 2^10, 2^20, 2^30, 2^40; an "i" and a "B" may
+// follow). A bare number is refused (bytes or MiB? say which); so are 0 and
+// sizes past 2^63. Errors name the flag.
+uint64_t parse_size(const std::string& name, const std::string& value);
+
 class Args {
  public:
   Args(std::string command, std::string summary) : command_(std::move(command)), summary_(std::move(summary)) {}

@@ -1,6 +1,8 @@
 #include "tools/bench_options.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <set>
 
 #include "tools/args.h"
 #include "tools/common.h"
@@ -61,7 +63,8 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   check_all(o->plan.n_batch, 1, kMaxTokens, "-b");
   check_all(o->plan.n_ubatch, 1, kMaxTokens, "-ub");
   check_all(o->plan.n_threads, 1, kMaxThreads, "-t");
-  check_all(o->plan.n_gpu_layers, 0, 1 << 20, "-ngl");
+  for (int n : o->plan.n_gpu_layers)  // 0 or more, or auto (--fit)
+    if (n != kNglAuto) check_all({n}, 0, 1 << 20, "-ngl");
   check_all(o->plan.n_parallel, 1, 4096, "-np");
   if (o->reps < 1 || o->reps > 10000) throw UsageError("-r: expected 1 to 10000 repetitions, got " + std::to_string(o->reps));
   if (o->output != "md" && o->output != "csv" && o->output != "json" && o->output != "jsonl")
@@ -70,7 +73,8 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   o->kv_type = rf.kv_type(0);
   // Every flag checked now, with the first test's values: a bad one is an
   // error before anything is printed.
-  const int most_ngl = *std::max_element(o->plan.n_gpu_layers.begin(), o->plan.n_gpu_layers.end());
+  const auto& ngl = o->plan.n_gpu_layers;
+  const int most_ngl = std::count(ngl.begin(), ngl.end(), kNglAuto) ? kNglAuto : *std::max_element(ngl.begin(), ngl.end());
   rf.check_gpu_choice(most_ngl);
   (void)rf.spec_for("", most_ngl, o->plan.n_threads[0], o->plan.n_batch[0], o->plan.n_ubatch[0]);
   bool any = false;
@@ -90,6 +94,11 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
 
 RuntimeSpec BenchOptions::spec_for(const BenchTest& t, int64_t n_ctx) const {
   RuntimeSpec s = runtime.spec_for(t.model, t.n_gpu_layers, t.n_threads, t.n_batch, t.n_ubatch);
+  // Each --fit line once, however many tests make backends.
+  s.note = [](const std::string& line) {
+    static std::set<std::string> said;
+    if (said.insert(line).second) std::fprintf(stderr, "weir: %s\n", line.c_str());
+  };
   s.kv_type = kv_type;
   if (runtime.n_ctx > 0) {
     if (runtime.n_ctx < n_ctx)

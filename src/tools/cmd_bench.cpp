@@ -34,6 +34,16 @@ struct LoadedModel {
   std::map<std::pair<int, int>, ModelBackends> gpu;
 };
 
+// "17", or "auto" for --fit's tests.
+std::string ngl_text(int ngl) { return ngl == kNglAuto ? "auto" : std::to_string(ngl); }
+
+// Whether test t's backends hold a GPU (some layers there, --fit with a GPU,
+// or op offload): those are made once and kept.
+bool holds_gpu(const BenchTest& t, const BenchOptions& o) {
+  static const bool have_gpu = !cuda_devices().empty();
+  return t.n_gpu_layers > 0 || (have_gpu && (t.n_gpu_layers == kNglAuto || !o.runtime.no_op_offload));
+}
+
 // Loads a model and times what a user waits for before the first token can
 // be computed: open + mmap + metadata and tokenizer, the backend (its
 // threads; on a GPU, the weights copied there), the KV cache, and the first
@@ -49,8 +59,8 @@ LoadedModel load_for_bench(const std::string& path, const BenchTest& first, cons
     if (c.load.bytes)
       std::fprintf(stderr, "weir bench: %s: weights loaded: %s\n", path.c_str(), c.load.summary().c_str());
     make_session(*lm.model, c, spec, "-p + -n + -d, times -np")->prepare(1);
-    if (first.n_gpu_layers > 0 || c.split) {
-      std::fprintf(stderr, "weir bench: -ngl %d: %s\n", first.n_gpu_layers, c.placement.c_str());
+    if (holds_gpu(first, o) || c.split) {
+      std::fprintf(stderr, "weir bench: -ngl %s: %s\n", ngl_text(first.n_gpu_layers).c_str(), c.placement.c_str());
       lm.gpu.emplace(std::make_pair(first.n_gpu_layers, first.n_threads), std::move(c));
     }
   }
@@ -79,7 +89,8 @@ int cmd_bench(int argc, char** argv) {
   env.show_n_batch = !o.default_batch();
   env.show_n_ubatch = !o.default_ubatch();
   const std::vector<BenchTest> tests = expand_tests(o.plan);
-  for (const BenchTest& t : tests) env.show_ngl = env.show_ngl || t.n_gpu_layers > 0;
+  for (const BenchTest& t : tests)
+    env.show_ngl = env.show_ngl || t.n_gpu_layers > 0 || (t.n_gpu_layers == kNglAuto && !cuda_devices().empty());
   const int device = o.runtime.main_gpu >= 0 ? o.runtime.main_gpu : o.runtime.devices[0];
   if (env.show_ngl) env.gpu_info = gpu_name(device);
   // Every model opens before anything is printed: a path that is not a model
@@ -109,14 +120,27 @@ int cmd_bench(int argc, char** argv) {
       if (models.empty() || models.back().info->path != t.model)
         models.push_back(load_for_bench(t.model, t, o, max_ctx[t.model]));
       LoadedModel& lm = models.back();
-      // Backends that hold a GPU (some layers there, or op offload) are made
-      // once and kept; CPU-only ones fresh per test.
-      static const bool have_gpu = !cuda_devices().empty();
-      const bool gpu = t.n_gpu_layers > 0 || (!o.runtime.no_op_offload && have_gpu);
+      // Backends that hold a GPU are made once and kept (holds_gpu);
+      // CPU-only ones fresh per test.
+      const bool gpu = holds_gpu(t, o);
+      const auto key = std::make_pair(t.n_gpu_layers, t.n_threads);
+      const RuntimeSpec spec = o.spec_for(t, max_ctx[t.model]);
+      if (gpu && !lm.gpu.count(key)) {
+        ModelBackends c = make_backends(*lm.model, spec);
+        const std::string ngl = ngl_text(t.n_gpu_layers);
+        std::fprintf(stderr, "weir bench: -ngl %s: %s\n", ngl.c_str(), c.placement.c_str());
+        if (c.load.bytes) std::fprintf(stderr, "weir bench: -ngl %s: weights loaded: %s\n", ngl.c_str(), c.load.summary().c_str());
+        lm.gpu.emplace(key, std::move(c));
+      }
+      ModelBackends cpu;  // fresh per test: no plans or threads carried over
+      if (!gpu) cpu = make_backends(*lm.model, spec);
+      const ModelBackends& choice = gpu ? lm.gpu.at(key) : cpu;
+      // -ngl auto: the layers --fit chose (the ngl column shows them).
+      const int ngl = t.n_gpu_layers == kNglAuto ? choice.fit.n_gpu_layers : t.n_gpu_layers;
       BenchRow row;
       if (t.n_gen > 0) {
         // All on the GPU: its bandwidth; split or CPU: the CPU's (the slower part).
-        const bool all_gpu = t.n_gpu_layers > lm.model->hparams().n_layer && !lm.gpu.empty();
+        const bool all_gpu = ngl > lm.model->hparams().n_layer && !lm.gpu.empty();
         const int bw_key = all_gpu ? -1 : t.n_threads;
         if (!read_bw.count(bw_key))
           read_bw[bw_key] =
@@ -130,17 +154,6 @@ int cmd_bench(int argc, char** argv) {
         row.bytes_per_token = lm.info->weight_bytes_per_token / uint64_t(std::max(1, t.n_parallel)) +
                               row.kv_bytes_per_token;
       }
-      const auto key = std::make_pair(t.n_gpu_layers, t.n_threads);
-      const RuntimeSpec spec = o.spec_for(t, max_ctx[t.model]);
-      if (gpu && !lm.gpu.count(key)) {
-        ModelBackends c = make_backends(*lm.model, spec);
-        std::fprintf(stderr, "weir bench: -ngl %d: %s\n", t.n_gpu_layers, c.placement.c_str());
-        if (c.load.bytes) std::fprintf(stderr, "weir bench: -ngl %d: weights loaded: %s\n", t.n_gpu_layers, c.load.summary().c_str());
-        lm.gpu.emplace(key, std::move(c));
-      }
-      ModelBackends cpu;  // fresh per test: no plans or threads carried over
-      if (!gpu) cpu = make_backends(*lm.model, spec);
-      const ModelBackends& choice = gpu ? lm.gpu.at(key) : cpu;
       sched::Scheduler* split = choice.split;
       if (split) split->reset_profile();
       BenchRunOptions tro = ro;
@@ -153,10 +166,11 @@ int cmd_bench(int argc, char** argv) {
       } catch (const Cancelled&) {
         break;  // the rows so far, then the footer
       }
+      row.result.test.n_gpu_layers = ngl;
       row.model = lm.info.get();
       emit(printer->row(row));
       if (split && split->profile().steps && spec.profile)
-        std::fprintf(stderr, "weir bench: %s -ngl %d: %s\n", t.name().c_str(), t.n_gpu_layers,
+        std::fprintf(stderr, "weir bench: %s -ngl %s: %s\n", t.name().c_str(), ngl_text(t.n_gpu_layers).c_str(),
                      split->profile().describe().c_str());
       rows.push_back(std::move(row));
     }

@@ -1,5 +1,7 @@
 #include "tools/runtime_flags.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "tools/common.h"
@@ -13,6 +15,8 @@ namespace {
 
 // Each flag's names: what add_to registers and runtime_flag_names lists.
 constexpr const char* kNgl = "-ngl,--n-gpu-layers,--gpu-layers";
+constexpr const char* kFit = "--fit";
+constexpr const char* kFitVram = "--fit-vram";
 constexpr const char* kOt = "-ot,--override-tensor";
 constexpr const char* kDevice = "--device";
 constexpr const char* kMg = "-mg,--main-gpu";
@@ -60,7 +64,7 @@ std::vector<double> parse_shares(const std::string& s) {
 
 std::vector<std::string> runtime_flag_names() {
   std::vector<std::string> names;
-  for (const char* f : {kNgl, kOt, kDevice, kMg, kSm, kTs, kCpuMoe, kNCpuMoe, kTp, kNoOpOffload, kCtx, kBatch, kUbatch,
+  for (const char* f : {kNgl, kFit, kFitVram, kOt, kDevice, kMg, kSm, kTs, kCpuMoe, kNCpuMoe, kTp, kNoOpOffload, kCtx, kBatch, kUbatch,
                         kCtk, kCtv, kFa, kThreads, kThreadsBatch, kNuma, kNoMmap, kDirectIo}) {
     const std::string s = f;
     for (size_t at = 0; at <= s.size();) {
@@ -89,7 +93,13 @@ void RuntimeFlags::add_to(Args& a, const Defaults& d) {
   // weir's one-type cache cannot hold beside V's f16).
   cache_type_k = cache_type_v = d.kv_f16 ? "f16" : "";
   const std::string list = d.lists ? " (a list: each value a test)" : "";
-  a.opt_list(kNgl, &n_gpu_layers, "N", "layers on the GPU: the last N (0: CPU, default; 99: the whole model)" + list)
+  a.opt_list(kNgl, &ngl_text_, "N|auto",
+             "layers on the GPU: the last N (0: CPU, default; 99: the whole model; auto: as --fit)" + list)
+      .flag(kFit, &fit,
+            "as much of the model on the GPU as its free memory holds, less a margin for the KV cache and "
+            "scratch: whole layers from the last, the output head with all of them, a MoE's experts last; "
+            "one line says what went where (= -ngl auto)")
+      .opt(kFitVram, &fit_vram_text_, "SIZE", "the most GPU memory --fit may use, e.g. 6G or 6144M (default: what is free)")
       .opt_list(kOt, &overrides, "REGEX=DEV",
                 "put the weights whose names match REGEX on DEV (CPU, CUDA0), e.g. \"exps=CPU\"; repeatable")
       .opt_list(kDevice, &devices, "N[,M...]",
@@ -125,9 +135,34 @@ void RuntimeFlags::add_to(Args& a, const Defaults& d) {
 void RuntimeFlags::parsed(const Args& a) {
   device_given_ = a.given("--device");
   ctx_given_ = a.given("-c");
+  if (!ngl_text_.empty()) {
+    n_gpu_layers.clear();
+    for (const std::string& v : ngl_text_) {
+      if (v == "auto") {
+        n_gpu_layers.push_back(kNglAuto);
+        continue;
+      }
+      for (int n : parse_int_list("-ngl", v)) {
+        if (n < 0) throw UsageError("-ngl: expected a number of layers (0 or more) or auto, got " + std::to_string(n));
+        n_gpu_layers.push_back(n);
+      }
+    }
+  }
+  if (fit) {
+    for (int n : n_gpu_layers)
+      if (!ngl_text_.empty() && n != kNglAuto)
+        throw UsageError("--fit chooses the layers on the GPU itself; give it or -ngl " + std::to_string(n) + ", not both");
+    n_gpu_layers = {kNglAuto};
+  }
+  if (!fit_vram_text_.empty()) {
+    fit_vram = parse_size("--fit-vram", fit_vram_text_);
+    if (std::find(n_gpu_layers.begin(), n_gpu_layers.end(), kNglAuto) == n_gpu_layers.end())
+      throw UsageError("--fit-vram caps what --fit places on the GPU: give --fit (or -ngl auto) with it");
+  }
 }
 
 void RuntimeFlags::check_gpu_choice(int ngl) const {
+  if (ngl == kNglAuto) ngl = 1;  // the fit's GPU is the one --device or -mg chooses
   const bool mg_given = main_gpu >= 0;
   if (device_given_ && mg_given) throw UsageError("-mg and --device both choose the GPU: give one");
   if ((device_given_ || mg_given) && ngl == 0 && overrides.empty())
@@ -140,7 +175,7 @@ RuntimeSpec RuntimeFlags::spec(const std::string& model_path) const {
 }
 
 DType RuntimeFlags::kv_type(int ngl) const {
-  const DType k = !cache_type_k.empty() ? parse_kv_type("-ctk", cache_type_k) : default_kv_type(ngl);
+  const DType k = !cache_type_k.empty() ? parse_kv_type("-ctk", cache_type_k) : default_kv_type(ngl == kNglAuto ? 1 : ngl);
   if (!cache_type_v.empty() && parse_kv_type("-ctv", cache_type_v) != k)
     throw UsageError("-ctk and -ctv differ; weir's KV cache has one type (give -ctk alone)");
   return k;
@@ -149,7 +184,10 @@ DType RuntimeFlags::kv_type(int ngl) const {
 RuntimeSpec RuntimeFlags::spec_for(const std::string& model_path, int ngl, int n_threads, int batch, int ubatch) const {
   RuntimeSpec s;
   s.model_path = model_path;
-  s.n_gpu_layers = ngl;
+  s.fit = ngl == kNglAuto;
+  s.n_gpu_layers = s.fit ? 0 : ngl;
+  s.fit_vram = fit_vram;
+  s.note = [](const std::string& line) { std::fprintf(stderr, "weir: %s\n", line.c_str()); };
   if (devices.empty()) throw UsageError("--device: expected a GPU number");
   for (int dv : devices)
     if (dv < 0) throw UsageError("--device: expected GPU numbers >= 0, got " + std::to_string(dv));
@@ -172,6 +210,7 @@ RuntimeSpec RuntimeFlags::spec_for(const std::string& model_path, int ngl, int n
   s.n_batch = batch;
   s.n_ubatch = ubatch;
   s.kv_type = kv_type(ngl);
+  s.kv_type_default = s.fit && cache_type_k.empty();  // bench's cache is f16 unless -ctk says (kv_f16)
   if (flash_attn == "off" || flash_attn == "0" || flash_attn == "false")
     throw UsageError("-fa off: weir's attention always runs fused (flash attention); there is no other path");
   if (flash_attn != "on" && flash_attn != "auto" && flash_attn != "1" && flash_attn != "true")

@@ -27,8 +27,11 @@ struct RuntimeFlags {
     bool kv_f16 = false;                // bench: the cache f16 unless -ctk says (llama-bench's default)
   };
 
-  // As given (lists hold one value outside bench).
+  // As given (lists hold one value outside bench); -ngl auto and --fit are
+  // kNglAuto in n_gpu_layers (after parsed()).
   std::vector<int> n_gpu_layers = {0}, threads, n_batch = {2048}, n_ubatch = {512};
+  bool fit = false;
+  uint64_t fit_vram = 0;  // --fit-vram in bytes (0: not given)
   int threads_batch = 0;
   std::vector<std::string> overrides;
   std::vector<int> devices = {0};
@@ -44,7 +47,9 @@ struct RuntimeFlags {
 
   RuntimeFlags();
   void add_to(Args& a, const Defaults& d);
-  // After Args::parse: notes which flags were given (--device, -mg, -c).
+  // After Args::parse: notes which flags were given (--device, -mg, -c),
+  // reads -ngl's values (auto: kNglAuto) and --fit, --fit-vram (UsageError
+  // naming the flag for a bad value or a clash).
   void parsed(const Args& a);
   // The spec for one run with -ngl n_gpu_layers[0], -t threads[0] ...
   // (after parsed()). Checks every flag (UsageError naming it) and reads the
@@ -52,7 +57,8 @@ struct RuntimeFlags {
   RuntimeSpec spec(const std::string& model_path) const;
   // bench: the spec of one test's -ngl, -t, -b, -ub.
   RuntimeSpec spec_for(const std::string& model_path, int ngl, int threads, int batch, int ubatch) const;
-  // The KV cache type with -ngl n (-ctk, else the default).
+  // The KV cache type with -ngl n (-ctk, else the default; auto counts as
+  // layers on the GPU).
   DType kv_type(int n_gpu_layers) const;
   // --device or -mg with -ngl 0 (and no -ot rule for a GPU) would be
   // silently ignored: a UsageError says so.
@@ -61,6 +67,8 @@ struct RuntimeFlags {
  private:
   Defaults d_;
   bool device_given_ = false, ctx_given_ = false;
+  std::vector<std::string> ngl_text_;  // -ngl as given: numbers, ranges, auto
+  std::string fit_vram_text_;
 };
 
 // Every runtime flag's names, in the order help lists them (for the test that

@@ -83,6 +83,7 @@ const Flag kFlags[] = {
     {"-ub 16", false},           {"-ctk f16", false},           {"-ctk f32 -ctv f32", false},
     {"-fa on", false},           {"-t 1", false},               {"-t 1 -tb 1", false},
     {"--numa off", false},       {"--no-mmap", false},          {"-dio", false},
+    {"--fit", false},            {"-ngl auto --fit-vram 1G", false},
 };
 
 TEST(RuntimeFlags, EveryCommandAcceptsEveryFlag) {
