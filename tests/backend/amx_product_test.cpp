@@ -76,32 +76,38 @@ void expect_close(const Problem& p, const std::vector<float>& got, size_t ldy) {
           << dtype_name(p.type) << " token " << t << " row " << n;
 }
 
-TEST(AmxProduct, LayoutsGiveTheProductThroughThePlainKernel) {
+TEST(AmxProduct, LayoutsAndBlockingGiveTheProductThroughThePlainKernel) {
+  // Several panel groups (N 45: a panel and a part; 300: three groups and a
+  // part), K blocks (768 in blocks of 256), tokens padded (37), and the rows
+  // split between two callers as two threads would take them.
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
-    const Problem p = make(t, 45, 512, 37, 5);  // a panel and a part, tokens padded
-    std::vector<uint16_t> panel(size_t(kAmxPanelRows * p.K));
-    const size_t ldy = size_t(p.N) + 3;
-    std::vector<float> got(size_t(p.T) * ldy, -1.0f);
-    for (int64_t r0 = 0; r0 < p.N; r0 += kAmxPanelRows) {
-      const int64_t rows = std::min(kAmxPanelRows, p.N - r0);
-      amx_build_panel(t, p.w.data() + size_t(r0) * p.wstride, p.wstride, rows, p.K, panel.data());
-      for (int64_t r = rows; r < kAmxPanelRows; ++r) ASSERT_EQ(panel[size_t(r * p.K)], 0) << "padding row " << r;
-      amx_panel_product_reference(panel.data(), p.K, p.packed.data(), p.T, rows, got.data() + r0, ldy);
+    for (int64_t N : {45, 300}) {
+      const Problem p = make(t, N, 768, 37, 5);
+      const size_t ldy = size_t(p.N) + 3;
+      std::vector<float> got(size_t(p.T) * ldy, -1.0f);
+      const int64_t cut = N > 64 ? 160 : 32;
+      amx_product_rows(t, p.w.data(), p.wstride, p.N, p.K, p.packed.data(), p.T, got.data(), ldy, 0, cut, false, 256);
+      amx_product_rows(t, p.w.data(), p.wstride, p.N, p.K, p.packed.data(), p.T, got.data(), ldy, cut, p.N, false,
+                       256);
+      expect_close(p, got, ldy);
     }
-    expect_close(p, got, ldy);
   }
 }
 
 TEST(AmxProduct, PanelHoldsTheRoundedWeights) {
-  const Problem p = make(DType::Q4_K, 3, 256, 1, 9);
-  std::vector<uint16_t> panel(size_t(kAmxPanelRows * p.K));
-  amx_build_panel(p.type, p.w.data(), p.wstride, 3, p.K, panel.data());
+  const Problem p = make(DType::Q4_K, 3, 512, 1, 9);
+  std::vector<uint16_t> panel(size_t(kAmxPanelRows * 256));
+  amx_build_panel(p.type, p.w.data(), p.wstride, 3, 256, 256, panel.data());  // the second half of K
   std::vector<float> wf(size_t(p.K));
-  for (int64_t r = 0; r < 3; ++r) {
+  for (int64_t r = 0; r < kAmxPanelRows; ++r) {
+    if (r >= 3) {
+      ASSERT_EQ(panel[size_t(r * 256)], 0) << "padding row " << r;
+      continue;
+    }
     dequantize_row(p.type, p.w.data() + size_t(r) * p.wstride, wf.data(), p.K);
-    for (int64_t k = 0; k < p.K; ++k)
-      if (std::fabs(wf[size_t(k)]) > 1e-30f) {
-        ASSERT_EQ(panel[size_t(r * p.K + k)], f32_to_bf16(wf[size_t(k)]));
+    for (int64_t k = 0; k < 256; ++k)
+      if (std::fabs(wf[size_t(256 + k)]) > 1e-30f) {
+        ASSERT_EQ(panel[size_t(r * 256 + k)], f32_to_bf16(wf[size_t(256 + k)]));
       }
   }
 }
@@ -111,15 +117,27 @@ bool amx_here() { return amx_support().usable() && amx_support().bf16; }
 TEST(AmxProduct, TileKernelEqualsThePlainKernel) {
   if (!amx_here()) GTEST_SKIP() << "AMX: " << amx_support().describe();
   for (int64_t T : {1, 16, 31, 32, 70}) {
-    const Problem p = make(DType::Q4_0, 32, 1024, T, 11);
-    std::vector<uint16_t> panel(size_t(kAmxPanelRows * p.K));
-    amx_build_panel(p.type, p.w.data(), p.wstride, 32, p.K, panel.data());
-    std::vector<float> a(size_t(T * 32), -1.0f), b(size_t(T * 32), -2.0f);
-    amx_panel_product_reference(panel.data(), p.K, p.packed.data(), T, 32, a.data(), 32);
-    amx_panel_product(panel.data(), p.K, p.packed.data(), T, 32, b.data(), 32);
+    const Problem p = make(DType::Q4_0, 64, 1024, T, 11);
+    std::vector<uint16_t> pa(size_t(kAmxPanelRows * 512)), pb(pa.size());
+    std::vector<float> ca(2 * amx_accumulator_floats(T), -1.0f), cb(ca.size(), -2.0f);
+    const uint16_t* panels[2] = {pa.data(), pb.data()};
+    float* a[2] = {ca.data(), ca.data() + amx_accumulator_floats(T)};
+    float* b[2] = {cb.data(), cb.data() + amx_accumulator_floats(T)};
+    // Two K blocks: zeroed, then accumulated.
+    for (int64_t k0 : {0, 512}) {
+      amx_build_panel(p.type, p.w.data(), p.wstride, 32, k0, 512, pa.data());
+      amx_build_panel(p.type, p.w.data() + 32 * p.wstride, p.wstride, 32, k0, 512, pb.data());
+      amx_accumulate_reference(panels, 2, 512, p.packed.data(), p.K / 32, k0 / 32, T, a, k0 == 0);
+      amx_accumulate(panels, 2, 512, p.packed.data(), p.K / 32, k0 / 32, T, b, k0 == 0);
+    }
+    std::vector<float> ya(size_t(T * 64)), yb(ya.size());
+    for (int q = 0; q < 2; ++q) {
+      amx_store_result(a[q], T, 32, ya.data() + 32 * q, 64);
+      amx_store_result(b[q], T, 32, yb.data() + 32 * q, 64);
+    }
     std::vector<double> y, mag;
     want(p, &y, &mag);
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * mag[i] + 1e-6) << "T " << T << " at " << i;
+    for (size_t i = 0; i < ya.size(); ++i) ASSERT_NEAR(ya[i], yb[i], 1e-5 * mag[i] + 1e-6) << "T " << T << " at " << i;
   }
 }
 
@@ -127,10 +145,9 @@ TEST(AmxProduct, EveryWeightTypeAgainstFloat64) {
   if (!amx_here()) GTEST_SKIP() << "AMX: " << amx_support().describe();
   for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
     if (!quant::can_randomize(t)) continue;
-    const Problem p = make(t, 70, 768, 45, 21);
+    const Problem p = make(t, 170, 2560, 45, 21);  // two K blocks of the default size
     const size_t ldy = size_t(p.N);
     std::vector<float> got(size_t(p.T) * ldy, -1.0f);
-    // Two callers' shares, as two threads would take them.
     amx_product_rows(t, p.w.data(), p.wstride, p.N, p.K, p.packed.data(), p.T, got.data(), ldy, 0, 32);
     amx_product_rows(t, p.w.data(), p.wstride, p.N, p.K, p.packed.data(), p.T, got.data(), ldy, 32, p.N);
     expect_close(p, got, ldy);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "backend/cpu/ops_dequant.h"
 #include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
@@ -66,56 +67,102 @@ void amx_pack_token(const float* x, int64_t K, int64_t t, uint16_t* base) {
   }
 }
 
-void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, int64_t K, uint16_t* panel) {
-  const int64_t slab = slab_of(t, K);
+void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, int64_t k0, int64_t kb,
+                     uint16_t* panel) {
+  const int64_t slab = std::min(slab_of(t, kb), kb);
   thread_local std::unique_ptr<float[]> buf;
   thread_local int64_t buf_n = 0;
   if (buf_n < kAmxPanelRows * slab) {
     buf.reset(new float[size_t(kAmxPanelRows * slab)]);
     buf_n = kAmxPanelRows * slab;
   }
-  for (int64_t k0 = 0; k0 < K; k0 += slab) {
-    dequantize_rows(t, w + row_bytes(t, k0), wstride, rows, slab, buf.get(), size_t(slab));
-    for (int64_t r = 0; r < rows; ++r) to_bf16(buf.get() + r * slab, panel + r * K + k0, slab);
+  for (int64_t k = 0; k < kb; k += slab) {
+    dequantize_rows(t, w + row_bytes(t, k0 + k), wstride, rows, slab, buf.get(), size_t(slab));
+    for (int64_t r = 0; r < rows; ++r) to_bf16(buf.get() + r * slab, panel + r * kb + k, slab);
   }
-  if (rows < kAmxPanelRows) std::memset(panel + rows * K, 0, size_t((kAmxPanelRows - rows) * K) * sizeof(uint16_t));
+  if (rows < kAmxPanelRows) std::memset(panel + rows * kb, 0, size_t((kAmxPanelRows - rows) * kb) * sizeof(uint16_t));
 }
 
-void amx_panel_product_reference(const uint16_t* panel, int64_t K, const uint16_t* packed, int64_t T, int64_t rows,
-                                 float* y, size_t ldy) {
-  const int64_t steps = K / kStep;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t n = 0; n < rows; ++n) {
-      float acc = 0.0f;
-      for (int64_t s = 0; s < steps; ++s) {
-        const uint16_t* line0 = packed + ((t / 16) * steps + s) * 512 + (t % 16) * 2;
-        for (int kk = 0; kk < 16; ++kk) {
-          const float w0 = bf16_to_f32(panel[n * K + s * kStep + 2 * kk]);
-          const float w1 = bf16_to_f32(panel[n * K + s * kStep + 2 * kk + 1]);
-          const float a0 = bf16_to_f32(line0[kk * 32]), a1 = bf16_to_f32(line0[kk * 32 + 1]);
-          acc += w0 * a0 + w1 * a1;
+size_t amx_accumulator_floats(int64_t T) {
+  return size_t((T + kAmxTokenPad - 1) / kAmxTokenPad) * 4 * 256;
+}
+
+void amx_accumulate_reference(const uint16_t* const* panels, int np, int64_t kb, const uint16_t* packed, int64_t steps,
+                              int64_t s0, int64_t T, float* const* c, bool zero) {
+  for (int p = 0; p < np; ++p)
+    for (int64_t t = 0; t < (T + kAmxTokenPad - 1) / kAmxTokenPad * kAmxTokenPad; ++t)
+      for (int64_t n = 0; n < kAmxPanelRows; ++n) {
+        float* acc = c[p] + (t / 32) * 1024 + ((n / 16) * 2 + (t % 32) / 16) * 256 + (n % 16) * 16 + t % 16;
+        if (zero) *acc = 0.0f;
+        if (t >= T) continue;  // padding tokens: never read
+        for (int64_t s = 0; s < kb / kStep; ++s) {
+          const uint16_t* line0 = packed + ((t / 16) * steps + s0 + s) * 512 + (t % 16) * 2;
+          const uint16_t* wr = panels[p] + n * kb + s * kStep;
+          for (int kk = 0; kk < 16; ++kk)
+            *acc += bf16_to_f32(wr[2 * kk]) * bf16_to_f32(line0[kk * 32]) +
+                    bf16_to_f32(wr[2 * kk + 1]) * bf16_to_f32(line0[kk * 32 + 1]);
         }
       }
-      y[size_t(t) * ldy + size_t(n)] = acc;
+}
+
+void amx_store_result(const float* c, int64_t T, int64_t rows, float* y, size_t ldy) {
+  for (int64_t t0 = 0; t0 < T; t0 += kAmxTokenPad) {
+    const float* blk = c + (t0 / 32) * 1024;
+    for (int q = 0; q < 4; ++q) {
+      const int64_t nb = 16 * (q / 2), tb = t0 + 16 * (q % 2);
+      const int64_t nn = std::min<int64_t>(16, rows - nb), tt = std::min<int64_t>(16, T - tb);
+      for (int64_t j = 0; j < tt; ++j)
+        for (int64_t n = 0; n < nn; ++n) y[size_t(tb + j) * ldy + size_t(nb + n)] = blk[q * 256 + n * 16 + j];
     }
+  }
 }
 
 void amx_product_rows(DType t, const uint8_t* w, size_t wstride, int64_t N, int64_t K, const uint16_t* packed,
-                      int64_t T, float* y, size_t ldy, int64_t n0, int64_t n1) {
+                      int64_t T, float* y, size_t ldy, int64_t n0, int64_t n1, bool tiles, int64_t k_block) {
   if (n0 % kAmxPanelRows != 0) throw Error("amx product: rows must start at a multiple of 32");
-  thread_local std::unique_ptr<uint16_t, void (*)(void*)> panel{nullptr, std::free};
-  thread_local int64_t panel_k = 0;
-  if (panel_k < K) {
-    void* p = nullptr;
-    if (posix_memalign(&p, 64, size_t(kAmxPanelRows * K) * sizeof(uint16_t)) != 0)
-      throw Error("amx product: cannot allocate a panel");
-    panel.reset(static_cast<uint16_t*>(p));
-    panel_k = K;
+  constexpr int kGroup = 4;  // panels a group: 128 rows
+  // The K block: whole slabs of the type, at most k_block.
+  const int64_t slab = slab_of(t, K);
+  const int64_t kb_max = std::max(slab, std::min(K, k_block) / slab * slab);
+  struct Buffers {
+    std::unique_ptr<uint16_t, void (*)(void*)> panels{nullptr, std::free};
+    std::unique_ptr<float, void (*)(void*)> acc{nullptr, std::free};
+    size_t panel_elems = 0, acc_floats = 0;
+  };
+  thread_local Buffers b;
+  const size_t pe = size_t(kAmxPanelRows * kb_max), af = amx_accumulator_floats(T);
+  auto grow = [](auto& ptr, size_t& have, size_t want, size_t elem) {
+    if (have >= want) return;
+    void* m = nullptr;
+    if (posix_memalign(&m, 64, want * elem) != 0) throw Error("amx product: cannot allocate its buffers");
+    ptr.reset(static_cast<typename std::remove_reference_t<decltype(ptr)>::element_type*>(m));
+    have = want;
+  };
+  grow(b.panels, b.panel_elems, pe * kGroup, sizeof(uint16_t));
+  grow(b.acc, b.acc_floats, af * kGroup, sizeof(float));
+  const uint16_t* panels[kGroup];
+  float* acc[kGroup];
+  for (int p = 0; p < kGroup; ++p) {
+    panels[p] = b.panels.get() + size_t(p) * pe;
+    acc[p] = b.acc.get() + size_t(p) * af;
   }
-  for (int64_t r0 = n0; r0 < std::min(n1, N); r0 += kAmxPanelRows) {
-    const int64_t rows = std::min({kAmxPanelRows, N - r0, n1 - r0});
-    amx_build_panel(t, w + size_t(r0) * wstride, wstride, rows, K, panel.get());
-    amx_panel_product(panel.get(), K, packed, T, rows, y + r0, ldy);
+  const int64_t end = std::min(n1, N);
+  for (int64_t g0 = n0; g0 < end; g0 += kGroup * kAmxPanelRows) {
+    const int np = int(std::min<int64_t>(kGroup, (end - g0 + kAmxPanelRows - 1) / kAmxPanelRows));
+    for (int64_t k0 = 0; k0 < K; k0 += kb_max) {
+      const int64_t kb = std::min(kb_max, K - k0);
+      for (int p = 0; p < np; ++p) {
+        const int64_t r0 = g0 + p * kAmxPanelRows;
+        amx_build_panel(t, w + size_t(r0) * wstride, wstride, std::min(kAmxPanelRows, end - r0), k0, kb,
+                        const_cast<uint16_t*>(panels[p]));
+      }
+      (tiles ? amx_accumulate : amx_accumulate_reference)(panels, np, kb, packed, K / kStep, k0 / kStep, T, acc,
+                                                          k0 == 0);
+    }
+    for (int p = 0; p < np; ++p) {
+      const int64_t r0 = g0 + p * kAmxPanelRows;
+      amx_store_result(acc[p], T, std::min(kAmxPanelRows, end - r0), y + r0, ldy);
+    }
   }
 }
 

@@ -37,22 +37,37 @@ size_t amx_packed_bytes(int64_t T, int64_t K);
 void amx_pack_token(const float* x, int64_t K, int64_t t, uint16_t* base);
 
 // Builds the panel of weight rows [0, rows) (rows <= 32) of type t, wstride
-// bytes apart; panel holds 32 * K bf16.
-void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, int64_t K, uint16_t* panel);
+// bytes apart, elements [k0, k0 + kb) of each (k0 and kb multiples of the
+// type's block and of 32): panel holds 32 rows of kb bf16.
+void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, int64_t k0, int64_t kb,
+                     uint16_t* panel);
 
-// y[t * ldy + n] for tokens t < T and panel rows n < rows: the products of
-// one panel with the packed activations. The tile kernel (AMX; the caller
-// checks amx_support()) and the plain version (float sums in the tiles'
-// order; the reference for tests).
-void amx_panel_product(const uint16_t* panel, int64_t K, const uint16_t* packed, int64_t T, int64_t rows, float* y,
-                       size_t ldy);
-void amx_panel_product_reference(const uint16_t* panel, int64_t K, const uint16_t* packed, int64_t T, int64_t rows,
-                                 float* y, size_t ldy);
+// Accumulators of one panel: per 32 tokens, four 16 x 16 fp32 tiles (weight
+// rows 16 (q / 2) + n by tokens 16 (q % 2) + j at q * 256 + n * 16 + j), so
+// 32 floats a padded token.
+size_t amx_accumulator_floats(int64_t T);
 
-// Rows [n0, n1) of y = W x^T (n0 a multiple of 32) with the AMX kernel:
-// panels built in a per-thread buffer. w: the weight's N rows, wstride
-// bytes apart.
+// For each of np panels (kb elements a row), adds to its accumulators c[p]
+// (zeroed first when zero) the products with the packed activations' steps
+// [s0, s0 + kb / 32) of K / 32 = steps: token blocks outside, panels inside,
+// so a block's activations serve every panel from the cache. The tile
+// kernel (AMX; the caller checks amx_support()) and the plain version (the
+// reference for tests; float sums in another order).
+void amx_accumulate(const uint16_t* const* panels, int np, int64_t kb, const uint16_t* packed, int64_t steps, int64_t s0,
+                    int64_t T, float* const* c, bool zero);
+void amx_accumulate_reference(const uint16_t* const* panels, int np, int64_t kb, const uint16_t* packed, int64_t steps,
+                              int64_t s0, int64_t T, float* const* c, bool zero);
+// y[t * ldy + n] = the accumulators' value for tokens t < T, rows n < rows.
+void amx_store_result(const float* c, int64_t T, int64_t rows, float* y, size_t ldy);
+
+// Rows [n0, n1) of y = W x^T (n0 a multiple of 32): up to 4 panels (128
+// rows) at a time, K in blocks of at most k_block elements (each panel
+// group's block stays in L2 while every token block passes), accumulators
+// kept between blocks. w: the weight's N rows, wstride bytes apart. tiles:
+// the AMX kernel, else the plain one (tests).
+constexpr int64_t kAmxKBlock = 2048;
 void amx_product_rows(DType t, const uint8_t* w, size_t wstride, int64_t N, int64_t K, const uint16_t* packed,
-                      int64_t T, float* y, size_t ldy, int64_t n0, int64_t n1);
+                      int64_t T, float* y, size_t ldy, int64_t n0, int64_t n1, bool tiles = true,
+                      int64_t k_block = kAmxKBlock);
 
 }  // namespace weir::cpu
