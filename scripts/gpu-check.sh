@@ -564,6 +564,24 @@ if has cpu; then
         "$build/weir" bench -m "$p" -ngl 0 -t "$threads" -p "${WEIR_GPU_CPU_PP:-512}" -n 128 -r "${WEIR_GPU_BENCH_REPS:-3}"
     done
   done
+  # The paths agree: perplexity (128-token chunks: prefill products) and 32
+  # greedy tokens after a long prompt, as they are, without AMX, and plain
+  # (neither AMX nor repacked weights), on the first model.
+  p=$(path_of "${selected[0]%%:*}")
+  text=$carry/ppl-text.txt
+  [ -f ../shared/ref/ppl-text.txt ] && text=../shared/ref/ppl-text.txt
+  if [ -f "$p" ] && [ -f "$text" ]; then
+    head -c 3000 "$text" >/tmp/weir-cpu-prompt.txt
+    for v in "" "WEIR_CPU_AMX=0" "WEIR_CPU_AMX=0 WEIR_CPU_REPACK=0"; do
+      # shellcheck disable=SC2086
+      ppl=$(env CUDA_VISIBLE_DEVICES= $v "$build/weir" perplexity -m "$p" -f "$text" -c 128 --chunks 8 -t "$threads" 2>&1 |
+        grep -o "PPL = [0-9.]*" | tail -1)
+      # shellcheck disable=SC2086
+      toks=$(env CUDA_VISIBLE_DEVICES= $v "$build/weir" run -m "$p" -f /tmp/weir-cpu-prompt.txt -n 32 --temp 0 --ignore-eos \
+        -t "$threads" 2>/dev/null | tail -c 200 | md5sum | cut -c1-8)
+      echo "paths ${selected[0]%%:*} [${v:-default}]: $ppl, 32 greedy tokens' text md5 $toks"
+    done
+  fi
   prof=${WEIR_GPU_PROFILE_MODEL:-${selected[0]%%:*}}
   p=$(path_of "$prof")
   if [ -f "$p" ]; then
