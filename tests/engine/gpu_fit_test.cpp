@@ -223,5 +223,42 @@ TEST(GpuFit, InputFromAModel) {
   EXPECT_EQ(ot.head_bytes, in.head_bytes - m->file().find_tensor("token_embd.weight")->nbytes);
 }
 
+// A mixture of experts: the expert weights apart, per layer; --n-cpu-moe
+// given by hand takes the first layers' out; --cpu-moe all of them.
+TEST(GpuFit, InputFromAMixtureOfExperts) {
+  const std::string path = test::synth_tiny("qwen3moe", "gpu-fit");
+  const auto m = Model::load(path);
+  const int64_t n_layer = m->hparams().n_layer;
+  ASSERT_GT(m->hparams().n_expert, 0);
+  RuntimeSpec s;
+  s.n_ctx = 64;
+  FitInput in = fit_input(*m, s, "CUDA0");
+  ASSERT_EQ(int64_t(in.expert_bytes.size()), n_layer);
+  uint64_t experts = 0, layers = 0;
+  for (int64_t il = 0; il < n_layer; ++il) {
+    uint64_t want = 0;
+    for (const char* w : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
+      want += m->file().find_tensor("blk." + std::to_string(il) + "." + w + ".weight")->nbytes;
+    EXPECT_EQ(in.expert_bytes[size_t(il)], want) << il;
+    experts += in.expert_bytes[size_t(il)];
+    layers += in.layer_bytes[size_t(il)];
+    EXPECT_GT(in.layer_bytes[size_t(il)], 0u);  // attention, norms, the router
+  }
+  EXPECT_EQ(experts + layers + in.head_bytes, m->weight_bytes());
+  EXPECT_TRUE(plan_gpu_fit(in).moe);
+
+  s.n_cpu_moe = 1;
+  FitInput first = fit_input(*m, s, "CUDA0");
+  EXPECT_EQ(first.expert_bytes[0], 0u);
+  EXPECT_EQ(first.expert_bytes[1], in.expert_bytes[1]);
+  s.n_cpu_moe = 0;
+  s.cpu_moe = true;
+  FitInput all = fit_input(*m, s, "CUDA0");
+  for (uint64_t b : all.expert_bytes) EXPECT_EQ(b, 0u);
+  EXPECT_EQ(all.layer_bytes, in.layer_bytes);
+  all.free_bytes = uint64_t(1) << 40;
+  EXPECT_FALSE(plan_gpu_fit(all).moe);  // nothing left for the fit to move
+}
+
 }  // namespace
 }  // namespace weir
