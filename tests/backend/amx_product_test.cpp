@@ -96,19 +96,18 @@ TEST(AmxProduct, LayoutsAndBlockingGiveTheProductThroughThePlainKernel) {
 
 TEST(AmxProduct, PanelHoldsTheRoundedWeights) {
   const Problem p = make(DType::Q4_K, 3, 512, 1, 9);
-  const int64_t st = amx_panel_stride(256);
-  std::vector<uint16_t> panel(size_t(kAmxPanelRows * st));
+  std::vector<uint16_t> panel(size_t(kAmxPanelRows * 256));
   amx_build_panel(p.type, p.w.data(), p.wstride, 3, 256, 256, panel.data());  // the second half of K
   std::vector<float> wf(size_t(p.K));
   for (int64_t r = 0; r < kAmxPanelRows; ++r) {
     if (r >= 3) {
-      ASSERT_EQ(panel[size_t(r * st)], 0) << "padding row " << r;
+      for (int64_t k = 0; k < 256; ++k) ASSERT_EQ(panel[size_t(amx_panel_index(r, k))], 0) << "padding row " << r;
       continue;
     }
     dequantize_row(p.type, p.w.data() + size_t(r) * p.wstride, wf.data(), p.K);
     for (int64_t k = 0; k < 256; ++k)
       if (std::fabs(wf[size_t(256 + k)]) > 1e-30f) {
-        ASSERT_EQ(panel[size_t(r * st + k)], f32_to_bf16(wf[size_t(256 + k)]));
+        ASSERT_EQ(panel[size_t(amx_panel_index(r, k))], f32_to_bf16(wf[size_t(256 + k)]));
       }
   }
 }
@@ -119,7 +118,7 @@ TEST(AmxProduct, TileKernelEqualsThePlainKernel) {
   if (!amx_here()) GTEST_SKIP() << "AMX: " << amx_support().describe();
   for (int64_t T : {1, 16, 31, 32, 70}) {
     const Problem p = make(DType::Q4_0, 64, 1024, T, 11);
-    std::vector<uint16_t> pa(size_t(kAmxPanelRows * amx_panel_stride(512))), pb(pa.size());
+    std::vector<uint16_t> pa(size_t(kAmxPanelRows * 512)), pb(pa.size());
     std::vector<float> ca(2 * amx_accumulator_floats(T), -1.0f), cb(ca.size(), -2.0f);
     const uint16_t* panels[2] = {pa.data(), pb.data()};
     float* a[2] = {ca.data(), ca.data() + amx_accumulator_floats(T)};

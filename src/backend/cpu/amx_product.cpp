@@ -69,18 +69,26 @@ void amx_pack_token(const float* x, int64_t K, int64_t t, uint16_t* base) {
 
 void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, int64_t k0, int64_t kb,
                      uint16_t* panel) {
-  const int64_t slab = std::min(slab_of(t, kb), kb), stride = amx_panel_stride(kb);
+  const int64_t slab = std::min(slab_of(t, kb), kb);
   thread_local std::unique_ptr<float[]> buf;
   thread_local int64_t buf_n = 0;
   if (buf_n < kAmxPanelRows * slab) {
     buf.reset(new float[size_t(kAmxPanelRows * slab)]);
     buf_n = kAmxPanelRows * slab;
   }
+  alignas(64) uint16_t row[256];
   for (int64_t k = 0; k < kb; k += slab) {
     dequantize_rows(t, w + row_bytes(t, k0 + k), wstride, rows, slab, buf.get(), size_t(slab));
-    for (int64_t r = 0; r < rows; ++r) to_bf16(buf.get() + r * slab, panel + r * stride + k, slab);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < slab; c += 256) {
+        const int64_t n = std::min<int64_t>(256, slab - c);
+        to_bf16(buf.get() + r * slab + c, row, n);
+        for (int64_t e = 0; e < n; e += kStep)
+          std::memcpy(panel + amx_panel_index(r, k + c + e), row + e, kStep * sizeof(uint16_t));
+      }
   }
-  for (int64_t r = rows; r < kAmxPanelRows; ++r) std::memset(panel + r * stride, 0, size_t(kb) * sizeof(uint16_t));
+  for (int64_t r = rows; r < kAmxPanelRows; ++r)
+    for (int64_t k = 0; k < kb; k += kStep) std::memset(panel + amx_panel_index(r, k), 0, kStep * sizeof(uint16_t));
 }
 
 size_t amx_accumulator_floats(int64_t T) {
@@ -97,7 +105,7 @@ void amx_accumulate_reference(const uint16_t* const* panels, int np, int64_t kb,
         if (t >= T) continue;  // padding tokens: never read
         for (int64_t s = 0; s < kb / kStep; ++s) {
           const uint16_t* line0 = packed + ((t / 16) * steps + s0 + s) * 512 + (t % 16) * 2;
-          const uint16_t* wr = panels[p] + n * amx_panel_stride(kb) + s * kStep;
+          const uint16_t* wr = panels[p] + amx_panel_index(n, s * kStep);
           for (int kk = 0; kk < 16; ++kk)
             *acc += bf16_to_f32(wr[2 * kk]) * bf16_to_f32(line0[kk * 32]) +
                     bf16_to_f32(wr[2 * kk + 1]) * bf16_to_f32(line0[kk * 32 + 1]);
@@ -130,7 +138,7 @@ void amx_product_rows(DType t, const uint8_t* w, size_t wstride, int64_t N, int6
     size_t panel_elems = 0, acc_floats = 0;
   };
   thread_local Buffers b;
-  const size_t pe = size_t(kAmxPanelRows * amx_panel_stride(kb_max)), af = amx_accumulator_floats(T);
+  const size_t pe = size_t(kAmxPanelRows * kb_max), af = amx_accumulator_floats(T);
   auto grow = [](auto& ptr, size_t& have, size_t want, size_t elem) {
     if (have >= want) return;
     void* m = nullptr;

@@ -8,9 +8,12 @@
 // made once serves every token of the batch.
 //
 // Layouts (internal to the CPU backend):
-//   weight panel: 32 rows of a block of K in bf16, row r at panel + r *
-//     amx_panel_stride (rows past the weight's last are zeros); the A
-//     operand, 16 rows a tile.
+//   weight panel: 32 rows of a block of K in bf16, as the A tiles they make,
+//     each 1 KiB and contiguous (16 rows of 32 elements): element (n, k) at
+//       ((k / 32) * 2 + n / 16) * 512 + (n % 16) * 32 + k % 32
+//     (rows past the weight's last are zeros). Contiguous tiles stream from
+//     the cache line after line; rows of a block apart (4 or 8 KiB) would
+//     put a tile's 16 lines in one L1 set.
 //   activations ("packed"): tokens in tiles of 16, the tile's 32-element
 //     steps of K one after the other, each 1 KiB: 16 lines of 16 (token)
 //     pairs of bf16, line kk holding elements 2kk, 2kk+1 of the step, as
@@ -37,15 +40,12 @@ size_t amx_packed_bytes(int64_t T, int64_t K);
 // Writes token t's K activations into the packed layout at base.
 void amx_pack_token(const float* x, int64_t K, int64_t t, uint16_t* base);
 
-// A panel's rows are kb + 32 bf16 apart: 64 bytes more than the row, so
-// that a tile's 16 rows (loaded at once) fall in different sets of the L1
-// cache (rows 4 or 8 KiB apart would all fall in one: 16 lines in a 12-way
-// set, a miss on every load).
-inline int64_t amx_panel_stride(int64_t kb) { return kb + 32; }
+// Where element (n, k) of a panel lies (bf16 units).
+inline int64_t amx_panel_index(int64_t n, int64_t k) { return ((k / 32) * 2 + n / 16) * 512 + (n % 16) * 32 + k % 32; }
 
 // Builds the panel of weight rows [0, rows) (rows <= 32) of type t, wstride
 // bytes apart, elements [k0, k0 + kb) of each (k0 and kb multiples of the
-// type's block and of 32): panel holds 32 rows of amx_panel_stride(kb) bf16.
+// type's block and of 32): panel holds 32 * kb bf16.
 void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, int64_t k0, int64_t kb,
                      uint16_t* panel);
 
@@ -54,7 +54,7 @@ void amx_build_panel(DType t, const uint8_t* w, size_t wstride, int64_t rows, in
 // 32 floats a padded token.
 size_t amx_accumulator_floats(int64_t T);
 
-// For each of np panels (kb elements a row, amx_panel_stride(kb) apart), adds to its accumulators c[p]
+// For each of np panels (kb elements a row), adds to its accumulators c[p]
 // (zeroed first when zero) the products with the packed activations' steps
 // [s0, s0 + kb / 32) of K / 32 = steps: token blocks outside, panels inside,
 // so a block's activations serve every panel from the cache. The tile

@@ -1,7 +1,7 @@
 // The AMX-BF16 tile kernel of amx_product.h: per 32 tokens and panel, four
 // fp32 accumulator tiles (2 x 16 weight rows by 2 x 16 tokens) loaded from
 // the accumulators (or zeroed), then over the K block 32 elements a step:
-// two weight tiles from the panel (rows amx_panel_stride apart), two activation
+// two weight tiles from the panel (contiguous, 1 KiB each), two activation
 // tiles (1 KiB each, packed), four TDPBF16PS; stored back.
 #include <algorithm>
 #include <cstdint>
@@ -36,7 +36,6 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_accumulate(const uint16_t*
     cfg.rows[i] = 16;
   }
   _tile_loadconfig(&cfg);
-  const size_t astride = size_t(amx_panel_stride(kb)) * sizeof(uint16_t);
   const int64_t n_steps = kb / 32;
   for (int64_t t0 = 0; t0 < T; t0 += kAmxTokenPad) {
     const uint16_t* b0 = packed + ((t0 / 16) * steps + s0) * 512;
@@ -54,11 +53,10 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_accumulate(const uint16_t*
         _tile_loadd(2, cp + 512, 64);
         _tile_loadd(3, cp + 768, 64);
       }
-      const uint16_t* a0 = panels[p];
-      const uint16_t* a1 = a0 + 16 * amx_panel_stride(kb);
+      const uint16_t* a = panels[p];  // step s: its two tiles at a + 1024 s
       for (int64_t s = 0; s < n_steps; ++s) {
-        _tile_loadd(4, a0 + s * 32, astride);
-        _tile_loadd(5, a1 + s * 32, astride);
+        _tile_loadd(4, a + s * 1024, 64);
+        _tile_loadd(5, a + s * 1024 + 512, 64);
         _tile_loadd(6, b0 + s * 512, 64);
         _tile_loadd(7, b1 + s * 512, 64);
         _tile_dpbf16ps(0, 4, 6);
