@@ -48,8 +48,15 @@ void set_simd_cap(SimdLevel cap) { g_cap.store(int(cap)); }
 namespace qk::x86 {
 PrefetchPlan g_prefetch;  // qdot_k_x86.h
 }
-void set_prefetch(PrefetchPlan p) { qk::x86::g_prefetch = p; }
+namespace {
+bool g_prefetch_set = false;  // set_prefetch was called
+}
+void set_prefetch(PrefetchPlan p) {
+  qk::x86::g_prefetch = p;
+  g_prefetch_set = true;
+}
 PrefetchPlan prefetch_plan() { return qk::x86::g_prefetch; }
+PrefetchPlan repack_prefetch_plan() { return g_prefetch_set ? qk::x86::g_prefetch : PrefetchPlan{8192, 1}; }
 
 SimdLevel best_simd_level() {
   const SimdLevel hw = hardware_simd_level(), cap = SimdLevel(g_cap.load(std::memory_order_relaxed));

@@ -65,12 +65,13 @@ thread_local ActBlocks t_act;
 #define REPACK_GROUP(NAME, TARGET, DOT)                                                                     \
   template <int TN>                                                                                                 \
   __attribute__((target(TARGET))) void NAME##_group(int64_t nb, const uint8_t* gp, const ActBlocks& act, int j0,    \
-                                                    float* y, size_t ldy) {                                         \
+                                                    float* y, size_t ldy, WeightPrefetch pf) {                      \
     __m256 acc[TN];                                                                                                 \
     for (int t = 0; t < TN; ++t) acc[t] = _mm256_setzero_ps();                                                      \
     const __m256i low = _mm256_set1_epi8(15);                                                                       \
     for (int64_t b = 0; b < nb; ++b) {                                                                              \
       const uint8_t* rec = gp + size_t(b) * kRecordBytes;                                                           \
+      pf.before<kRecordBytes>(rec);                                                                                 \
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec)));                    \
       __m256i w[8];                                                                                                 \
       for (int c = 0; c < 4; ++c) {                                                                                 \

@@ -114,11 +114,12 @@ Q4K_SUBS_FN(subs_avx2, "avx2,fma,f16c", sub_avx2)
 #define Q4K_GROUP(NAME, TARGET, SUBS)                                                                       \
   template <int TN>                                                                                                 \
   __attribute__((target(TARGET))) void NAME##_group(int64_t nb, const uint8_t* gp, const ActBlocks& act, int j0,    \
-                                                    float* y, size_t ldy) {                                         \
+                                                    float* y, size_t ldy, WeightPrefetch pf) {                      \
     __m256 acc[TN];                                                                                                 \
     for (int t = 0; t < TN; ++t) acc[t] = _mm256_setzero_ps();                                                      \
     for (int64_t b = 0; b < nb; ++b) {                                                                              \
       const uint8_t* rec = gp + size_t(b) * kRecordBytes;                                                           \
+      pf.before<kRecordBytes>(rec);                                                                                 \
       const int8_t* q[TN];                                                                                          \
       __m256i isum[TN], msum[TN];                                                                                   \
       for (int t = 0; t < TN; ++t) {                                                                                \

@@ -86,11 +86,12 @@ __attribute__((target(AVX2_TARGET), always_inline)) inline void isums_avx2(const
 #define Q8_0_GROUP(NAME, TARGET, ISUMS)                                                                       \
   template <int TN>                                                                                          \
   __attribute__((target(TARGET))) void NAME##_group(int64_t nb, const uint8_t* gp, const ActBlocks& act, int j0, \
-                                                    float* y, size_t ldy) {                                  \
+                                                    float* y, size_t ldy, WeightPrefetch pf) {               \
     __m256 acc[TN];                                                                                          \
     for (int t = 0; t < TN; ++t) acc[t] = _mm256_setzero_ps();                                               \
     for (int64_t b = 0; b < nb; ++b) {                                                                       \
       const uint8_t* rec = gp + size_t(b) * kRecordBytes;                                                    \
+      pf.before<kRecordBytes>(rec);                                                                          \
       const int8_t* q[TN];                                                                                   \
       int32_t corr[TN];                                                                                      \
       for (int t = 0; t < TN; ++t) {                                                                         \
