@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/cpu/amx_product.h"
 #include "backend/cpu/qdot.h"
 #include "tools/args.h"
 
@@ -140,6 +141,18 @@ void apply_process_env() {
       else throw UsageError("WEIR_PREFETCH=" + v + ": the cache is l1, l2, l3 or nta");
     }
     cpu::set_prefetch(p);
+  }
+  if (const char* e = var("WEIR_AMX_PREFETCH")) {  // steps ahead, 0: none
+    const std::string v = e;
+    size_t used = 0;
+    int steps = -1;
+    try {
+      steps = std::stoi(v, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != v.size() || steps < 0 || steps > 64)
+      throw UsageError("WEIR_AMX_PREFETCH=" + v + ": expected the steps ahead, 0 to 64");
+    cpu::set_amx_prefetch_steps(steps);
   }
   const char* s = var("WEIR_SIMD");
   if (!s) return;

@@ -30,7 +30,8 @@ GpuCommOptions gpu_comm_options_from_env();
 bool pipeline_from_env();
 // Process-wide: WEIR_SIMD=reference|avx2|avx512 caps the CPU kernels' level;
 // WEIR_PREFETCH=BYTES[,l1|l2|l3|nta] sets the K-quant kernels' prefetch
-// (cpu::PrefetchPlan). main calls it once, first; a bad value throws UsageError.
+// (cpu::PrefetchPlan); WEIR_AMX_PREFETCH=N the AMX kernel's (steps ahead,
+// cpu::set_amx_prefetch_steps). main calls it once, first; a bad value throws UsageError.
 void apply_process_env();
 
 }  // namespace weir::tools

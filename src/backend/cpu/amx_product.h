@@ -64,6 +64,12 @@ void amx_accumulate(const uint16_t* const* panels, int np, int64_t kb, const uin
                     int64_t T, float* const* c, bool zero);
 void amx_accumulate_reference(const uint16_t* const* panels, int np, int64_t kb, const uint16_t* packed, int64_t steps,
                               int64_t s0, int64_t T, float* const* c, bool zero);
+// How many 32-element steps ahead the tile kernel asks L1 for the tiles it
+// will load (0: none). Process-wide, set once at start-up (tools set it from
+// WEIR_AMX_PREFETCH=N to measure other distances); default 2.
+void set_amx_prefetch_steps(int steps);
+int amx_prefetch_steps();
+
 // y[t * ldy + n] = the accumulators' value for tokens t < T, rows n < rows.
 void amx_store_result(const float* c, int64_t T, int64_t rows, float* y, size_t ldy);
 
