@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "backend/cpu/act_quant.h"
+#include "backend/cpu/amx.h"
+#include "backend/cpu/amx_product.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ops_dequant.h"
 #include "backend/cpu/ops_simd.h"
@@ -284,6 +286,77 @@ TEST(CpuRepack, Q4_0Throughput) { repack_throughput(DType::Q4_0, 4096, 320); }  
 TEST(CpuRepack, Q4_KThroughput) { repack_throughput(DType::Q4_K, 4096, 320); }  // 720 KiB
 TEST(CpuRepack, Q6_KThroughput) { repack_throughput(DType::Q6_K, 4096, 320); }  // 1050 KiB
 TEST(CpuRepack, Q8_0Throughput) { repack_throughput(DType::Q8_0, 4096, 320); }  // 1360 KiB
+
+}  // namespace
+}  // namespace weir::cpu
+
+namespace weir::cpu {
+namespace {
+
+// Where one thread's share of an AMX prefill product goes (an 8B's
+// 14336 x 4096 gate/up at 512 tokens on 16 threads: 896 rows): building the
+// panels, the tile products, storing the result. Skipped without AMX.
+TEST(CpuAmx, ProductParts) {
+  if (!amx_support().usable() || !amx_support().bf16) GTEST_SKIP() << "AMX: " << amx_support().describe();
+  const int64_t K = 4096, N = 896, T = 512, kb = 2048;
+  const DType t = DType::Q4_K;
+  const size_t rb = row_bytes(t, K);
+  std::vector<uint8_t> w(rb * size_t(N));
+  for (int64_t r = 0; r < N; ++r) quant::random_fill(t, w.data() + size_t(r) * rb, K, 0.0f, 0.05f, uint64_t(r));
+  std::vector<uint16_t> packed(amx_packed_bytes(T, K) / 2);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(K));
+  for (int64_t j = 0; j < T; ++j) {
+    for (float& v : x) v = nd(rng);
+    amx_pack_token(x.data(), K, j, packed.data());
+  }
+  std::vector<uint16_t> panels(size_t(4 * 32 * kb));
+  std::vector<float> acc(4 * amx_accumulator_floats(T)), y(size_t(T * N));
+  const uint16_t* pp[4];
+  float* cc[4];
+  for (int p = 0; p < 4; ++p) {
+    pp[p] = panels.data() + size_t(p * 32 * kb);
+    cc[p] = acc.data() + size_t(p) * amx_accumulator_floats(T);
+  }
+  auto ms = [](auto f) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    return best;
+  };
+  const double build = ms([&] {
+    for (int64_t g = 0; g < N; g += 128)
+      for (int64_t k0 = 0; k0 < K; k0 += kb)
+        for (int p = 0; p < 4; ++p)
+          amx_build_panel(t, w.data() + size_t(g + 32 * p) * rb, rb, 32, k0, kb, const_cast<uint16_t*>(pp[p]));
+  });
+  const double tiles = ms([&] {
+    for (int64_t g = 0; g < N; g += 128)
+      for (int64_t k0 = 0; k0 < K; k0 += kb) amx_accumulate(pp, 4, kb, packed.data(), K / 32, k0 / 32, T, cc, k0 == 0);
+  });
+  const double store = ms([&] {
+    for (int64_t g = 0; g < N; g += 128)
+      for (int p = 0; p < 4; ++p) amx_store_result(cc[p], T, 32, y.data() + g + 32 * p, size_t(N));
+  });
+  const double whole = ms([&] {
+    amx_product_rows(t, w.data(), rb, N, K, packed.data(), T, y.data(), size_t(N), 0, N);
+  });
+  const double macs = double(N) * double(K) * double(T);
+  std::printf("AMX product, one thread, q4_K %ldx%ld by %ld tokens: panels %.2f ms, tiles %.2f ms (%.0f GMAC/s), "
+              "store %.2f ms; whole %.2f ms (%.0f GMAC/s)\n",
+              long(N), long(K), long(T), build, tiles, macs / tiles / 1e6, store, whole, macs / whole / 1e6);
+  // The tiles alone with the panels and activations in L1/L2 (one step's
+  // worth of K again and again): the kernel's own ceiling.
+  const double hot = ms([&] {
+    for (int i = 0; i < 16; ++i) amx_accumulate(pp, 1, 512, packed.data(), K / 32, 0, 64, cc, i == 0);
+  });
+  std::printf("AMX tiles hot (1 panel, 512 of K, 64 tokens, 16 times): %.3f ms, %.0f GMAC/s\n", hot,
+              16.0 * 32 * 512 * 64 / hot / 1e6);
+}
 
 }  // namespace
 }  // namespace weir::cpu

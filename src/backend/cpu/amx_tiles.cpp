@@ -31,7 +31,7 @@ static_assert(sizeof(TileConfig) == 64);
 }  // namespace
 
 namespace {
-std::atomic<int> g_prefetch_steps{2};
+std::atomic<int> g_prefetch_steps{0};
 }  // namespace
 
 void set_amx_prefetch_steps(int steps) { g_prefetch_steps.store(steps < 0 ? 0 : steps, std::memory_order_relaxed); }
