@@ -28,7 +28,7 @@
 namespace weir::cpu {
 namespace {
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q8_0};
+const DType kTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0};
 
 // K in blocks of the type, groups of 8 rows, tokens.
 struct Case {
@@ -55,6 +55,11 @@ void saturate_row(DType t, uint8_t* row, int64_t n, std::mt19937& rng) {
       auto* blk = reinterpret_cast<quant::BlockQ4_K*>(row) + b;
       std::memset(blk->scales, 0xFF, sizeof(blk->scales));  // scales and mins 63
       for (uint8_t& q : blk->qs) q = bit(rng) ? 0xFF : 0x00;
+    } else if (t == DType::Q5_K) {
+      auto* blk = reinterpret_cast<quant::BlockQ5_K*>(row) + b;
+      std::memset(blk->scales, 0xFF, sizeof(blk->scales));  // scales and mins 63
+      for (uint8_t& q : blk->qs) q = bit(rng) ? 0xFF : 0x00;
+      for (uint8_t& q : blk->qh) q = bit(rng) ? 0xFF : 0x00;  // q 31 or 0
     } else if (t == DType::Q6_K) {
       auto* blk = reinterpret_cast<quant::BlockQ6_K*>(row) + b;
       for (int8_t& s : blk->scales) s = bit(rng) ? 127 : -128;
@@ -247,7 +252,7 @@ TEST(Repack, OnlyTypesWithALayout) {
     // A group is 8 file rows plus at most 32 bytes a block.
     EXPECT_LE(repacked_group_bytes(t, 2 * b), 8 * row_bytes(t, 2 * b) + 2 * 32) << dtype_name(t);
   }
-  for (DType t : {DType::F16, DType::F32, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K, DType::Q5_K,
+  for (DType t : {DType::F16, DType::F32, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K,
                   DType::Q8_1}) {
     EXPECT_FALSE(can_repack(t, 256)) << dtype_name(t);
     EXPECT_EQ(repacked_tile(t), nullptr) << dtype_name(t);
@@ -255,6 +260,7 @@ TEST(Repack, OnlyTypesWithALayout) {
   }
   EXPECT_EQ(repacked_group_bytes(DType::Q4_0, 64), 2u * 144u);
   EXPECT_EQ(repacked_group_bytes(DType::Q4_K, 512), 2u * 1184u);
+  EXPECT_EQ(repacked_group_bytes(DType::Q5_K, 512), 2u * 1440u);
   EXPECT_EQ(repacked_group_bytes(DType::Q6_K, 512), 2u * 8u * 210u);
   EXPECT_EQ(repacked_group_bytes(DType::Q8_0, 64), 2u * 8u * 34u);
 }

@@ -37,6 +37,15 @@
 //   acc  = fma(float(isum), d_w * d_a, acc)
 //   acc  = fma(float(msum), dmin_w * -d_a, acc)
 //
+// Q5_K x 8 ("q5_Kx8"): for each 256-element super-block, one record of
+//   d, dmin, sc, mn, qs as q4_Kx8's                          1184 bytes
+//   qh[8][32]           chunk c: row after row, bytes 4c..4c+3
+//                       of each row's 32 qh bytes              256 bytes
+// (1440 bytes; 8 file rows' blocks are 1408). Element 4c + k of sub-block
+// s of a row is its nibble (as in q4_Kx8) with bit s of byte k of its qh
+// chunk c above it: one 32-byte qh load serves a chunk of all 8
+// sub-blocks. Products with Q8_K activations as q4_Kx8's, q in 0..31.
+//
 // Q6_K x 8 ("q6_Kx8"): for each 256-element super-block, one record of
 //   d[8]                the 8 rows' fp16 scales                 16 bytes
 //   sc[16][8]           sub-block s's signed scale of row r

@@ -24,12 +24,16 @@ struct RepackLayout {
 // The layouts, one a file (repack_<type>.cpp).
 const RepackLayout& q4_0x8_layout();
 const RepackLayout& q4_kx8_layout();
+const RepackLayout& q5_kx8_layout();
 const RepackLayout& q6_kx8_layout();
 const RepackLayout& q8_0x8_layout();
 
 // Byte offsets in one record (the layouts are described in repack.h).
 namespace q4_kx8 {
 constexpr size_t kD = 0, kDmin = 16, kScales = 32, kMins = 96, kQs = 160, kRecordBytes = 1184;
+}
+namespace q5_kx8 {
+constexpr size_t kD = 0, kDmin = 16, kScales = 32, kMins = 96, kQs = 160, kQh = 1184, kRecordBytes = 1440;
 }
 namespace q6_kx8 {
 constexpr size_t kD = 0, kScales = 16, kQl = 144, kQh = 1168, kRecordBytes = 1680;
@@ -47,6 +51,8 @@ WEIR_REPACK_TILE(q4_0x8_tile_avx2);
 WEIR_REPACK_TILE(q4_0x8_tile_avx512_vnni);
 WEIR_REPACK_TILE(q4_kx8_tile_avx2);
 WEIR_REPACK_TILE(q4_kx8_tile_avx512_vnni);
+WEIR_REPACK_TILE(q5_kx8_tile_avx2);
+WEIR_REPACK_TILE(q5_kx8_tile_avx512_vnni);
 WEIR_REPACK_TILE(q6_kx8_tile_avx2);
 WEIR_REPACK_TILE(q6_kx8_tile_avx512_vnni);
 WEIR_REPACK_TILE(q8_0x8_tile_avx2);
