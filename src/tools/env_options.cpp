@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "backend/cpu/amx_product.h"
+#include "backend/cpu/amx.h"
 #include "backend/cpu/qdot.h"
 #include "tools/args.h"
 

@@ -29,6 +29,8 @@ BELOW = {
 BACKEND_PUBLIC = {
     "backend/backend.h", "backend/registry.h", "backend/cuda_options.h", "backend/memory_ranges.h",
     "backend/token_sampler.h", "backend/cpu/cpu_backend.h", "backend/cpu/membw.h", "backend/cpu/amx.h",
+    # what the CPU's products run on, for --version and bench
+    "backend/cpu/kernel_choice.h",
     # the process-wide kernel choice (SIMD level cap, prefetch plan) tools/ sets once
     "backend/cpu/qdot.h",
 }

@@ -47,7 +47,11 @@ TEST(NumaModel, PlacedWeightsGiveIdenticalLogits) {
   std::ofstream(root / "node1/distance") << "21 10\n";
 
   auto model = Model::load(path);
-  CpuBackend off(2);
+  // Placed weights keep the file's layout (CpuOptions::repack does not apply
+  // to node copies), so the unplaced run keeps it too.
+  CpuOptions plain;
+  plain.repack = false;
+  CpuBackend off(2, plain);
   const std::vector<float> want = greedy_logits(*model, off, 3);
   CpuOptions o;
   o.numa = cpu::NumaMode::Distribute;

@@ -23,4 +23,12 @@ struct AmxSupport {
 // Asked on first call (the permission request included), then kept.
 const AmxSupport& amx_support();
 
+// How many 32-element steps ahead the AMX tile kernel (amx_product.h) asks
+// L1 for the tiles it will load (0: none). Process-wide, set once at
+// start-up (tools set it from WEIR_AMX_PREFETCH=N to measure other
+// distances); default 0: on the H200 host 1, 2 and 4 steps were slower (8B
+// Q4_K_M pp512: 288 t/s without, 271-277 with 2, 267-269 with 1 and 4).
+void set_amx_prefetch_steps(int steps);
+int amx_prefetch_steps();
+
 }  // namespace weir::cpu

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu/amx.h"  // amx_prefetch_steps
 #include "core/dtype.h"
 
 namespace weir::cpu {
@@ -64,14 +65,6 @@ void amx_accumulate(const uint16_t* const* panels, int np, int64_t kb, const uin
                     int64_t T, float* const* c, bool zero);
 void amx_accumulate_reference(const uint16_t* const* panels, int np, int64_t kb, const uint16_t* packed, int64_t steps,
                               int64_t s0, int64_t T, float* const* c, bool zero);
-// How many 32-element steps ahead the tile kernel asks L1 for the tiles it
-// will load (0: none). Process-wide, set once at start-up (tools set it from
-// WEIR_AMX_PREFETCH=N to measure other distances); default 0: on the H200
-// host 1, 2 and 4 steps were slower (8B Q4_K_M pp512: 288 t/s without, 271-277
-// with 2, 267-269 with 1 and 4).
-void set_amx_prefetch_steps(int steps);
-int amx_prefetch_steps();
-
 // y[t * ldy + n] = the accumulators' value for tokens t < T, rows n < rows.
 void amx_store_result(const float* c, int64_t T, int64_t rows, float* y, size_t ldy);
 
