@@ -283,6 +283,7 @@ void repack_throughput(DType t, int64_t K, int64_t N) {
 }
 
 TEST(CpuRepack, Q4_0Throughput) { repack_throughput(DType::Q4_0, 4096, 320); }  // 720 KiB of weights
+TEST(CpuRepack, Q5_0Throughput) { repack_throughput(DType::Q5_0, 4096, 320); }  // 880 KiB
 TEST(CpuRepack, Q4_KThroughput) { repack_throughput(DType::Q4_K, 4096, 320); }  // 720 KiB
 TEST(CpuRepack, Q5_KThroughput) { repack_throughput(DType::Q5_K, 4096, 320); }  // 880 KiB
 TEST(CpuRepack, Q6_KThroughput) { repack_throughput(DType::Q6_K, 4096, 320); }  // 1050 KiB

@@ -28,7 +28,7 @@
 namespace weir::cpu {
 namespace {
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0};
+const DType kTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0};
 
 // K in blocks of the type, groups of 8 rows, tokens.
 struct Case {
@@ -48,6 +48,10 @@ void saturate_row(DType t, uint8_t* row, int64_t n, std::mt19937& rng) {
     if (t == DType::Q4_0) {
       auto* blk = reinterpret_cast<quant::BlockQ4_0*>(row) + b;
       for (uint8_t& q : blk->qs) q = bit(rng) ? 0xFF : 0x00;  // q - 8 = 7 or -8
+    } else if (t == DType::Q5_0) {
+      auto* blk = reinterpret_cast<quant::BlockQ5_0*>(row) + b;
+      for (uint8_t& q : blk->qs) q = bit(rng) ? 0xFF : 0x00;
+      for (uint8_t& q : blk->qh) q = bit(rng) ? 0xFF : 0x00;  // q - 16 = 15 or -16
     } else if (t == DType::Q8_0) {
       auto* blk = reinterpret_cast<quant::BlockQ8_0*>(row) + b;
       for (int8_t& q : blk->qs) q = bit(rng) ? 127 : -128;
@@ -252,13 +256,13 @@ TEST(Repack, OnlyTypesWithALayout) {
     // A group is 8 file rows plus at most 32 bytes a block.
     EXPECT_LE(repacked_group_bytes(t, 2 * b), 8 * row_bytes(t, 2 * b) + 2 * 32) << dtype_name(t);
   }
-  for (DType t : {DType::F16, DType::F32, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K,
-                  DType::Q8_1}) {
+  for (DType t : {DType::F16, DType::F32, DType::Q4_1, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q8_1}) {
     EXPECT_FALSE(can_repack(t, 256)) << dtype_name(t);
     EXPECT_EQ(repacked_tile(t), nullptr) << dtype_name(t);
     EXPECT_THROW(repacked_group_bytes(t, 256), std::exception) << dtype_name(t);
   }
   EXPECT_EQ(repacked_group_bytes(DType::Q4_0, 64), 2u * 144u);
+  EXPECT_EQ(repacked_group_bytes(DType::Q5_0, 64), 2u * 8u * 22u);
   EXPECT_EQ(repacked_group_bytes(DType::Q4_K, 512), 2u * 1184u);
   EXPECT_EQ(repacked_group_bytes(DType::Q5_K, 512), 2u * 1440u);
   EXPECT_EQ(repacked_group_bytes(DType::Q6_K, 512), 2u * 8u * 210u);

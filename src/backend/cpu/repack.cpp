@@ -18,6 +18,7 @@ const RepackLayout* layout_of(DType t) {
   switch (t) {
     case DType::Q4_0: return &q4_0x8_layout();
     case DType::Q4_K: return &q4_kx8_layout();
+    case DType::Q5_0: return &q5_0x8_layout();
     case DType::Q5_K: return &q5_kx8_layout();
     case DType::Q6_K: return &q6_kx8_layout();
     case DType::Q8_0: return &q8_0x8_layout();

@@ -21,6 +21,18 @@
 // kernels', qdot.h, whose 8 lanes a block are summed at the end: results
 // differ from theirs in the last bits.) The same holds for every layout.
 //
+// Q5_0 x 8 ("q5_0x8"): for each 32-element block, one record of
+//   d[8]       the 8 rows' fp16 scales                         16 bytes
+//   qh[8][4]   row r's 32 fifth bits regrouped: bit v of its
+//              byte k is that of the element in byte k of
+//              nibble vector v (below)                         32 bytes
+//   qs[4][32]  as q4_0x8's                                    128 bytes
+// (176 bytes, as 8 file rows' blocks). Nibble vector v < 4 is chunk v's
+// low nibbles (elements 4v..4v+3 of each row), v >= 4 chunk v - 4's high
+// nibbles (16 + 4(v - 4)..): one 32-byte qh load gives every vector its
+// fifth bits (bit v shifted to bit 4). Products as q4_0x8's with q in
+// 0..31 and -16 * sum_i a_i.
+//
 // Q4_K x 8 ("q4_Kx8"): for each 256-element super-block, one record of
 //   d[8], dmin[8]       the 8 rows' fp16 scales                 32 bytes
 //   sc[8][8], mn[8][8]  sub-block s's 6-bit scale and min of

@@ -24,6 +24,7 @@ struct RepackLayout {
 // The layouts, one a file (repack_<type>.cpp).
 const RepackLayout& q4_0x8_layout();
 const RepackLayout& q4_kx8_layout();
+const RepackLayout& q5_0x8_layout();
 const RepackLayout& q5_kx8_layout();
 const RepackLayout& q6_kx8_layout();
 const RepackLayout& q8_0x8_layout();
@@ -31,6 +32,9 @@ const RepackLayout& q8_0x8_layout();
 // Byte offsets in one record (the layouts are described in repack.h).
 namespace q4_kx8 {
 constexpr size_t kD = 0, kDmin = 16, kScales = 32, kMins = 96, kQs = 160, kRecordBytes = 1184;
+}
+namespace q5_0x8 {
+constexpr size_t kD = 0, kQh = 16, kQs = 48, kRecordBytes = 176;
 }
 namespace q5_kx8 {
 constexpr size_t kD = 0, kDmin = 16, kScales = 32, kMins = 96, kQs = 160, kQh = 1184, kRecordBytes = 1440;
@@ -51,6 +55,8 @@ WEIR_REPACK_TILE(q4_0x8_tile_avx2);
 WEIR_REPACK_TILE(q4_0x8_tile_avx512_vnni);
 WEIR_REPACK_TILE(q4_kx8_tile_avx2);
 WEIR_REPACK_TILE(q4_kx8_tile_avx512_vnni);
+WEIR_REPACK_TILE(q5_0x8_tile_avx2);
+WEIR_REPACK_TILE(q5_0x8_tile_avx512_vnni);
 WEIR_REPACK_TILE(q5_kx8_tile_avx2);
 WEIR_REPACK_TILE(q5_kx8_tile_avx512_vnni);
 WEIR_REPACK_TILE(q6_kx8_tile_avx2);
