@@ -40,7 +40,7 @@ std::vector<float> product(int threads, bool fast, DType t, const std::vector<ui
 }
 
 TEST(CpuPathsSplit, EveryThreadCountComputesEachRowTheSame) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t K = 512, N = 203;
     const size_t rb = row_bytes(t, K);
     std::vector<uint8_t> w(rb * size_t(N));
