@@ -27,45 +27,14 @@
 #include "gemma3_reference.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "logit_compare.h"
 #include "test_env.h"
 
 namespace weir {
 namespace {
 
-std::vector<double> softmax(const float* l, int64_t n) {
-  const float mx = *std::max_element(l, l + n);
-  std::vector<double> p(static_cast<size_t>(n));
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += p[size_t(i)] = std::exp(double(l[i] - mx));
-  for (double& v : p) v /= s;
-  return p;
-}
-
-double kl_top50(const float* ref, const float* got, int64_t n) {
-  const auto p = softmax(ref, n), q = softmax(got, n);
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = i;
-  const size_t k = std::min<size_t>(50, size_t(n));
-  std::partial_sort(idx.begin(), idx.begin() + std::ptrdiff_t(k), idx.end(),
-                    [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
-  double kl = 0;
-  for (size_t i = 0; i < k; ++i) kl += p[size_t(idx[i])] * std::log(p[size_t(idx[i])] / std::max(q[size_t(idx[i])], 1e-30));
-  return kl;
-}
-
-struct Top2 {
-  int32_t top1;
-  float margin;
-};
-Top2 top_two(const float* l, int64_t n) {
-  int32_t a = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (l[i] > l[a]) a = int32_t(i);
-  float second = -INFINITY;
-  for (int64_t i = 0; i < n; ++i)
-    if (i != a) second = std::max(second, l[i]);
-  return {a, l[a] - second};
-}
+using test::kl_top50;
+using test::top_two;
 
 std::string tiny(const std::string& arch, FileType ft) {
   const std::string dir = test::own_dir();
@@ -105,7 +74,7 @@ void compare_paths(const std::string& path, int n_prompt, int n_steps, double ma
   EXPECT_LT(kl, max_kl);
   int agreed = 0;
   for (int s = 0; s < n_steps; ++s) {
-    const Top2 ta = top_two(a.logits(), V), tb = top_two(b.logits(), V);
+    const test::Margin ta = top_two(a.logits(), V), tb = top_two(b.logits(), V);
     if (ta.top1 != tb.top1) {
       EXPECT_LT(ta.margin, near_tie) << "step " << s << ": plain " << ta.top1 << " fast " << tb.top1;
       break;  // a near-tie: the sequences part here
