@@ -4,7 +4,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <csetjmp>
+#include <csignal>
 #include <cstdint>
+
+#include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
 
 namespace weir::cpu {
 
@@ -22,6 +26,45 @@ uint64_t read_xcr0() {
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (uint64_t(hi) << 32) | lo;
 }
+
+sigjmp_buf g_fault_jump;
+void on_fault(int) { siglongjmp(g_fault_jump, 1); }
+
+// One tile configured, zeroed, stored and released.
+__attribute__((target("amx-tile"))) void touch_tiles() {
+  alignas(64) uint8_t cfg[64] = {};
+  cfg[0] = 1;   // palette 1
+  cfg[16] = 64; // tile 0: 64 bytes a row (colsb[0], little-endian uint16)
+  cfg[48] = 1;  // tile 0: one row
+  _tile_loadconfig(cfg);
+  _tile_zero(0);
+  alignas(64) uint8_t out[64];
+  _tile_stored(0, out, 64);
+  _tile_release();
+}
+
+// Whether the tile instructions run here: a fault (SIGILL where a hypervisor
+// hides them despite CPUID, SIGSEGV on a refused state) is caught once, at
+// the first question, and AMX stays off.
+}  // namespace
+
+bool amx_tiles_run() {
+  struct sigaction sa = {}, old_ill = {}, old_segv = {};
+  sa.sa_handler = on_fault;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGILL, &sa, &old_ill);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  bool ok = false;
+  if (sigsetjmp(g_fault_jump, 1) == 0) {
+    touch_tiles();
+    ok = true;
+  }
+  sigaction(SIGILL, &old_ill, nullptr);
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  return ok;
+}
+
+namespace {
 
 AmxSupport probe() {
   AmxSupport a;
@@ -49,7 +92,12 @@ AmxSupport probe() {
   syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData);
   unsigned long perm = 0;
   a.permitted = syscall(SYS_arch_prctl, kArchGetXcompPerm, &perm) == 0 && (perm & (1ul << kXfeatureXtileData));
-  if (!a.permitted) a.why_not = "Linux did not grant the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM)";
+  if (!a.permitted) {
+    a.why_not = "Linux did not grant the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM)";
+    return a;
+  }
+  a.runs = amx_tiles_run();
+  if (!a.runs) a.why_not = "the tile instructions fault here";
   return a;
 }
 

@@ -4,7 +4,8 @@
 // says the operating system saves their state (bits 17 and 18), and Linux,
 // which hands the 8 KiB tile data state out per process, grants it
 // (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, checked with
-// ARCH_GET_XCOMP_PERM). Anything missing leaves AMX off, saying which.
+// ARCH_GET_XCOMP_PERM), and one tile configured, zeroed and released runs
+// without a fault (caught). Anything missing leaves AMX off, saying which.
 #pragma once
 #include <string>
 
@@ -14,14 +15,20 @@ struct AmxSupport {
   bool tile = false, int8 = false, bf16 = false;  // CPUID
   bool os_state = false;                          // XCR0: the OS saves the tiles
   bool permitted = false;                         // Linux granted this process the tile data
+  bool runs = false;                              // a tile configured and zeroed without a fault
   std::string why_not;                            // when !usable(): the first thing missing
-  bool usable() const { return tile && os_state && permitted; }
+  bool usable() const { return tile && os_state && permitted && runs; }
   // "int8, bf16" / "none (no AMX-TILE in CPUID)"
   std::string describe() const;
 };
 
 // Asked on first call (the permission request included), then kept.
 const AmxSupport& amx_support();
+
+// Tries one tile configured, zeroed, stored and released, with SIGILL and
+// SIGSEGV caught for the moment: false where that faults (no AMX, or a
+// state not granted). amx_support() asks it once, last.
+bool amx_tiles_run();
 
 // How many 32-element steps ahead the AMX tile kernel (amx_product.h) asks
 // L1 for the tiles it will load (0: none). Process-wide, set once at
