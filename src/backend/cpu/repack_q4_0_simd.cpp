@@ -7,59 +7,23 @@
 // multiply-add by d_w * d_a (8 rows' scales at once) a block and token.
 // AVX-512 VNNI: vpdpbusd on 256-bit vectors (32 registers: 8 tokens at
 // once); AVX2: maddubs + madd (16 registers: 4 tokens at once).
-#include <cstring>
-#include <vector>
 
 #include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
 #include "backend/cpu/repack.h"
+#include "backend/cpu/repack_act.h"
 #include "backend/cpu/repack_layout.h"
 #include "backend/cpu/repack_simd.h"
-#include "core/half.h"
 #include "core/quant/block_formats.h"
 
 namespace weir::cpu::repack_simd {
 
 namespace {
 
-using quant::BlockQ8_0;
 using quant::kQK;
 
 constexpr size_t kRecordBytes = 16 + 128;
 
-// The sum of a block's 32 quants: SSE2's sum of absolute differences on the
-// bytes moved to unsigned (q + 128), less 32 * 128.
-inline int32_t block_sum(const int8_t* q) {
-  const __m128i flip = _mm_set1_epi8(char(0x80));
-  const __m128i lo = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), flip);
-  const __m128i hi = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), flip);
-  const __m128i s = _mm_add_epi64(_mm_sad_epu8(lo, _mm_setzero_si128()), _mm_sad_epu8(hi, _mm_setzero_si128()));
-  return int32_t(_mm_cvtsi128_si64(s) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s))) - 32 * 128;
-}
-
-// Per activation row and block: its Q8_0 quants, -8 times their sum, and
-// its scale as a float; made once a call.
-struct ActBlocks {
-  std::vector<int32_t> corr;
-  std::vector<float> scale;
-  std::vector<const int8_t*> qs;
-  void fill(const void* a, size_t astride, int nr, int64_t nb) {
-    corr.resize(size_t(nr * nb));
-    scale.resize(size_t(nr * nb));
-    qs.resize(size_t(nr * nb));
-    for (int j = 0; j < nr; ++j) {
-      const auto* ab = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + size_t(j) * astride);
-      for (int64_t b = 0; b < nb; ++b) {
-        const size_t k = size_t(j) * size_t(nb) + size_t(b);
-        corr[k] = -8 * block_sum(ab[b].qs);
-        uint16_t h;
-        std::memcpy(&h, &ab[b].d, 2);
-        scale[k] = fp16_to_f32(h);
-        qs[k] = ab[b].qs;
-      }
-    }
-  }
-};
-
+using ActBlocks = Q8_0Blocks<8>;
 thread_local ActBlocks t_act;
 
 #define REPACK_GROUP(NAME, TARGET, DOT)                                                                     \

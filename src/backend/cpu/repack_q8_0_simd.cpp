@@ -8,14 +8,12 @@
 // AVX2: maddubs of |w| (once a block) by the activations with w's sign
 // (psignb a token and chunk): |w| <= 128 and |a| <= 127 (quantize_act's
 // Q8_0), so a pair's sum (<= 32512) never saturates; 4 tokens at once.
-#include <cstring>
-#include <vector>
 
 #include "backend/cpu/ops_simd.h"  // <immintrin.h> with GCC's warnings tamed
 #include "backend/cpu/repack.h"
+#include "backend/cpu/repack_act.h"
 #include "backend/cpu/repack_layout.h"
 #include "backend/cpu/repack_simd.h"
-#include "core/half.h"
 #include "core/quant/block_formats.h"
 
 namespace weir::cpu::repack_simd {
@@ -23,35 +21,9 @@ namespace weir::cpu::repack_simd {
 namespace {
 
 using namespace q8_0x8;
-using quant::BlockQ8_0;
 using quant::kQK;
 
-// Per activation row and block: its quants, -128 times their sum (the VNNI
-// kernel's starting value) and its scale as a float; made once a call.
-struct ActBlocks {
-  std::vector<const int8_t*> qs;
-  std::vector<int32_t> corr;
-  std::vector<float> scale;
-  void fill(const void* a, size_t astride, int nr, int64_t nb) {
-    const size_t n = size_t(nr * nb);
-    qs.resize(n);
-    corr.resize(n);
-    scale.resize(n);
-    for (int j = 0; j < nr; ++j)
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = static_cast<const uint8_t*>(a) + size_t(j) * astride + size_t(b) * sizeof(BlockQ8_0);
-        const size_t k = size_t(j) * size_t(nb) + size_t(b);
-        qs[k] = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
-        int32_t s = 0;
-        for (int i = 0; i < kQK; ++i) s += qs[k][i];
-        corr[k] = -128 * s;
-        uint16_t h;
-        std::memcpy(&h, blk + offsetof(BlockQ8_0, d), 2);
-        scale[k] = fp16_to_f32(h);
-      }
-  }
-};
-
+using ActBlocks = Q8_0Blocks<128>;
 thread_local ActBlocks t_act;
 
 #define VNNI_TARGET "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"
