@@ -148,7 +148,7 @@ void amx_product_rows(DType t, const uint8_t* w, size_t wstride, int64_t N, int6
   };
   grow(b.panels, b.panel_elems, pe * kGroup, sizeof(uint16_t));
   grow(b.acc, b.acc_floats, af * kGroup, sizeof(float));
-  const uint16_t* panels[kGroup];
+  uint16_t* panels[kGroup];
   float* acc[kGroup];
   for (int p = 0; p < kGroup; ++p) {
     panels[p] = b.panels.get() + size_t(p) * pe;
@@ -162,7 +162,7 @@ void amx_product_rows(DType t, const uint8_t* w, size_t wstride, int64_t N, int6
       for (int p = 0; p < np; ++p) {
         const int64_t r0 = g0 + p * kAmxPanelRows;
         amx_build_panel(t, w + size_t(r0) * wstride, wstride, std::min(kAmxPanelRows, end - r0), k0, kb,
-                        const_cast<uint16_t*>(panels[p]));
+                        panels[p]);
       }
       (tiles ? amx_accumulate : amx_accumulate_reference)(panels, np, kb, packed, K / kStep, k0 / kStep, T, acc,
                                                           k0 == 0);

@@ -368,7 +368,7 @@ const cpu::RepackedWeight* CpuBackend::repacked_for(const Tensor& w) {
     cpu::repack_groups(r.type, src, w.nb[1], r.K, r.N, g0, g1, r.data + size_t(g0) * r.group_bytes);
   });
   if (opts_.release_file_pages && !amx_on())
-    released_bytes_ += cpu::release_file_pages(w.data, size_t(w.nb[1]) * size_t(w.ne[1]));
+    cpu::release_file_pages(w.data, size_t(w.nb[1]) * size_t(w.ne[1]));
   return repacked_.emplace(key, std::move(rw)).first->second.get();
 }
 

@@ -128,7 +128,6 @@ class CpuBackend final : public Backend {
   };
   std::map<RepackKey, std::unique_ptr<cpu::RepackedWeight>> repacked_;
   const cpu::RepackedWeight* repacked_for(const Tensor& w);
-  size_t released_bytes_ = 0;  // file pages dropped after repacking
   bool amx_on() const;  // CpuOptions::amx and the CPU has AMX-BF16
   std::unique_ptr<cpu::CpuProfile> profile_;  // with CpuOptions::profile
   std::unique_ptr<Queue> queue_;
