@@ -1,17 +1,21 @@
-// CPU kernels (backend/cpu/cpu_ops.h) against naive double-precision
-// implementations written here, for every thread split (nth = 1, 2, 3, 7; the
-// threads are run one after another) and every SIMD family the CPU has.
+// The CPU's kernels (backend/cpu/cpu_ops.h) where they are the CPU's own:
+// every thread split (nth = 1, 2, 3, 7; the threads run one after another)
+// gives one thread's bits, every SIMD family the CPU has agrees with the
+// generic one (bit for bit, or with naive double-precision implementations
+// written here where the families sum in different orders), llama.cpp's
+// gelu table, the products' fast paths, packing and chunking, the fused
+// rms_norm + mul, and errors of bad operands. What each op means is tested
+// on every backend, this one among them: tests/backends.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -225,48 +229,6 @@ TEST(CpuMulMat, RefMatchesNaiveDoubleF32) {
     }
 }
 
-// Q8_0 quantized by hand (no dequantize_row on the naive side).
-TEST(CpuMulMat, Q8_0HandQuantizedMatchesNaiveDouble) {
-  std::mt19937 rng(3);
-  const int64_t K = 192, N = 41, T = 17;
-  std::vector<float> wv = randn(size_t(K * N), rng);
-  Buffer wb(row_bytes(DType::Q8_0, K) * size_t(N));
-  std::vector<double> wd(size_t(K * N));
-  for (int64_t b = 0; b < K * N / 32; ++b) {
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(wv[size_t(b * 32 + i)]));
-    const uint16_t dh = f32_to_fp16(amax / 127.0f);
-    const double d = fp16_to_f32(dh);
-    uint8_t* blk = wb.data() + b * 34;
-    std::memcpy(blk, &dh, 2);
-    for (int i = 0; i < 32; ++i) {
-      const int q = std::clamp(int(std::lround(wv[size_t(b * 32 + i)] / d)), -127, 127);
-      blk[2 + i] = uint8_t(int8_t(q));
-      wd[size_t(b * 32 + i)] = d * q;
-    }
-  }
-  std::vector<float> xv = randn(size_t(K * T), rng);
-  std::vector<float> y(size_t(N * T), NAN);
-  Tensor w = host_tensor(DType::Q8_0, {K, N}, wb.data(), "w");
-  Tensor x = host_tensor(DType::F32, {K, T}, xv.data(), "x");
-  Tensor yt = host_tensor(DType::F32, {N, T}, y.data(), "y");
-  yt.src[0] = &w;
-  yt.src[1] = &x;
-  for (int nth : kThreadCounts) {
-    std::fill(y.begin(), y.end(), NAN);
-    run(op_mul_mat, yt, nth);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t n = 0; n < N; ++n) {
-        double s = 0, mag = 0;
-        for (int64_t k = 0; k < K; ++k) {
-          s += wd[size_t(n * K + k)] * xv[size_t(t * K + k)];
-          mag += std::fabs(wd[size_t(n * K + k)] * xv[size_t(t * K + k)]);
-        }
-        ASSERT_NEAR(y[size_t(t * N + n)], s, 1e-5 * mag) << "n=" << n << " t=" << t << " nth=" << nth;
-      }
-  }
-}
-
 TEST(CpuMulMat, FastMatchesReferenceForEveryDtypeSplitAndIsa) {
   IsaGuard guard;
   std::mt19937 rng(4);
@@ -355,7 +317,11 @@ TEST(CpuMulMat, BadShapesThrow) {
 }
 
 // ---------------------------------------------------------------------------
-// Element-wise ops
+// Element-wise ops, rope, set_rows, get_rows: what each op means is tested
+// on every backend (tests/backends/ops_on_every_backend_test.cpp, the CPU
+// backend among them); here, that the CPU's kernels give the bits of one
+// thread at every thread split and, where they have SIMD families, on every
+// family.
 
 struct Rows {
   std::vector<float> v;
@@ -366,42 +332,56 @@ struct Rows {
   }
 };
 
-TEST(CpuElementwise, MulAddScaleWithBroadcast) {
+// Runs op into dst at every thread split (every SIMD family too, with
+// every_isa), out poisoned (or `reset`) before each run: the `bytes` bytes
+// at out must be those of the first run (one thread; the generic family).
+void expect_same_bits_every_split(OpFn op, const Tensor& dst, void* out, size_t bytes, bool every_isa,
+                                  const std::string& what, const std::function<void()>& reset = {}) {
+  IsaGuard guard;
+  std::vector<uint8_t> first;
+  for (simd::Isa isa : every_isa ? isas() : std::vector<simd::Isa>{simd::detect_isa()}) {
+    simd::set_active_isa(isa);
+    for (int nth : kThreadCounts) {
+      if (reset) {
+        reset();
+      } else {
+        std::memset(out, 0xFF, bytes);  // NaN
+      }
+      run(op, dst, nth);
+      const auto* p = static_cast<const uint8_t*>(out);
+      if (first.empty()) {
+        first.assign(p, p + bytes);
+        continue;
+      }
+      ASSERT_EQ(0, std::memcmp(first.data(), p, bytes)) << what << " nth " << nth << " isa " << simd::isa_name(isa);
+    }
+  }
+}
+
+TEST(CpuElementwise, MulAddScaleSplitsGiveOneThreadsBits) {
   std::mt19937 rng(7);
   const int64_t K = 77, R = 13;
   Rows a(K, R, rng, "a"), b(K, R, rng, "b"), b1(K, 1, rng, "b1");
   std::vector<float> y(size_t(K * R));
   Tensor yt = host_tensor(DType::F32, {K, R}, y.data(), "y");
   yt.src[0] = &a.t;
-  for (int nth : kThreadCounts) {
-    for (const Tensor* bt : {&b.t, &b1.t}) {
-      yt.src[1] = const_cast<Tensor*>(bt);
-      const float* bv = static_cast<const float*>(bt->data);
-      const bool bc = bt->ne[1] == 1;
-      std::fill(y.begin(), y.end(), NAN);
-      run(op_mul, yt, nth);
-      for (int64_t i = 0; i < K * R; ++i)
-        ASSERT_EQ(y[size_t(i)], a.v[size_t(i)] * bv[bc ? i % K : i]) << "mul nth=" << nth;
-      std::fill(y.begin(), y.end(), NAN);
-      run(op_add, yt, nth);
-      for (int64_t i = 0; i < K * R; ++i)
-        ASSERT_EQ(y[size_t(i)], a.v[size_t(i)] + bv[bc ? i % K : i]) << "add nth=" << nth;
-    }
-    yt.src[1] = nullptr;
-    yt.fparams[0] = 0.37f;
-    std::fill(y.begin(), y.end(), NAN);
-    run(op_scale, yt, nth);
-    for (int64_t i = 0; i < K * R; ++i) ASSERT_EQ(y[size_t(i)], a.v[size_t(i)] * 0.37f);
+  for (const Tensor* bt : {&b.t, &b1.t}) {
+    yt.src[1] = const_cast<Tensor*>(bt);
+    const std::string what = bt->ne[1] == 1 ? " of a row" : "";
+    expect_same_bits_every_split(op_mul, yt, y.data(), y.size() * 4, false, "mul" + what);
+    expect_same_bits_every_split(op_add, yt, y.data(), y.size() * 4, false, "add" + what);
   }
+  yt.src[1] = nullptr;
+  yt.fparams[0] = 0.37f;
+  expect_same_bits_every_split(op_scale, yt, y.data(), y.size() * 4, false, "scale");
 }
 
-TEST(CpuElementwise, RmsNormMatchesNaiveDouble) {
-  IsaGuard guard;
+// Every SIMD family and split gives the same bits (a strided input: rows 5
+// floats apart past their end).
+TEST(CpuElementwise, RmsNormFamiliesAndSplitsGiveTheSameBits) {
   std::mt19937 rng(8);
   for (int64_t K : {1, 7, 640, 1001}) {
-    const int64_t R = 9;
-    // A strided input: rows 5 floats apart past their end.
-    const int64_t ld = K + 5;
+    const int64_t R = 9, ld = K + 5;
     std::vector<float> xb = randn(size_t(ld * R), rng, 3.0f);
     Tensor x = host_tensor(DType::F32, {K, R}, xb.data(), "x");
     x.nb[1] = size_t(ld) * 4;
@@ -410,26 +390,7 @@ TEST(CpuElementwise, RmsNormMatchesNaiveDouble) {
     Tensor yt = host_tensor(DType::F32, {K, R}, y.data(), "y");
     yt.src[0] = &x;
     yt.fparams[0] = 1e-6f;
-    std::vector<float> first;  // every kernel family gives the same bits
-    for (simd::Isa isa : isas()) {
-      simd::set_active_isa(isa);
-      for (int nth : kThreadCounts) {
-        std::fill(y.begin(), y.end(), NAN);
-        run(op_rms_norm, yt, nth);
-        if (first.empty()) first = y;
-        ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << simd::isa_name(isa);
-        for (int64_t r = 0; r < R; ++r) {
-          double ss = 0;
-          for (int64_t i = 0; i < K; ++i) ss += double(xb[size_t(r * ld + i)]) * xb[size_t(r * ld + i)];
-          const double sc = 1.0 / std::sqrt(ss / double(K) + 1e-6);
-          for (int64_t i = 0; i < K; ++i) {
-            const double want = xb[size_t(r * ld + i)] * sc;
-            ASSERT_NEAR(y[size_t(r * K + i)], want, 1e-5 * std::fabs(want) + 1e-30)
-                << "K=" << K << " r=" << r << " i=" << i << " nth=" << nth;
-          }
-        }
-      }
-    }
+    expect_same_bits_every_split(op_rms_norm, yt, y.data(), y.size() * 4, true, "K " + std::to_string(K));
   }
 }
 
@@ -437,6 +398,10 @@ double gelu_d(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * x * (1.0 + 0.044715 * x * x)));
 }
 
+// llama.cpp's gelu (the CPU's llama_rounding mode): ggml's fp16 table, the
+// same bits on every family and split. The float formula (the exact mode,
+// checked against float64 on every backend) is what iparams[0] = 1 asks
+// for too.
 TEST(CpuElementwise, GeluMulFollowsLlamaCppFp16Table) {
   IsaGuard guard;
   std::mt19937 rng(9);
@@ -450,58 +415,51 @@ TEST(CpuElementwise, GeluMulFollowsLlamaCppFp16Table) {
   Tensor yt = host_tensor(DType::F32, {K, R}, y.data(), "y");
   yt.src[0] = &a.t;
   yt.src[1] = &b.t;
-  std::vector<float> first;  // every kernel family gives the same bits
-  for (simd::Isa isa : isas()) {
-    simd::set_active_isa(isa);
-    for (int nth : kThreadCounts) {
-      std::fill(y.begin(), y.end(), NAN);
-      run(op_gelu_mul, yt, nth);
-      if (first.empty()) first = y;
-      ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << simd::isa_name(isa);
-      for (int64_t i = 0; i < K * R; ++i) {
-        const float x = a.v[size_t(i)], g = b.v[size_t(i)];
-        double want;
-        double tol;
-        if (x <= -10.0f) {
-          want = 0.0, tol = 0.0;
-        } else if (x >= 10.0f) {
-          want = double(x) * g, tol = 1e-7 * std::fabs(want);
-        } else {
-          // gelu of x rounded to half, the result rounded to half. Slack: one
-          // half ulp, and the float formula's cancellation in 1 + tanhf(..)
-          // for negative x (about 0.5 * |x| * 2 * float eps).
-          const double xh = fp16_to_f32(f32_to_fp16(x));
-          const double gr = fp16_to_f32(f32_to_fp16(float(gelu_d(xh))));
-          want = gr * g;
-          tol = (std::fabs(gr) * 1e-3 + std::fabs(xh) * 1.2e-7 + 6e-8) * std::fabs(g);
-        }
-        ASSERT_NEAR(y[size_t(i)], want, tol) << "x=" << x << " nth=" << nth << " isa=" << simd::isa_name(isa);
-      }
+  expect_same_bits_every_split(op_gelu_mul, yt, y.data(), y.size() * 4, true, "table");
+  for (int64_t i = 0; i < K * R; ++i) {
+    const float x = a.v[size_t(i)], g = b.v[size_t(i)];
+    double want;
+    double tol;
+    if (x <= -10.0f) {
+      want = 0.0, tol = 0.0;
+    } else if (x >= 10.0f) {
+      want = double(x) * g, tol = 1e-7 * std::fabs(want);
+    } else {
+      // gelu of x rounded to half, the result rounded to half. Slack: one
+      // half ulp, and the float formula's cancellation in 1 + tanhf(..)
+      // for negative x (about 0.5 * |x| * 2 * float eps).
+      const double xh = fp16_to_f32(f32_to_fp16(x));
+      const double gr = fp16_to_f32(f32_to_fp16(float(gelu_d(xh))));
+      want = gr * g;
+      tol = (std::fabs(gr) * 1e-3 + std::fabs(xh) * 1.2e-7 + 6e-8) * std::fabs(g);
     }
+    ASSERT_NEAR(y[size_t(i)], want, tol) << "x=" << x;
   }
-  // The exact float formula on request (iparams[0] = 1).
+  // The exact float formula (the exact mode, OpContext::exact) is what
+  // iparams[0] = 1 asks for too, on every family and split.
+  Scratch s;
+  std::fill(y.begin(), y.end(), NAN);
+  op_gelu_mul(yt, OpContext{0, 1, &s, /*exact=*/true});
+  const std::vector<float> exact = y;
   yt.iparams[0] = 1;
-  for (int nth : kThreadCounts) {
-    std::fill(y.begin(), y.end(), NAN);
-    run(op_gelu_mul, yt, nth);
-    for (int64_t i = 0; i < K * R; ++i) {
-      const float x = a.v[size_t(i)], g = b.v[size_t(i)];
-      if (std::fabs(x) > 1000.0f) continue;  // tanhf saturates either way
-      const double want = gelu_d(x) * g;
-      ASSERT_NEAR(y[size_t(i)], want, 1e-5 * (std::fabs(double(x) * g)) + 1e-30) << "x=" << x;
-    }
-  }
+  expect_same_bits_every_split(op_gelu_mul, yt, y.data(), y.size() * 4, true, "iparams[0] = 1");
+  EXPECT_EQ(0, std::memcmp(exact.data(), y.data(), y.size() * 4)) << "iparams[0] = 1 gives the exact mode's bits";
 }
 
 // ---------------------------------------------------------------------------
 // rope
 
-TEST(CpuRope, NeoxMatchesClosedForm) {
+// x the first H heads of a fused [D, H + 2, T] buffer (a strided view);
+// n_rot 64 and 32; a Gemma-like base and freq_scale.
+TEST(CpuRope, SplitsGiveOneThreadsBits) {
   std::mt19937 rng(10);
-  for (int n_rot : {64, 32}) {
-    const int64_t D = 64, H = 3, T = 5;
-    // x is the first H heads of a fused [D, H + 2, T] buffer (a strided view).
-    const int64_t Hall = H + 2;
+  struct Case {
+    int64_t D;
+    int n_rot;
+    float base, freq_scale;
+  };
+  for (const Case& c : {Case{64, 64, 10000.0f, 1.0f}, Case{64, 32, 10000.0f, 1.0f}, Case{256, 256, 1e6f, 0.125f}}) {
+    const int64_t D = c.D, H = 3, T = 5, Hall = H + 2;
     std::vector<float> xb = randn(size_t(D * Hall * T), rng);
     Tensor x = host_tensor(DType::F32, {D, H, T}, xb.data(), "q_view");
     x.nb[2] = size_t(D * Hall) * 4;
@@ -512,51 +470,12 @@ TEST(CpuRope, NeoxMatchesClosedForm) {
     Tensor yt = host_tensor(DType::F32, {D, H, T}, y.data(), "y");
     yt.src[0] = &x;
     yt.src[1] = &p;
-    yt.iparams[0] = n_rot;
-    yt.fparams[0] = 10000.0f;
-    yt.fparams[1] = 1.0f;
-    for (int nth : kThreadCounts) {
-      std::fill(y.begin(), y.end(), NAN);
-      run(op_rope, yt, nth);
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < H; ++h) {
-          const float* xs = &xb[size_t((t * Hall + h) * D)];
-          const float* ys = &y[size_t((t * H + h) * D)];
-          for (int i = 0; i < n_rot / 2; ++i) {
-            const double th = double(pos[size_t(t)]) * std::pow(10000.0, -2.0 * i / n_rot);
-            const double x0 = xs[i], x1 = xs[i + n_rot / 2];
-            const double tol = 1e-6 * (1.0 + pos[size_t(t)]) * (std::fabs(x0) + std::fabs(x1)) + 1e-6;
-            ASSERT_NEAR(ys[i], x0 * std::cos(th) - x1 * std::sin(th), tol) << "t=" << t << " i=" << i;
-            ASSERT_NEAR(ys[i + n_rot / 2], x0 * std::sin(th) + x1 * std::cos(th), tol);
-          }
-          for (int64_t i = n_rot; i < D; ++i) ASSERT_EQ(ys[i], xs[i]);
-        }
-    }
+    yt.iparams[0] = c.n_rot;
+    yt.fparams[0] = c.base;
+    yt.fparams[1] = c.freq_scale;
+    const std::string what = "D " + std::to_string(D) + " n_rot " + std::to_string(c.n_rot);
+    expect_same_bits_every_split(op_rope, yt, y.data(), y.size() * 4, false, what);
   }
-}
-
-// With freq_scale != 1 and a Gemma-like base: theta = freq_scale * pos * base^(-2i/n).
-TEST(CpuRope, FreqScale) {
-  std::mt19937 rng(11);
-  const int64_t D = 256, H = 1, T = 2;
-  std::vector<float> xb = randn(size_t(D * H * T), rng);
-  Tensor x = host_tensor(DType::F32, {D, H, T}, xb.data(), "x");
-  std::vector<int32_t> pos = {3, 12};
-  Tensor p = host_tensor(DType::I32, {T}, pos.data(), "pos");
-  std::vector<float> y(size_t(D * H * T));
-  Tensor yt = host_tensor(DType::F32, {D, H, T}, y.data(), "y");
-  yt.src[0] = &x;
-  yt.src[1] = &p;
-  yt.iparams[0] = int(D);
-  yt.fparams[0] = 1e6f;
-  yt.fparams[1] = 0.125f;
-  run(op_rope, yt, 2);
-  for (int64_t t = 0; t < T; ++t)
-    for (int i = 0; i < D / 2; ++i) {
-      const double th = 0.125 * pos[size_t(t)] * std::pow(1e6, -2.0 * i / double(D));
-      const double x0 = xb[size_t(t * D + i)], x1 = xb[size_t(t * D + i + D / 2)];
-      ASSERT_NEAR(y[size_t(t * D + i)], x0 * std::cos(th) - x1 * std::sin(th), 2e-6 * (std::fabs(x0) + std::fabs(x1)));
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -670,43 +589,47 @@ void check_attn(const AttnCase& c, const char* what) {
     }
 }
 
-TEST(CpuAttention, GqaCausalSlidingWindowF32F16AndQ8) {
+// The kernel's SIMD families: attention on every backend
+// (tests/backends: CacheOps.Attention) runs the CPU's own family; here each
+// family against float64 (they sum in different orders), and every thread
+// split of a family giving its one thread's bits. Grouped heads, a sliding
+// window, the last query row fully masked (as padding rows of a batch are),
+// D 40 (no multiple of 16); and a prefill from position 0 (long key runs).
+TEST(CpuAttention, EverySimdFamilyAndSplit) {
   IsaGuard guard;
   std::mt19937 rng(12);
-  for (DType kv : {DType::F32, DType::F16, DType::Q8_0})
+  std::vector<AttnCase> cases;
+  for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
     for (int64_t Hkv : {1, 2})
       for (int64_t D : {64, kv == DType::Q8_0 ? 32 : 40}) {
-        AttnCase c;
+        AttnCase& c = cases.emplace_back();
         c.D = D, c.Hq = 4, c.Hkv = Hkv, c.T = 6, c.S = 45, c.Smax = 64, c.kv = kv;
-        build_attn(c, rng, /*pos0=*/39, /*window=*/20);
-        // The last query row fully masked (as padding rows of a batch are).
-        for (int64_t j = 0; j < c.S; ++j) c.mask[size_t((c.T - 1) * c.S + j)] = -INFINITY;
-        for (simd::Isa isa : isas()) {
-          simd::set_active_isa(isa);
-          for (int nth : kThreadCounts) {
-            std::fill(c.out.begin(), c.out.end(), NAN);
-            run(op_attention, c.o, nth);
-            const std::string what = std::string(dtype_name(kv)) + " Hkv=" + std::to_string(Hkv) +
-                                     " D=" + std::to_string(D) + " nth=" + std::to_string(nth) +
-                                     " isa=" + simd::isa_name(isa);
-            check_attn(c, what.c_str());
-            if (HasFatalFailure()) return;
-          }
+      }
+    AttnCase& c = cases.emplace_back();
+    c.D = 32, c.Hq = 4, c.Hkv = 1, c.T = 70, c.S = 70, c.Smax = 80, c.kv = kv;
+  }
+  for (AttnCase& c : cases) {
+    const bool prefill = c.T == 70;
+    build_attn(c, rng, prefill ? 0 : 39, prefill ? 1 << 30 : 20);
+    if (!prefill)
+      for (int64_t j = 0; j < c.S; ++j) c.mask[size_t((c.T - 1) * c.S + j)] = -INFINITY;
+    for (simd::Isa isa : isas()) {
+      simd::set_active_isa(isa);
+      std::vector<float> one;
+      for (int nth : kThreadCounts) {
+        std::fill(c.out.begin(), c.out.end(), NAN);
+        run(op_attention, c.o, nth);
+        const std::string what = std::string(dtype_name(c.kv)) + " Hkv=" + std::to_string(c.Hkv) +
+                                 " D=" + std::to_string(c.D) + " T=" + std::to_string(c.T) +
+                                 " nth=" + std::to_string(nth) + " isa=" + simd::isa_name(isa);
+        if (one.empty()) {
+          one = c.out;
+          check_attn(c, what.c_str());
+          if (HasFatalFailure()) return;
+        } else {
+          ASSERT_EQ(0, std::memcmp(one.data(), c.out.data(), one.size() * 4)) << what << ": not one thread's bits";
         }
       }
-}
-
-TEST(CpuAttention, PrefillFromZeroLongKeyRuns) {
-  std::mt19937 rng(13);
-  for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
-    AttnCase c;
-    c.D = 32, c.Hq = 4, c.Hkv = 1, c.T = 70, c.S = 70, c.Smax = 80, c.kv = kv;
-    build_attn(c, rng, 0, 1 << 30);
-    for (int nth : {1, 3}) {
-      std::fill(c.out.begin(), c.out.end(), NAN);
-      run(op_attention, c.o, nth);
-      check_attn(c, dtype_name(kv));
-      if (HasFatalFailure()) return;
     }
   }
 }
@@ -726,43 +649,37 @@ Tensor set_rows_node(Tensor& cache, Tensor& src, Tensor& idx) {
   return d;
 }
 
-TEST(CpuSetRows, WritesRowsIntoF32AndF16Caches) {
+TEST(CpuSetRows, SplitsGiveOneThreadsBits) {
+  std::mt19937 rng(14);
+  for (DType dt : {DType::F32, DType::F16, DType::Q8_0}) {
+    const int64_t K = dt == DType::Q8_0 ? 96 : 37, N = 11, T = 4;
+    const std::vector<uint8_t> before(row_bytes(dt, K) * size_t(N), 0x5A);
+    std::vector<uint8_t> cache = before;
+    Tensor ct = host_tensor(dt, {K, N}, cache.data(), "k_cache");
+    std::vector<float> src = randn(size_t(K * T), rng);
+    Tensor st = host_tensor(DType::F32, {K, T}, src.data(), "k_cur");
+    std::vector<int32_t> idx = {9, 0, 4, 10};
+    Tensor it = host_tensor(DType::I32, {T}, idx.data(), "kv_idx");
+    const Tensor d = set_rows_node(ct, st, it);
+    expect_same_bits_every_split(op_set_rows, d, cache.data(), cache.size(), false, dtype_name(dt),
+                                 [&] { cache = before; });
+  }
+}
+
+// An index out of range (too large or negative): thread 0 throws naming
+// the op and the cache, the others return, and nothing is written.
+TEST(CpuSetRows, IndexOutOfRangeIsAnErrorAndWritesNothing) {
   std::mt19937 rng(14);
   const int64_t K = 37, N = 11, T = 4;
   for (DType dt : {DType::F32, DType::F16}) {
     for (int nth : kThreadCounts) {
-      const size_t es = dt == DType::F32 ? 4 : 2;
-      std::vector<uint8_t> cache(size_t(K * N) * es, 0x5A);
-      const std::vector<uint8_t> before = cache;
+      std::vector<uint8_t> cache(row_bytes(dt, K) * size_t(N), 0x5A);
       Tensor ct = host_tensor(dt, {K, N}, cache.data(), "k_cache");
       std::vector<float> src = randn(size_t(K * T), rng);
       Tensor st = host_tensor(DType::F32, {K, T}, src.data(), "k_cur");
       std::vector<int32_t> idx = {9, 0, 4, 10};
       Tensor it = host_tensor(DType::I32, {T}, idx.data(), "kv_idx");
       Tensor d = set_rows_node(ct, st, it);
-      run(op_set_rows, d, nth);
-      for (int64_t r = 0; r < N; ++r) {
-        const auto hit = std::find(idx.begin(), idx.end(), int32_t(r));
-        for (int64_t i = 0; i < K; ++i) {
-          const uint8_t* p = cache.data() + size_t(r * K + i) * es;
-          if (hit == idx.end()) {
-            ASSERT_EQ(0, std::memcmp(p, before.data() + size_t(r * K + i) * es, es));
-            continue;
-          }
-          const float s = src[size_t((hit - idx.begin()) * K + i)];
-          if (dt == DType::F32) {
-            float f;
-            std::memcpy(&f, p, 4);
-            ASSERT_EQ(f, s);
-          } else {
-            uint16_t h;
-            std::memcpy(&h, p, 2);
-            ASSERT_EQ(h, f32_to_fp16(s));
-          }
-        }
-      }
-      // Out of range (too large and negative): thread 0 throws naming the
-      // tensor, and nothing is written.
       for (int32_t bad : {int32_t(N), -1}) {
         idx[2] = bad;
         const std::vector<uint8_t> snap = cache;
@@ -776,42 +693,12 @@ TEST(CpuSetRows, WritesRowsIntoF32AndF16Caches) {
         }
         for (int ith = 1; ith < nth; ++ith) EXPECT_NO_THROW(op_set_rows(d, OpContext{ith, nth, &sc[size_t(ith)]}));
         EXPECT_EQ(snap, cache);
-        idx[2] = 4;
       }
     }
   }
 }
 
-// 8-bit caches: each written row is the format's blocks of the source row
-// (tests/q8_blocks.h, the test's own encoder), bit for bit; other rows stay.
-TEST(CpuSetRows, WritesRowsIntoQ8Caches) {
-  std::mt19937 rng(15);
-  const int64_t K = 96, N = 7, T = 3;
-  const size_t rb = row_bytes(DType::Q8_0, K);
-  for (int nth : kThreadCounts) {
-    std::vector<uint8_t> cache(rb * N, 0x5A);
-    const std::vector<uint8_t> before = cache;
-    Tensor ct = host_tensor(DType::Q8_0, {K, N}, cache.data(), "k_cache");
-    std::vector<float> src = randn(size_t(K * T), rng);
-    for (int64_t i = 0; i < 32; ++i) src[size_t(K + 32 + i)] = 0.0f;  // a block of zeros
-    Tensor st = host_tensor(DType::F32, {K, T}, src.data(), "k_cur");
-    std::vector<int32_t> idx = {6, 0, 3};
-    Tensor it = host_tensor(DType::I32, {T}, idx.data(), "kv_idx");
-    Tensor d = set_rows_node(ct, st, it);
-    run(op_set_rows, d, nth);
-    for (int64_t r = 0; r < N; ++r) {
-      const auto hit = std::find(idx.begin(), idx.end(), int32_t(r));
-      std::vector<uint8_t> want(before.begin() + r * rb, before.begin() + (r + 1) * rb);
-      if (hit != idx.end()) {
-        const int64_t t = hit - idx.begin();
-        want = test::q8_0_encode(std::vector<float>(src.begin() + t * K, src.begin() + (t + 1) * K));
-      }
-      ASSERT_EQ(0, std::memcmp(cache.data() + r * rb, want.data(), rb)) << "row " << r << " nth=" << nth;
-    }
-  }
-}
-
-TEST(CpuGetRows, DequantizesRowsOfAnyTable) {
+TEST(CpuGetRows, SplitsGiveOneThreadsBitsAndABadIdThrows) {
   std::mt19937 rng(15);
   for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q6_K, DType::Q3_K}) {
     const int64_t K = test_k(t), N = 19, T = 6;
@@ -823,14 +710,11 @@ TEST(CpuGetRows, DequantizesRowsOfAnyTable) {
     Tensor yt = host_tensor(DType::F32, {K, T}, y.data(), "get_rows");
     yt.src[0] = &tt;
     yt.src[1] = &it;
-    std::vector<float> want(static_cast<size_t>(K));
-    for (int nth : kThreadCounts) {
-      std::fill(y.begin(), y.end(), NAN);
-      run(op_get_rows, yt, nth);
-      for (int64_t r = 0; r < T; ++r) {
-        dequantize_row(t, table.data() + size_t(ids[size_t(r)]) * row_bytes(t, K), want.data(), K);
-        ASSERT_EQ(0, std::memcmp(want.data(), &y[size_t(r * K)], size_t(K) * 4)) << dtype_name(t) << " row " << r;
-      }
+    expect_same_bits_every_split(op_get_rows, yt, y.data(), y.size() * 4, true, dtype_name(t));
+    std::vector<float> want(static_cast<size_t>(K));  // odd widths (203) too: the format's values
+    for (int64_t r = 0; r < T; ++r) {
+      dequantize_row(t, table.data() + size_t(ids[size_t(r)]) * row_bytes(t, K), want.data(), K);
+      ASSERT_EQ(0, std::memcmp(want.data(), &y[size_t(r * K)], size_t(K) * 4)) << dtype_name(t) << " row " << r;
     }
     ids[1] = int32_t(N);
     Scratch s;
@@ -838,6 +722,7 @@ TEST(CpuGetRows, DequantizesRowsOfAnyTable) {
     ids[1] = 18;
   }
 }
+
 
 }  // namespace
 }  // namespace weir::cpu
