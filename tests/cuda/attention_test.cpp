@@ -54,7 +54,7 @@ struct AttnCase {
 
 // Tensor cores may take a case with F16 caches, D in {64, 128, 256} and
 // 16-byte aligned rows, not batched decode: attn_dec (decode; short spans
-// stay on attn_vec, and CudaOptions::attn_dec turns it off). 8-bit caches
+// stay on attn_vec, and CudaOptions::attn_decode_mma turns it off). 8-bit caches
 // too (attn_dec only), with rows aligned to its pieces (8 bytes for D 128,
 // 16 for 256, 4 for 64).
 bool may_use_decode_mma(const AttnCase& c) {
@@ -299,10 +299,10 @@ void check_case(const AttnCase& c) {
   // the merging launch only; 6 and 7 in clusters of at most 4 and 16 blocks
   // wherever it splits); 1-3 keep them on CUDA cores (attn_vec).
   std::vector<CudaOptions> plans(8);
-  plans[1].attn_wide = 1, plans[1].attn_strided = false;
+  plans[1].attn_head_blocks = 1, plans[1].attn_strided = false;
   plans[2].attn_rows = 2, plans[2].attn_blocks = 4;
-  plans[3].attn_wide = 2;  // 256 threads for 256-dim heads
-  for (int i = 1; i <= 3; ++i) plans[i].attn_dec = false;
+  plans[3].attn_head_blocks = 2;  // 256 threads for 256-dim heads
+  for (int i = 1; i <= 3; ++i) plans[i].attn_decode_mma = false;
   plans[4].attn_blocks = 4;
   plans[5].attn_cluster = 0;
   plans[6].attn_cluster = 4;
@@ -321,12 +321,12 @@ void check_case(const AttnCase& c) {
     ctx.scratch = scratch.get();
     ctx.scratch_bytes = scratch.size();
     ctx.sm_count = c.sm ? c.sm : device_sms();
-    ctx.w_fixed = mask_fixed;
+    ctx.weights_constant = mask_fixed;
     cuda::op_attention(dev.dst, ctx);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto gpu_out = od.download<float>();
 
-    const double tol = uses_tensor_cores(c) || (opts.attn_dec && may_use_decode_mma(c)) ? 2e-2 : 2e-3;
+    const double tol = uses_tensor_cores(c) || (opts.attn_decode_mma && may_use_decode_mma(c)) ? 2e-2 : 2e-3;
     const double e = max_head_err(gpu_out, cpu_out, c.D, &where);
     EXPECT_LT(e, tol) << where << (mask_fixed ? " (mask scanned early)" : "");
   }

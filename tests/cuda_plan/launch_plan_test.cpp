@@ -1,4 +1,4 @@
-// The CUDA backend's launch planner (backend/cuda/launch_plan.h) is host
+// The CUDA backend's launch planner (backend/cuda/plan/launch_plan.h) is host
 // logic over a Graph: these tests run it without a GPU, in CI, on the
 // graphs of tiny models of every architecture, and check what each fusion
 // saves, that turning each off (CudaOptions) costs exactly its launches,
@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "backend/activation_plan.h"
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/launch_plan.h"
+#include "backend/cuda/plan/launch_memory.h"
+#include "backend/cuda/plan/launch_plan.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -44,20 +44,33 @@ struct Step {
   int64_t layers() const { return model->hparams().n_layer; }
 };
 
-// The plan's promise with memory placed as the backend places it: each
-// launch's nodes are freed together (activation_plan.h).
-void check_placed(const Graph& g, LaunchPlan& p) {
-  const size_t nn = p.nodes.size();
-  std::vector<size_t> launch_end(nn);
-  for (size_t i = 0; i < nn; i += p.span(i))
-    for (size_t k = i; k < std::min(nn, i + p.span(i)); ++k) launch_end[k] = std::min(nn, p.unit_end(i)) - 1;
-  const ActivationPlan act = plan_activations(g, p.nodes, launch_end);
-  char* base = reinterpret_cast<char*>(uintptr_t(1) << 40);  // never dereferenced
-  for (Tensor& t : const_cast<Graph&>(g).tensors()) {
-    if (t.op == Op::View || t.op == Op::SetRows) t.data = static_cast<char*>(t.view_src->data) + t.view_offset;
-    else if (t.op != Op::Leaf || t.data == nullptr) t.data = base + act.offset[size_t(t.id)];
-  }
+// The plan's promise with memory placed as the backend places it (the same
+// function), at an address never dereferenced.
+void check_placed(const Graph& g, const LaunchPlan& p) {
+  const ActivationPlan act = plan_launch_memory(g, p);
+  place_activations(const_cast<Graph&>(g), act, reinterpret_cast<void*>(uintptr_t(1) << 40));
   EXPECT_NO_THROW(check_launch_memory(p));
+}
+
+// Launches of a kind.
+int count(const LaunchPlan& p, LaunchKind k) {
+  int n = 0;
+  for (const Launch& l : p.launches) n += l.kind == k;
+  return n;
+}
+
+// The launches are a partition of the nodes, in order, each holding its
+// memory at least over its nodes.
+void check_partition(const LaunchPlan& p) {
+  size_t next = 0;
+  for (const Launch& l : p.launches) {
+    EXPECT_EQ(l.first, next);
+    EXPECT_LT(l.first, l.end);
+    EXPECT_GE(l.memory_end, l.end);
+    EXPECT_LE(l.memory_end, p.nodes.size());
+    next = l.end;
+  }
+  EXPECT_EQ(next, p.nodes.size());
 }
 
 struct Case {
@@ -72,8 +85,8 @@ TEST_P(LaunchPlanTest, EachFusionSavesItsLaunchesAndKeepsThePromise) {
   Step s(c.arch, c.ft, 1);
   const CudaOptions all;
   LaunchPlan p = plan_launches(*s.fg.graph, all);
-  ASSERT_EQ(p.nodes.size(), p.scratch.size());
-  const size_t fused = p.launches();
+  check_partition(p);
+  const size_t fused = p.kernel_launches();
   std::printf("%s %s decode: %zu nodes, %zu launches (%.1f a layer)\n", c.arch, file_type_name(c.ft),
               p.nodes.size(), fused, double(fused) / double(s.layers()));
   EXPECT_LT(fused, p.nodes.size());
@@ -81,25 +94,26 @@ TEST_P(LaunchPlanTest, EachFusionSavesItsLaunchesAndKeepsThePromise) {
   // Each fusion off costs launches, never saves any; all off costs the
   // most, and no plan breaks its promise.
   CudaOptions none;
-  none.glu_fuse = none.norm_fold = none.row_jobs = none.tile_group = none.vec_group = none.moe_fuse = none.rope_norm =
-      none.norm_chain = false;
+  none.glu_in_products = none.defer_norm = none.rope_in_products = none.tile_group = none.float_group =
+      none.moe_fusions = none.rope_fusions = none.norm_chain = false;
   size_t most = 0;
   for (int k = 0; k < 7; ++k) {
     CudaOptions o;
-    (k == 0   ? o.glu_fuse
-     : k == 1 ? o.norm_fold
-     : k == 2 ? o.row_jobs
-     : k == 3 ? o.vec_group
-     : k == 4 ? o.moe_fuse
-     : k == 5 ? o.rope_norm
+    (k == 0   ? o.glu_in_products
+     : k == 1 ? o.defer_norm
+     : k == 2 ? o.rope_in_products
+     : k == 3 ? o.float_group
+     : k == 4 ? o.moe_fusions
+     : k == 5 ? o.rope_fusions
               : o.norm_chain) = false;
     LaunchPlan q = plan_launches(*s.fg.graph, o);
-    EXPECT_GE(q.launches(), fused) << "knob " << k;
-    most = std::max(most, q.launches());
+    EXPECT_GE(q.kernel_launches(), fused) << "knob " << k;
+    most = std::max(most, q.kernel_launches());
+    check_partition(q);
     check_placed(*s.fg.graph, q);
   }
   LaunchPlan q = plan_launches(*s.fg.graph, none);
-  EXPECT_GE(q.launches(), most);
+  EXPECT_GE(q.kernel_launches(), most);
   check_placed(*s.fg.graph, q);
 }
 
@@ -117,8 +131,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, LaunchPlanTest,
 
 // The decode plan of an 8-bit model, launch by launch, as the perf notes
 // describe a layer: q/k/v in one launch that ropes and writes the cache
-// itself, attention, the o product with the residual norm folded in,
-// gate/up with the GLU, down with the next norm folded in.
+// itself, attention, the o product with the residual add and norm after it,
+// gate/up with the GLU, down with the next residual add and norm.
 // The same with an 8-bit KV cache (-ctk q8_0): the q/k/v launch writes its
 // blocks (32 rows together: ops_mul_mat_q8.cu).
 TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
@@ -127,42 +141,47 @@ TEST(LaunchPlan, ALlamaQ8LayerInFiveLaunches) {  // (2 layers)
     Step s("llama", FileType::Q8_0, 1, kv);
     LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
     std::map<std::string, int> kinds;
-    for (size_t i = 0; i < p.nodes.size(); i += p.span(i))
-      if (!p.skip[i]) ++kinds[p.label(i)];
+    for (const Launch& l : p.launches)
+      if (l.kind != LaunchKind::InOtherLaunch) ++kinds[p.label(l)];
     for (const auto& [k, n] : kinds) std::printf("%3d x %s\n", n, k.c_str());
     // Per layer: 5; besides: the embedding lookup, the first norm, the
     // output rows' lookups, the last norm, the output product.
-    EXPECT_EQ(p.launches(), size_t(5 * s.layers() + 6));
-    int grouped = 0, glu = 0, jobs = 0, folds = 0;
-    for (size_t i = 0; i < p.nodes.size(); ++i) {
-      grouped += p.group[i] == 3;
-      glu += p.glu[i];
-      jobs += !p.row_jobs[i].empty();
-      folds += p.fold[i];
+    EXPECT_EQ(p.kernel_launches(), size_t(5 * s.layers() + 6));
+    int grouped = 0, jobs = 0, deferred = 0;
+    for (const Launch& l : p.launches) {
+      grouped += l.products == 3;
+      jobs += l.kind == LaunchKind::Products && !l.jobs.empty();
+      deferred += l.x_from == ActivationSource::DeferredNorm;
     }
     EXPECT_EQ(grouped, s.layers()) << "q/k/v in one launch";
-    EXPECT_EQ(glu, s.layers()) << "the GLU in the gate/up launch";
+    EXPECT_EQ(count(p, LaunchKind::ProductsGlu), s.layers()) << "the GLU in the gate/up launch";
     EXPECT_EQ(jobs, s.layers()) << "rope and cache writes run by the q/k/v launch";
-    EXPECT_GE(folds, s.layers()) << "residual norms folded into the products";
+    EXPECT_GE(count(p, LaunchKind::ProductAddNorm), s.layers()) << "residual norms run in the products before";
+    EXPECT_GE(deferred, s.layers()) << "products after a deferred norm";
+    EXPECT_EQ(count(p, LaunchKind::RopeStore), 0) << "no rope/store launch of its own";
   }
 }
 
 // qwen2's q/k/v products come one after the other, their biases after them
 // (the model builds them so): one launch for the three, as llama's; the
 // biases are added by the rope launch's jobs (q, k and v: no add launch),
-// three launches a layer more with CudaOptions::rope_norm off.
+// three launches a layer more with CudaOptions::rope_fusions off.
 TEST(LaunchPlan, Qwen2QkvProductsInOneLaunch) {
   for (int64_t T : {1, 16}) {
     Step s("qwen2", FileType::Q4_0, T);
     LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
     int grouped = 0, biases = 0;
-    for (size_t i = 0; i < p.nodes.size(); ++i) grouped += p.group[i] == 3, biases += p.rope_bias[i] >= 0;
+    for (const Launch& l : p.launches) {
+      grouped += l.products == 3;
+      for (const RopeStoreNode& j : l.jobs) biases += j.bias != nullptr;
+    }
     if (T == 1) EXPECT_EQ(grouped, s.layers());
     EXPECT_EQ(biases, 3 * s.layers()) << "T " << T;
     check_placed(*s.fg.graph, p);
     CudaOptions off;
-    off.rope_norm = false;
-    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(3 * s.layers())) << "T " << T;
+    off.rope_fusions = false;
+    EXPECT_EQ(plan_launches(*s.fg.graph, off).kernel_launches(), p.kernel_launches() + size_t(3 * s.layers()))
+        << "T " << T;
   }
 }
 
@@ -176,13 +195,15 @@ TEST(LaunchPlan, QkNormsInTheRopeLaunch) {
       LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
       const bool gemma = std::string(arch) == "gemma3";
       int normed = 0, scaled = 0;
-      for (size_t i = 0; i < p.nodes.size(); ++i) normed += p.rope_norm[i] >= 0, scaled += p.rope_scale[i] >= 0;
+      for (const Launch& l : p.launches)
+        for (const RopeStoreNode& j : l.jobs) normed += j.norm != nullptr, scaled += j.scale != nullptr;
       EXPECT_EQ(normed, 2 * s.layers()) << arch << " T " << T;
       EXPECT_EQ(scaled, gemma ? s.layers() : 0) << arch << " T " << T;
       check_placed(*s.fg.graph, p);
       CudaOptions off;
-      off.rope_norm = false;
-      EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t((gemma ? 4 : 2) * s.layers()))
+      off.rope_fusions = false;
+      EXPECT_EQ(plan_launches(*s.fg.graph, off).kernel_launches(),
+                p.kernel_launches() + size_t((gemma ? 4 : 2) * s.layers()))
           << arch << " T " << T;
     }
 }
@@ -193,13 +214,12 @@ TEST(LaunchPlan, Gemma3NormChains) {
   for (int64_t T : {1, 16}) {
     Step s("gemma3", FileType::Q4_K_M, T);
     LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
-    int chains = 0;
-    for (size_t i = 0; i < p.nodes.size(); ++i) chains += p.norm_chain[i];
-    EXPECT_EQ(chains, 2 * s.layers()) << "T " << T;
+    EXPECT_EQ(count(p, LaunchKind::NormAddNorm), 2 * s.layers()) << "T " << T;
     check_placed(*s.fg.graph, p);
     CudaOptions off;
     off.norm_chain = false;
-    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(2 * s.layers())) << "T " << T;
+    EXPECT_EQ(plan_launches(*s.fg.graph, off).kernel_launches(), p.kernel_launches() + size_t(2 * s.layers()))
+        << "T " << T;
   }
 }
 
@@ -210,26 +230,24 @@ TEST(LaunchPlan, ExpertLaunchesOfAQwen3MoeLayer) {
   for (int64_t T : {1, 40}) {
     Step s("qwen3moe", FileType::Q4_K_M, T);
     LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
-    std::map<LaunchPlan::Moe, int> n;
-    for (size_t i = 0; i < p.nodes.size(); i += p.span(i)) ++n[p.moe[i]];
-    EXPECT_EQ(n[LaunchPlan::Moe::Route], s.layers()) << "T " << T;
+    EXPECT_EQ(count(p, LaunchKind::Route), s.layers()) << "T " << T;
     // Prefill: 120 pairs take the MMA tiles, gate and up apart (the GLU
     // fused only into the 8-bit kernels), down apart; but for the last
     // layer's FFN, which runs on the one token whose logits are asked for.
     const int fused = T == 1 ? int(s.layers()) : 1;
-    EXPECT_EQ(n[LaunchPlan::Moe::ExpertGlu], fused) << "T " << T;
-    EXPECT_EQ(n[LaunchPlan::Moe::DownSum], fused) << "T " << T;
-    int handed = 0, shared = 0;
-    for (size_t i = 0; i < p.nodes.size(); ++i) {
-      handed += p.x_handed[i] && p.nodes[i]->op == Op::MulMatId;
-      shared += p.moe[i] == LaunchPlan::Moe::ExpertGlu && p.x_quantized[i];
+    EXPECT_EQ(count(p, LaunchKind::ExpertsGlu), fused) << "T " << T;
+    EXPECT_EQ(count(p, LaunchKind::ExpertsDownSum), fused) << "T " << T;
+    int from_glu = 0, shared = 0;
+    for (const Launch& l : p.launches) {
+      from_glu += l.x_from == ActivationSource::GluQ8 && p.nodes[l.first]->op == Op::MulMatId;
+      shared += l.kind == LaunchKind::ExpertsGlu && l.x_from == ActivationSource::Q8InScratch;
     }
-    EXPECT_EQ(handed, fused) << "down reads the GLU's 8-bit blocks";
+    EXPECT_EQ(from_glu, fused) << "down reads the GLU's 8-bit blocks";
     EXPECT_EQ(shared, fused) << "the FFN norm's launch writes gate/up's 8-bit x";
     check_placed(*s.fg.graph, p);
     CudaOptions off;
-    off.moe_fuse = false;
-    EXPECT_EQ(plan_launches(*s.fg.graph, off).launches(), p.launches() + size_t(s.layers() + 3 * fused));
+    off.moe_fusions = false;
+    EXPECT_EQ(plan_launches(*s.fg.graph, off).kernel_launches(), p.kernel_launches() + size_t(s.layers() + 3 * fused));
   }
 }
 
@@ -239,7 +257,8 @@ TEST(LaunchPlan, PrefillPlansKeepThePromise) {
   for (int64_t T : {9, 64, 200}) {
     Step s("llama", FileType::Q4_K_M, T);
     LaunchPlan p = plan_launches(*s.fg.graph, CudaOptions{});
-    EXPECT_LT(p.launches(), p.nodes.size()) << "T " << T;
+    EXPECT_LT(p.kernel_launches(), p.nodes.size()) << "T " << T;
+    check_partition(p);
     check_placed(*s.fg.graph, p);
   }
 }

@@ -1,22 +1,30 @@
-// The CUDA backend: one GPU, one stream (its queue). Weights are copied to
-// device memory at plan(), once per host address while planned graphs use
-// them (shared by those graphs; freed when the last one is released, since
-// the host memory may then be reused for something else);
-// each graph's inputs and intermediates live in a device arena planned once;
-// kernels are the launchers of cuda_ops.h. From a graph's second run on,
-// its kernels are recorded into a CUDA graph once and replayed, so a decode
-// step costs one launch (plus the input copies) on the host.
+// The CUDA backend: one GPU, one compute stream (its queue) and a copy
+// stream. Weights are copied to device memory at plan(), once per host
+// address while planned graphs use them (shared by those graphs; freed when
+// the last one is released, since the host memory may then be reused);
+// each graph's inputs and intermediates live in a device arena planned once.
+// A graph runs as its launch plan (plan/launch_plan.h), launched by
+// run_launches; from its second run on, the launches are recorded into a
+// CUDA graph once and replayed, so a decode step costs one launch (plus the
+// input copies) on the host.
+//
+// Files: this one (set-up, weights, planning), cuda_queue (queues, events),
+// device_memory (buffers), run_launches (the visit over a plan),
+// graph_capture (recording and replaying), launch_profiler.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/device_memory.h"
+#include "backend/cuda/launch_profiler.h"
+#include "backend/cuda/plan/launch_plan.h"
 #include "backend/memory_ranges.h"
 #include "backend/weight_copies.h"
 #include "backend/registry.h"
@@ -55,18 +63,24 @@ class CudaBackend final : public Backend {
   size_t weight_bytes() const { return weights_.bytes(); }
 
  private:
-  friend class CudaQueue;
-  struct Plan;
-  void run_graph(Graph& g);
-  void record(Plan& p);
-  void launch_nodes(Plan& p, size_t begin, size_t end);
+  // A planned graph: its launches, its activation arena and its recording.
+  struct GraphPlan {
+    LaunchPlan launches;
+    void* arena = nullptr;
+    size_t bytes = 0;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t exec_generation = 0;  // shared_generation_ when recorded
+    int runs = 0;
+    bool profiled = false;
+    ~GraphPlan();
+  };
+  void run_graph(Graph& g);       // graph_capture.cpp
+  void record(GraphPlan& p);      // graph_capture.cpp
+  OpCtx op_context() const;       // the memory and handles every launch gets
   void upload_weight(const Tensor& t);
   void drop_plan(const Graph* g);  // frees its arena and its hold on weights
-  // Grows *mem (device memory shared by all graphs) to at least bytes.
-  void ensure(void** mem, size_t* have, size_t bytes);
-  void profile_plan(Plan& p);
-
-  void print_profile() const;
+  // Grows one of the buffers every graph shares to at least bytes.
+  void grow_shared(SharedDeviceBuffer& b, size_t bytes);
 
   CudaOptions opts_;
   int device_ = 0;
@@ -83,23 +97,13 @@ class CudaBackend final : public Backend {
   // them and freed with the last (the host memory may be reused).
   WeightCopies weights_{true};
   std::vector<void*> registered_;  // host ranges registered (cudaHostRegister)
-  void* scratch_ = nullptr;  // per-node temporary memory, shared by all graphs
-  size_t scratch_bytes_ = 0;
-  void* fold_ = nullptr;  // folded norms' 8-bit x and sums (OpCtx::fold)
-  size_t fold_bytes_ = 0;
-  void* hand_ = nullptr;  // 8-bit x handed from one launch to the next (OpCtx::hand)
-  size_t hand_bytes_ = 0;
-  uint64_t scratch_generation_ = 0;  // bumped when scratch, fold or hand move: recordings go stale
-  std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
-  // WEIR_CUDA_PROFILE=1: at each graph's first replay, the kernel time of
-  // every node (profile_plan), summed per kind of node; printed at destruction.
-  bool profile_ = false;
-  struct ProfileStat {
-    uint64_t calls = 0;
-    double ms = 0;
-    double bytes = 0;  // weights read (mul_mat)
-  };
-  std::map<std::string, ProfileStat> profile_stats_;
+  // Memory every graph shares, one launch at a time: per-launch temporary
+  // memory (OpCtx::scratch), deferred norms (OpCtx::deferred_norm) and the
+  // GLU's 8-bit blocks (OpCtx::glu_q8).
+  SharedDeviceBuffer scratch_, deferred_norm_, glu_q8_;
+  uint64_t shared_generation_ = 0;  // bumped when one of them moves: recordings go stale
+  std::unordered_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
+  std::unique_ptr<LaunchProfiler> profiler_;  // CudaOptions::profile
 };
 
 }  // namespace weir::cuda

@@ -11,14 +11,9 @@ namespace weir::cuda {
 // ops_moe.cu
 void op_top_k(const Tensor& dst, const OpCtx& c);
 void op_moe_weights(const Tensor& dst, const OpCtx& c);
-// top_k and the moe_weights of its picks (same logits) in one launch, the
-// same results as the two launches.
-bool can_fuse_route(const Tensor& top_k, const Tensor& weights);
 void op_route(const Tensor& top_k, const Tensor& weights, const OpCtx& c);
 void op_mul_mat_id(const Tensor& dst, const OpCtx& c);  // the 8-bit kernels where has_expert_q8
 void op_moe_sum(const Tensor& dst, const OpCtx& c);
-// Whether op_mul_mat_id has a kernel for t's weights.
-bool mul_mat_id_supported(const Tensor& t);
 
 // ops_moe_q8.cu: on 8-bit activations (the integer weight types; K and N
 // multiples of 32). A block a (slot, token) pair for few pairs (decode);
@@ -26,24 +21,14 @@ bool mul_mat_id_supported(const Tensor& t);
 // rows read once for up to 8 of its pairs, or on the tensor cores for up to
 // 64 (expert_mma). Scratch: x's 8-bit or fp16 copy and the sort's lists
 // (expert_scratch_bytes).
-bool has_expert_q8(const Tensor& mul_mat_id);
-// Whether mul_mat_id (more pairs than decode's, a type with the MMA tile
-// kernel) runs on the tensor cores: x in fp16, the pairs sorted into tiles
-// of 64 of one expert (mul_mat_tile.h: MmaExperts). The plan then does not
-// fuse the GLU into gate/up (that launch's tiles are the 8-bit kernel's).
-bool expert_mma(const Tensor& mul_mat_id, const CudaOptions& o);
-size_t expert_scratch_bytes(const Tensor& mul_mat_id);  // 0 where !has_expert_q8
 void expert_mul_mat(const Tensor& dst, const OpCtx& c);
 // gate and up (mul_mat_id nodes a and b, either order, same x and ids) and
 // the GLU that alone reads them in one launch, the GLU's result written
-// only as 8-bit blocks into c.hand for the down product (OpCtx::x_handed).
-bool can_fuse_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu);
-size_t expert_glu_hand_bytes(const Tensor& glu);
+// only as 8-bit blocks into c.glu_q8 for the down product (OpCtx::x_from_glu).
 void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c);
 // down and the moe_sum that alone reads it (decode: up to 64 pairs) in one
 // launch: a block takes rows of one token through all its experts and sums
 // them weighted, in slot order; down's own result is not written.
-bool can_fuse_expert_down_sum(const Tensor& down, const Tensor& sum);
 void op_expert_down_sum(const Tensor& down, const Tensor& sum, const OpCtx& c);
 
 }  // namespace weir::cuda
