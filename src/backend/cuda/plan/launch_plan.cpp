@@ -89,7 +89,7 @@ struct Work {
 void plan_rope_store(Work& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_rope_norm(Work& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_rope_bias(Work& p, const std::vector<int>& readers, const CudaOptions& o);
-void plan_norm_folds(Work& p, const std::vector<int>& readers, const CudaOptions& o);
+void plan_deferred_norms(Work& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_row_jobs(Work& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_glu(Work& p, const std::vector<int>& readers, const CudaOptions& o);
 void plan_moe(Work& p, const std::vector<int>& readers, const CudaOptions& o);
@@ -121,7 +121,8 @@ void plan_fusion(Work& p, const Graph& g, const CudaOptions& o) {
   // Consecutive products on the same x, one launch (q, k, v; gate, up).
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
-    while (j < n && int(j - i) < mul_mat_max_group() && p.nodes[i]->op == Op::MulMat && p.nodes[j]->op == Op::MulMat &&
+    while (j < n && int(j - i) < mul_mat_max_group() && p.nodes[i]->op == Op::MulMat &&
+           p.nodes[j]->op == Op::MulMat &&
            can_group_mul_mat(*p.nodes[i], *p.nodes[j], o))
       ++j;
     p.at[i].products = int(j - i);
@@ -156,8 +157,8 @@ void plan_fusion(Work& p, const Graph& g, const CudaOptions& o) {
     size_t next = i + p.span(i);
     while (next < n && p.at[next].in_other_launch) ++next;
     const Tensor& out = *p.nodes[i + size_t(p.at[i].norm_fused)];
-    const bool producer = p.at[i].norm_fused > 0 || out.op == Op::SiluMul || out.op == Op::GeluMul || out.op == Op::RmsNorm ||
-                          out.op == Op::Attention;
+    const bool producer = p.at[i].norm_fused > 0 || out.op == Op::SiluMul || out.op == Op::GeluMul ||
+                          out.op == Op::RmsNorm || out.op == Op::Attention;
     if (producer && next < n && p.nodes[next]->op == Op::MulMat && can_quantize_for(out, *p.nodes[next]))
       p.at[i].quantize_out = true;
     i = next;
@@ -175,7 +176,7 @@ void plan_fusion(Work& p, const Graph& g, const CudaOptions& o) {
       last_x = nullptr;  // scratch overwritten
     }
   }
-  plan_norm_folds(p, readers, o);
+  plan_deferred_norms(p, readers, o);
   plan_row_jobs(p, readers, o);
   plan_glu(p, readers, o);
   plan_moe(p, readers, o);
@@ -188,7 +189,8 @@ void plan_fusion(Work& p, const Graph& g, const CudaOptions& o) {
 void plan_norm_chains(Work& p, const std::vector<int>& readers, const CudaOptions& o) {
   const size_t n = p.nodes.size();
   for (size_t i = 0; o.norm_chain && i + 4 < n; ++i) {
-    if (p.at[i].norm_fused != 1 || p.at[i + 2].norm_fused != 2 || p.at[i].in_other_launch || p.at[i + 2].in_other_launch || p.at[i].quantize_out ||
+    if (p.at[i].norm_fused != 1 || p.at[i + 2].norm_fused != 2 || p.at[i].in_other_launch ||
+        p.at[i + 2].in_other_launch || p.at[i].quantize_out ||
         p.at[i].memory_end || p.at[i + 2].memory_end || readers[size_t(p.nodes[i + 1]->id)] != 1 ||
         !can_fuse_norm_add_norm(*p.nodes[i], *p.nodes[i + 1], *p.nodes[i + 2], *p.nodes[i + 3], *p.nodes[i + 4]))
       continue;
@@ -207,7 +209,8 @@ void plan_moe(Work& p, const std::vector<int>& readers, const CudaOptions& o) {
   const size_t n = p.nodes.size();
   const auto free_at = [&](size_t i, size_t len) {
     for (size_t k = i; k < i + len; ++k)
-      if (k >= n || p.at[k].in_other_launch || p.at[k].norm_fused || p.at[k].products != 1 || p.at[k].glu_in_products || p.at[k].add_norm || p.at[k].deferred_norm_writer >= 0 ||
+      if (k >= n || p.at[k].in_other_launch || p.at[k].norm_fused || p.at[k].products != 1 ||
+          p.at[k].glu_in_products || p.at[k].add_norm || p.at[k].deferred_norm_writer >= 0 ||
           !p.at[k].row_jobs.empty() || p.at[k].rope_store_len || p.at[k].moe != Moe::None)
         return false;
     return true;
@@ -269,7 +272,8 @@ void plan_glu(Work& p, const std::vector<int>& readers, const CudaOptions& o) {
   const bool on = o.glu_in_products;  // off: a GLU kernel instead (for comparisons)
   const size_t n = p.nodes.size();
   for (size_t i = 0; on && i + 3 < n; ++i) {
-    if (p.at[i].in_other_launch || p.at[i].products != 2 || p.at[i].add_norm || !p.at[i].row_jobs.empty() || p.at[i].x_from_glu) continue;
+    if (p.at[i].in_other_launch || p.at[i].products != 2 || p.at[i].add_norm || !p.at[i].row_jobs.empty() ||
+        p.at[i].x_from_glu) continue;
     const Tensor& a = *p.nodes[i];
     const Tensor& b = *p.nodes[i + 1];
     const Tensor& glu = *p.nodes[i + 2];
@@ -282,7 +286,8 @@ void plan_glu(Work& p, const std::vector<int>& readers, const CudaOptions& o) {
     if (readers[size_t(glu.id)] != 1 || !p.at[i + 2].quantize_out || !can_fuse_glu(a, b, glu)) continue;
     size_t next = i + 3;
     while (next < n && p.at[next].in_other_launch) ++next;
-    if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &glu || !p.at[next].x_q8_in_scratch ||
+    if (next >= n || p.nodes[next]->op != Op::MulMat || p.nodes[next]->src[1] != &glu ||
+        !p.at[next].x_q8_in_scratch ||
         p.at[next].products != 1 || p.at[next].deferred_norm_writer >= 0)
       continue;
     p.at[i].glu_in_products = true;
@@ -292,18 +297,20 @@ void plan_glu(Work& p, const std::vector<int>& readers, const CudaOptions& o) {
 }
 
 // A product whose only reader is an add + rms_norm + mul launch (the
-// residual stream), which hands mul's result to the next launch's products
-// alone: the three run in the product's launch, and the next launch reads
-// the fold (mul_mat_q8.h). Not where the product itself reads a fold.
-void plan_norm_folds(Work& p, const std::vector<int>& readers, const CudaOptions& o) {
+// residual stream) whose mul's result only the next launches' products
+// read: the three run in the product's launch, the norm's division by the
+// rms deferred to those products (mul_mat_q8.h). Not where the product
+// itself reads a deferred norm.
+void plan_deferred_norms(Work& p, const std::vector<int>& readers, const CudaOptions& o) {
   const bool on = o.defer_norm;  // off: a norm kernel instead (for comparisons)
   const size_t n = p.nodes.size();
   for (size_t i = 0; on && i + 4 < n; ++i) {
-    if (p.at[i].in_other_launch || p.at[i].products != 1 || p.at[i].deferred_norm_writer >= 0 || p.at[i + 1].norm_fused != 2) continue;
+    if (p.at[i].in_other_launch || p.at[i].products != 1 || p.at[i].deferred_norm_writer >= 0 ||
+        p.at[i + 1].norm_fused != 2) continue;
     const Tensor& prod = *p.nodes[i];
     const Tensor& mul = *p.nodes[i + 3];
-    // The 8-bit kernels' fold replaces the norm's 8-bit blocks; the float
-    // kernel's writes mul's result.
+    // The 8-bit kernels' deferred norm replaces the norm's 8-bit blocks;
+    // the float kernel's writes mul's result.
     const bool q8 = mul_mat_quantizes_x(prod);
     if ((q8 && !p.at[i + 1].quantize_out) || readers[size_t(prod.id)] != 1 ||
         !can_defer_norm(prod, *p.nodes[i + 1], *p.nodes[i + 2], mul))
@@ -318,7 +325,8 @@ void plan_norm_folds(Work& p, const std::vector<int>& readers, const CudaOptions
           (q8 && !p.at[next].x_q8_in_scratch))
         break;
       bool takes = true;
-      for (size_t k = next; k < next + size_t(p.at[next].products); ++k) takes = takes && mul_mat_takes_deferred_norm(prod, *p.nodes[k]);
+      for (size_t k = next; k < next + size_t(p.at[next].products); ++k) takes = takes &&
+           mul_mat_takes_deferred_norm(prod, *p.nodes[k]);
       if (!takes) break;
       takers.push_back(next);
       taken += p.at[next].products;
@@ -352,8 +360,10 @@ void plan_row_jobs(Work& p, const std::vector<int>& readers, const CudaOptions& 
       if (p.at[k].in_other_launch) continue;
       const Tensor& t = *p.nodes[k];
       const Tensor* src = t.op == Op::Rope ? t.src[0] : t.src[1];
-      ok = src && readers[size_t(src->storage()->id)] == 1 && (src == src->storage() || readers[size_t(src->id)] == 1);
-      jobs.push_back({&t, p.at[k].rope_writes_cache_of >= 0 ? p.nodes[size_t(p.at[k].rope_writes_cache_of)] : nullptr});
+      ok = src && readers[size_t(src->storage()->id)] == 1 && (src == src->storage() ||
+          readers[size_t(src->id)] == 1);
+      jobs.push_back({&t,
+          p.at[k].rope_writes_cache_of >= 0 ? p.nodes[size_t(p.at[k].rope_writes_cache_of)] : nullptr});
       reads.push_back(ok ? src->storage() : nullptr);
     }
     // The product launches before it, nearest first, until every job has one.
@@ -413,7 +423,8 @@ void plan_rope_norm(Work& p, const std::vector<int>& readers, const CudaOptions&
     const Tensor& rope = *p.nodes[r];
     if (rope.op != Op::Rope || !rope.src[0] || rope.src[0]->op != Op::Mul) return;
     const int im = index_of[size_t(rope.src[0]->id)];
-    if (im < 1 || p.at[size_t(im - 1)].norm_fused != 1 || p.at[size_t(im - 1)].in_other_launch || readers[size_t(rope.src[0]->id)] != 1 ||
+    if (im < 1 || p.at[size_t(im - 1)].norm_fused != 1 || p.at[size_t(im - 1)].in_other_launch ||
+        readers[size_t(rope.src[0]->id)] != 1 ||
         !can_rope_norm(rope, *p.nodes[size_t(im - 1)], *rope.src[0]))
       return;
     p.at[r].rope_norm_node = im - 1;
@@ -434,7 +445,8 @@ void plan_rope_bias(Work& p, const std::vector<int>& readers, const CudaOptions&
     if (p.at[r].rope_norm_node >= 0 || !x) return;
     const Tensor* add = x->storage();
     const int ia = add->id >= 0 ? index_of[size_t(add->id)] : -1;
-    if (ia < 0 || size_t(ia) >= j || p.at[size_t(ia)].in_other_launch || p.at[size_t(ia)].norm_fused || readers[size_t(add->id)] != 1 ||
+    if (ia < 0 || size_t(ia) >= j || p.at[size_t(ia)].in_other_launch || p.at[size_t(ia)].norm_fused ||
+        readers[size_t(add->id)] != 1 ||
         (x != add && readers[size_t(x->id)] != 1) || !can_rope_bias(*x, *add))
       return;
     p.at[r].rope_bias_node = ia;
@@ -481,7 +493,8 @@ void plan_rope_store(Work& p, const std::vector<int>& readers, const CudaOptions
   // scaled rows as the scale's result, and the scale is skipped.
   for (size_t r = 0; o.rope_fusions && r < n; ++r) {
     const Tensor& rope = *p.nodes[r];
-    if (rope.op != Op::Rope || p.at[r].rope_writes_cache_of >= 0 || readers[size_t(rope.id)] != 1 || !can_rope_store(rope)) continue;
+    if (rope.op != Op::Rope || p.at[r].rope_writes_cache_of >= 0 || readers[size_t(rope.id)] != 1 ||
+        !can_rope_store(rope)) continue;
     for (size_t j = r + 1; j < n; ++j)
       if (reads(*p.nodes[j], &rope)) {
         if (can_rope_scale(rope, *p.nodes[j])) {
@@ -500,7 +513,8 @@ void plan_rope_store(Work& p, const std::vector<int>& readers, const CudaOptions
     return t.op == Op::SetRows ? t.src[0]->storage() : static_cast<const Tensor*>(&t);
   };
   for (size_t i = 0; i < n; ++i) {
-    if (p.at[i].in_other_launch || !can_rope_store(*p.nodes[i]) || p.at[i].norm_fused || p.at[i].products > 1) continue;
+    if (p.at[i].in_other_launch || !can_rope_store(*p.nodes[i]) || p.at[i].norm_fused ||
+        p.at[i].products > 1) continue;
     std::vector<const Tensor*> written = {writes(i)};
     if (p.at[i].rope_writes_cache_of >= 0) written.push_back(writes(size_t(p.at[i].rope_writes_cache_of)));
     int jobs = 1;
@@ -521,7 +535,8 @@ void plan_rope_store(Work& p, const std::vector<int>& readers, const CudaOptions
       // A scale's result is written by this launch: planned as one with it
       // for memory up to the scale.
       for (size_t k = i; k < j; ++k)
-        if (p.at[k].rope_scale_node >= 0) p.at[i].memory_end = std::max(p.at[i].memory_end, size_t(p.at[k].rope_scale_node) + 1);
+        if (p.at[k].rope_scale_node >= 0) p.at[i].memory_end = std::max(p.at[i].memory_end,
+            size_t(p.at[k].rope_scale_node) + 1);
       i = j - 1;
     }
   }
@@ -585,10 +600,12 @@ LaunchPlan to_launches(Work& w) {
     l.weights_constant = a.weights_constant;
     l.jobs = l.kind == LaunchKind::RopeStore ? rope_store_jobs(w, i) : a.row_jobs;
     const Tensor& t = *w.nodes[i];
-    if (l.kind == LaunchKind::ProductAddNorm) p.deferred_norm_bytes = std::max(p.deferred_norm_bytes, deferred_norm_bytes(t));
+    if (l.kind == LaunchKind::ProductAddNorm) p.deferred_norm_bytes = std::max(p.deferred_norm_bytes,
+        deferred_norm_bytes(t));
     if (l.kind == LaunchKind::ProductsGlu && mul_mat_quantizes_x(t))
       p.glu_q8_bytes = std::max(p.glu_q8_bytes, glu_q8_bytes(*w.nodes[i + 2]));
-    if (l.kind == LaunchKind::ExpertsGlu) p.glu_q8_bytes = std::max(p.glu_q8_bytes, expert_glu_q8_bytes(*w.nodes[i + 2]));
+    if (l.kind == LaunchKind::ExpertsGlu) p.glu_q8_bytes = std::max(p.glu_q8_bytes,
+        expert_glu_q8_bytes(*w.nodes[i + 2]));
     p.launches.push_back(std::move(l));
   }
   for (const NodePlan& a : w.at) p.scratch_bytes = std::max(p.scratch_bytes, a.scratch);
@@ -642,7 +659,8 @@ std::string LaunchPlan::label(const Launch& l) const {
     case LaunchKind::AddNormMul: key = "add+rms_norm+mul" + rows; break;
     case LaunchKind::RopeStore: {
       bool norm = false, scale = false, bias = false;
-      for (const RopeStoreNode& j : l.jobs) norm |= j.norm != nullptr, scale |= j.scale != nullptr, bias |= j.bias != nullptr;
+      for (const RopeStoreNode& j : l.jobs) norm |= j.norm != nullptr, scale |= j.scale != nullptr,
+           bias |= j.bias != nullptr;
       key = "rope/set_rows x" + std::to_string(l.end - l.first) + rows + (norm ? " +rms_norm+mul" : "") +
             (scale ? " +scale" : "") + (bias ? " +add" : "");
       break;
