@@ -75,12 +75,15 @@
 #               background, beside the build stage): this tree with the patch
 #               WEIR_GPU_BASE_PATCH (default ab.patch: `git diff BASE > ab.patch`
 #               before the call) taken back out (not run by default)
-#     ab        tg128, interleaved rounds (WEIR_GPU_AB_ROUNDS, default 3; median of 5
-#               each): A is the base build when there is one, else this build; B is
+#     ab        interleaved rounds (WEIR_GPU_AB_ROUNDS, default 3; median of 5
+#               each): A is the base build when there is one, or the binary
+#               WEIR_GPU_AB_BASE_BIN (carried, xz or not), else this build; B is
 #               this build with the environment in WEIR_GPU_AB_ENV (e.g.
-#               "WEIR_CUDA_PDL=0"); WEIR_GPU_AB_ARGS adds bench flags to both (e.g.
-#               "-d 4096" for a deep context); scripts/ab-bench.sh prints the
-#               medians (not run by default)
+#               "WEIR_CUDA_PDL=0"); WEIR_GPU_AB_ARGS: the bench flags of both
+#               (default "-p 0 -n 128"; e.g. "-p 512 -n 128 -d 4096");
+#               WEIR_GPU_AB_SAME=1 also checks that A and B plan the same launches
+#               (WEIR_CUDA_PLAN_DUMP) and write the same greedy text;
+#               scripts/ab-bench.sh prints the medians (not run by default)
 #     kvread    what reading a layer's K and V costs apart from attention
 #               (scripts/kv-read-probe.cu, built with this host's nvcc: from
 #               DRAM, from L2, prefetched on a second stream while weights are
@@ -702,13 +705,37 @@ fi
 if has ab; then
   a_bin=$build/weir
   [ -x "$base_dir/build/weir" ] && has base && a_bin=$base_dir/build/weir
+  if [ -n "${WEIR_GPU_AB_BASE_BIN:-}" ]; then  # a carried binary of the base (xz or not)
+    a_bin=/tmp/weir-base-bin
+    if [ "${WEIR_GPU_AB_BASE_BIN%.xz}" != "$WEIR_GPU_AB_BASE_BIN" ]; then xz -dc "$WEIR_GPU_AB_BASE_BIN" >"$a_bin"
+    else cp "$WEIR_GPU_AB_BASE_BIN" "$a_bin"; fi
+    chmod +x "$a_bin"
+  fi
   step "A/B: $a_bin vs $build/weir ${WEIR_GPU_AB_ENV:-}"
   for m in "${selected[@]}"; do
     p=$(path_of "${m%%:*}")
     echo "--- $(basename "$p")"
-    read -r -a extra <<<"${WEIR_GPU_AB_ARGS:-}"
+    read -r -a extra <<<"${WEIR_GPU_AB_ARGS:-"-p 0 -n 128"}"
     B_ENV=${WEIR_GPU_AB_ENV:-} scripts/ab-bench.sh "${WEIR_GPU_AB_ROUNDS:-3}" "$a_bin" "$build/weir" -- \
-      -m "$p" -ngl 99 -p 0 -n 128 -r 5 "${extra[@]}" || failed+=(ab)
+      -m "$p" -ngl 99 -r 5 "${extra[@]}" || failed+=(ab)
+    # WEIR_GPU_AB_SAME=1: the two must plan the same launches (the plan dump,
+    # with the words of either) and write the same greedy tokens.
+    if [ "${WEIR_GPU_AB_SAME:-0}" = 1 ]; then
+      for side in a b; do
+        bin=$a_bin; [ $side = b ] && bin=$build/weir
+        for prompt_tokens in 1 40; do
+          WEIR_CUDA_PLAN_DUMP=1 "$bin" bench -m "$p" -ngl 99 -p "$prompt_tokens" -n 0 -r 1 2>&1 >/dev/null |
+            grep '^plan ' | sed -e 's/ (x folded)/ (x after a deferred norm)/' \
+            -e "s/ (x handed)/ (x: the GLU's 8-bit blocks)/" >>"$log_dir/ab-plan-$side.txt"
+        done
+        "$bin" run -m "$p" -ngl 99 -n 48 --temp 0 -p "The launch plan" 2>/dev/null >"$log_dir/ab-text-$side.txt" || true
+      done
+      if cmp -s "$log_dir/ab-plan-a.txt" "$log_dir/ab-plan-b.txt" && cmp -s "$log_dir/ab-text-a.txt" "$log_dir/ab-text-b.txt"
+      then echo "same plans ($(wc -l <"$log_dir/ab-plan-b.txt") launches listed) and the same greedy text"
+      else echo "DIFFERENT plans or text:"; diff "$log_dir/ab-plan-a.txt" "$log_dir/ab-plan-b.txt" | head -20
+        diff "$log_dir/ab-text-a.txt" "$log_dir/ab-text-b.txt" | head -6; failed+=(ab-same); fi
+      rm -f "$log_dir"/ab-plan-?.txt "$log_dir"/ab-text-?.txt
+    fi
   done
 fi
 
