@@ -11,23 +11,14 @@
 
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/plan/attention_rules.h"
 #include "backend/cuda/q8_act.cuh"
 
 namespace weir::cuda::attention {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kThreads = 128;                          // both kernels
-constexpr int kMaxSplits = 128;                        // attn_combine keeps the split weights in shared memory
-constexpr int kMinSplitKeys = 64;                      // keys per split at least
-constexpr int kMaxSms = 160;                           // splits are planned for at most this many SMs (scratch bound)
-constexpr size_t kMaxPartialBytes = size_t(16) << 20;  // cap on split partials
-constexpr int kRangeChunk = 4096;                      // keys per attn_ranges block
-constexpr int kBM = 64;                                // attn_mma rows per block
-constexpr int kVecMaxRows = 8;                         // attn_vec rows per block, and the mma threshold
-constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span, a head a block
-constexpr int kWiderThreads = 512;                     // the same for 256-dim heads (a warp a key: attn_wide 3)
-constexpr int kDecRows = 8;                            // attn_dec: query rows per block (the mma's n8)
-constexpr int kMaxClusterBlocks = 16;                  // attn_dec: blocks a cluster at most (Hopper's non-portable size)
+// (kThreads, kMaxSplits, kRangeChunk, kBM, kDecRows and the other limits
+// the plans share: plan/attention_rules.h.)
 
 // The 8-bit cache's element type, as a tag (q8_0 blocks of kQ8Bytes).
 struct Q8Block {};

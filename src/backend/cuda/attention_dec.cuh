@@ -46,9 +46,10 @@ namespace weir::cuda::attention {
 // with CL, clusters (1, 1, splits).
 template <int D>
 struct DecCfg {
-  static constexpr int NW = D >= 256 ? 2 : 4;  // warps, 16 keys of a tile each
+  static constexpr int NW = dec_warps(D);  // warps, 16 keys of a tile each (plan/attention_rules.h)
   static constexpr int TH = NW * 32;
   static constexpr int BN = 16 * NW;  // keys per tile
+  static_assert(TH == dec_threads(D) && BN == dec_keys_per_tile(D), "the plans' tiles are the kernel's");
   static constexpr int LD = D + 8;    // shared row stride in halves (conflict-free ldmatrix)
   static constexpr int OLD = D + 4;   // the warps' outputs at the merge, floats
   static constexpr int stage_bytes = 2 * BN * LD * 2;  // K and V of a tile

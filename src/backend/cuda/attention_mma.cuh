@@ -14,7 +14,7 @@ namespace weir::cuda::attention {
 
 template <int D>
 struct MmaCfg {
-  static constexpr int BN = D >= 256 ? 32 : 64;               // keys per tile
+  static constexpr int BN = mma_keys_per_tile(D);             // keys per tile (plan/attention_rules.h)
   static constexpr int LD = D + 8;                            // shared row stride in halves (conflict-free ldmatrix)
   static constexpr int smem_bytes = (kBM + 4 * BN) * LD * 2;  // Q, then K and V twice
 };

@@ -107,11 +107,11 @@ __device__ __forceinline__ void pdl_wait() {
 
 // Warps per SM a decode product aims to have in flight when it picks how
 // many warps share a row: `dflt` (each kernel's measured best) unless the
-// options say otherwise (CudaOptions::mv_warps, for tuning).
+// options say otherwise (CudaOptions::decode_warps_per_sm, for tuning).
 inline int mat_vec_warps_per_sm(int dflt, int option) { return option > 0 ? option : dflt; }
 
 // Decode products load their first weights before pdl_wait() when no kernel
-// of the graph writes them (OpCtx::w_fixed) and CudaOptions::mv_early is on
+// of the graph writes them (OpCtx::weights_constant) and CudaOptions::early_weights is on
 // (early loads gave 8B q4_K decode +3% and 1B q4_0 +5% on an H100).
 
 // Kernel's attributes (registers, local memory), asked of the runtime once.

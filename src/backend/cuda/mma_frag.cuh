@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/plan/kernel_limits.h"
 
 namespace weir::cuda {
 
@@ -180,5 +181,23 @@ __device__ __forceinline__ uint32_t mma_dequant(uint32_t h, uint32_t bias, MmaSc
   v = __hfma2(v, *reinterpret_cast<const __half2*>(&s.d2), *reinterpret_cast<const __half2*>(&s.m2));
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+
+// The host rules' list of these types (plan/kernel_limits.h: has_mma_tile,
+// mma_tile_needs_16_byte_rows) is this one.
+template <DType T>
+constexpr bool mma_w_listed() {
+  if constexpr (MmaW<T>::kHas)
+    return has_mma_tile(T) && MmaW<T>::kAligned == mma_tile_needs_16_byte_rows(T);
+  else
+    return !has_mma_tile(T);
+}
+template <DType... Ts>
+constexpr bool mma_ws_listed() {
+  return (mma_w_listed<Ts>() && ...);
+}
+static_assert(mma_ws_listed<DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+              DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+              DType::I8, DType::I16, DType::I32, DType::I64, DType::F64, DType::BF16>(),
+              "has_mma_tile (plan/kernel_limits.h) must list the types MmaW has");
 
 }  // namespace weir::cuda

@@ -3,26 +3,21 @@
 #include <cstddef>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/plan/product_rules.h"
 
 namespace weir::cuda {
 
-// The most tokens the 8-bit decode products take.
-inline constexpr int64_t kMaxQ8Tokens = 8;
-// Whether W's type has integer (dp4a) decode kernels.
-bool has_q8_mat_vec(DType w);
-// Scratch bytes for x quantized to 8 bits: T rows of K/32 blocks.
-size_t q8_act_bytes(int64_t K, int64_t T);
+// (Which products they take and the memory they need: plan/product_rules.h;
+// kMaxQ8Tokens: plan/kernel_limits.h.)
 // y_i = W_i x for the n products dsts[0..n) (same x, W type and K; T <= 8
 // tokens) in one launch: x quantized to 8 bits per 32 elements (into
-// c.scratch, unless c.x_quantized), then integer dot products with the
+// c.scratch, unless c.x_q8_in_scratch), then integer dot products with the
 // weights' quants (dp4a).
 void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c);
 // x (F32 rows, K a multiple of 32) quantized to 8 bits into c.scratch, as
-// q8_mat_vec reads it with c.x_quantized (for ops that hand their output to
+// q8_mat_vec reads it with c.x_q8_in_scratch (for ops that hand their output to
 // a product that way but cannot write the blocks themselves).
 void q8_quantize_rows(const Tensor& x, const OpCtx& c);
-// The most products one launch takes.
-int q8_max_group();
 
 // The residual norm folded into the products around it: llama's
 //   s = W a + r;  x = rms_norm(s) * w;  y_i = W_i x
@@ -33,17 +28,13 @@ int q8_max_group();
 // and each block's sum of squares of s into fold memory; the products W_i
 // read those blocks as x and multiply their results by 1 / rms, summing the
 // partials in a fixed order (results repeat bit for bit). No norm kernel
-// runs: a third of the small kernels of a llama layer.
-inline constexpr int64_t kMaxFoldTokens = 4;  // the producer takes two rows a warp
-// Fold memory for K elements of T tokens: the 8-bit blocks, then the sums.
-size_t fold_bytes(int64_t K, int64_t T);
-float* fold_sums(void* fold, int64_t K, int64_t T);
-// Whether the 8-bit kernels can run this fold (can_fold_norm, cuda_ops.h).
-bool q8_can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
+// runs: a third of the small kernels of a llama layer. At most
+// kMaxFoldTokens (the producer takes two rows a warp); the rule and the
+// memory: plan/product_rules.h (q8_can_defer_norm, deferred_norm_q8_bytes).
 // The launch: writes add's result and the fold;
 // mul's result is not written (the products reading it take the fold,
-// OpCtx::x_folded).
-void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
+// OpCtx::x_norm_deferred).
+void q8_mat_vec_add_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c);
 
 // The GLU applied in the gate/up launch (cuda_ops.h: can_fuse_glu): a warp

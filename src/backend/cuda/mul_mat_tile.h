@@ -9,28 +9,17 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/plan/product_rules.h"
 
 namespace weir::cuda {
 
-// Products of more tokens than the decode kernels take, up to this many
-// (WEIR_CUDA_TILE_MAX_T, default 64: at 128 cuBLAS on an fp16 copy of W
-// is faster on an H100), run on the tile kernel; more go to cuBLAS.
-int64_t tile_max_tokens(const CudaOptions& o);
-// Whether W's type has the tile kernel (quantized types).
-bool has_tile_mul_mat(DType w);
-// Scratch bytes for partial sums when blocks split K (a group splits K
-// less when its partial sums would not fit).
-size_t tile_scratch_bytes(const Tensor& dst);
-// The most products on the same x that one launch takes.
-int tile_max_group();
+// (Which products they take and the scratch they need: plan/product_rules.h
+// (tile_max_tokens, has_tile_mul_mat, mma_tile_fits, tile_scratch_bytes).)
 // dsts[j] = W_j x for the n products dsts[0..n) (same x, W type, K and T),
 // one launch, with x given in fp16 (xh: rows of K); partial sums in scratch.
 void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half* xh, void* scratch,
                   size_t scratch_bytes);
 
-// Whether the MMA tile kernel takes dst (Q4_0, Q8_0, Q4_K, Q6_K; K a
-// multiple of 256; WEIR_CUDA_TILE_MMA=0 turns it off for comparisons).
-bool mma_tile_fits(const Tensor& dst, const CudaOptions& o);
 // x as fp16, permuted as the MMA tile kernel reads it, rows of K at the
 // start of c.scratch; returns the bytes they take, rounded up to 256.
 size_t mma_convert_x(const Tensor& x, int64_t K, int64_t T, const OpCtx& c);

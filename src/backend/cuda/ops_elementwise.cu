@@ -233,7 +233,7 @@ bool launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const
     return true;
   }
   const int64_t n4 = K / 4;
-  const int want_nv = c.options().norm_nv;  // float4s per thread at least (tuning)
+  const int want_nv = c.options().norm_float4s;  // float4s per thread at least (tuning)
   const int nv = want_nv >= 4 || n4 > 2048 ? 4 : want_nv == 2 || n4 > 1024 ? 2 : 1;
   const int threads = int(std::min<int64_t>(1024, ((n4 + nv - 1) / nv + 31) / 32 * 32));
   auto* k = nv == 1 ? rms_norm4_kernel<1> : nv == 2 ? rms_norm4_kernel<2> : rms_norm4_kernel<4>;
@@ -265,26 +265,11 @@ void glu(const Tensor& dst, const OpCtx& c, F f) {
 
 }  // namespace
 
-bool can_quantize_for(const Tensor& out, const Tensor& product) {
-  return mul_mat_quantizes_x(product) && product.src[1] == &out && out.dtype == DType::F32 && out.nb[0] == 4 &&
-         out.ne[0] % 32 == 0 &&
-         (out.op == Op::Mul || out.op == Op::RmsNorm || out.op == Op::SiluMul || out.op == Op::GeluMul ||
-          (out.op == Op::Attention && out.src[0] && out.src[0]->ne[0] % 32 == 0));  // a head's dims: whole blocks
-}
-
 void op_rms_norm(const Tensor& dst, const OpCtx& c) {
   check_rows_f32("rms_norm", dst, dst.src[0]);
   const int64_t rows = dst.n_rows(), K = dst.ne[0];
   if (rows == 0) return;
   launch_norm(rows, K, c, *dst.src[0], dst, dst.fparams[0], nullptr, nullptr, nullptr, q8_out(dst, c));
-}
-
-bool can_fuse_rms_norm_mul(const Tensor& norm, const Tensor& mul) {
-  const Tensor* w = mul.src[1];
-  return norm.op == Op::RmsNorm && mul.op == Op::Mul && mul.src[0] == &norm && w && w != &norm &&
-         w->dtype == DType::F32 && w->nb[0] == 4 && w->n_rows() == 1 && w->ne[0] == norm.ne[0] && norm.src[0] &&
-         norm.src[0]->dtype == DType::F32 && norm.src[0]->nb[0] == 4 && mul.dtype == DType::F32 && mul.nb[0] == 4 &&
-         mul.ne[0] == norm.ne[0] && mul.n_rows() == norm.n_rows();
 }
 
 void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c) {
@@ -295,27 +280,12 @@ void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c) {
               nullptr, q8_out(mul, c));
 }
 
-bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul) {
-  const Tensor* a = add.src[0];
-  const Tensor* b = add.src[1];
-  return add.op == Op::Add && norm.src[0] == &add && can_fuse_rms_norm_mul(norm, mul) && a && b &&
-         a->dtype == DType::F32 && b->dtype == DType::F32 && a->nb[0] == 4 && b->nb[0] == 4 && add.nb[0] == 4 &&
-         a->ne[0] == add.ne[0] && b->ne[0] == add.ne[0] && a->n_rows() == add.n_rows() && b->n_rows() == add.n_rows();
-}
-
 void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul, const OpCtx& c) {
   if (!can_fuse_add_rms_norm_mul(add, norm, mul)) bad_operands("add", add, "cannot be fused with " + norm.name);
   const int64_t rows = norm.n_rows(), K = norm.ne[0];
   if (rows == 0) return;
   launch_norm(rows, K, c, *add.src[0], mul, norm.fparams[0], static_cast<const float*>(mul.src[1]->data), add.src[1],
               &add, q8_out(mul, c));
-}
-
-bool can_fuse_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,
-                            const Tensor& mul) {
-  return can_fuse_rms_norm_mul(norm0, mul0) && can_fuse_add_rms_norm_mul(add, norm, mul) &&
-         (add.src[0] == &mul0 || add.src[1] == &mul0) && add.src[0] != add.src[1] && mul0.ne[0] == add.ne[0] &&
-         mul0.n_rows() == add.n_rows() && norm0.src[0] != &add;
 }
 
 void op_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,

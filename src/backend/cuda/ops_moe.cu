@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/moe_ops.h"
+#include "backend/cuda/plan/kernel_limits.h"
 
 namespace weir::cuda {
 namespace {
@@ -85,7 +86,7 @@ __global__ void moe_weights_kernel(Rows logits, int64_t E, const int32_t* ids, i
 // moe_weights_kernel computes them (the same sums in the same order). The
 // same results as the two kernels, bit for bit, in a fraction of their
 // time (the picks were a loop of loads and shuffles a round).
-constexpr int kRouteValues = 8;  // values a lane: E <= 256
+// (kRouteValues, values a lane: plan/kernel_limits.h.)
 __device__ __forceinline__ uint32_t order_key(float f) {  // larger float, larger key; every key > 0
   const uint32_t b = __float_as_uint(f);
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
@@ -220,15 +221,6 @@ void op_moe_weights(const Tensor& dst, const OpCtx& c) {
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
-bool can_fuse_route(const Tensor& top_k, const Tensor& weights) {
-  const Tensor* l = top_k.src[0];
-  return top_k.op == Op::TopK && weights.op == Op::MoeWeights && weights.src[0] == l && weights.src[1] == &top_k &&
-         l && l->dtype == DType::F32 && l->nb[0] == 4 && top_k.dtype == DType::I32 && top_k.is_contiguous() &&
-         weights.is_contiguous() && weights.ne[0] == top_k.ne[0] && top_k.ne[0] <= 32 &&
-         l->ne[0] <= 32 * kRouteValues &&
-         weights.n_rows() == top_k.n_rows();
-}
-
 void op_route(const Tensor& top_k, const Tensor& weights, const OpCtx& c) {
   if (!can_fuse_route(top_k, weights)) bad_operands("top_k", top_k, "cannot compute " + weights.name + " with it");
   const int64_t T = top_k.ne[1];
@@ -237,10 +229,6 @@ void op_route(const Tensor& top_k, const Tensor& weights, const OpCtx& c) {
   launch_kernel(route_kernel, warp_blocks(T), 32 * kWarpsPerBlock, 0, c.stream, rows_of(l), l.ne[0], int(top_k.ne[0]),
                 weights.iparams[0] != 0, static_cast<int32_t*>(top_k.data), static_cast<float*>(weights.data), T);
   WEIR_CUDA_CHECK_LAUNCH();
-}
-
-bool mul_mat_id_supported(const Tensor& t) {
-  return t.src[0] && dispatch_dtype(t.src[0]->dtype, []<DType>() {}) && t.src[0]->ne[0] % 8 == 0;
 }
 
 void op_mul_mat_id(const Tensor& dst, const OpCtx& c) {

@@ -4,7 +4,7 @@
 //
 // Which rows a block reads comes from ids on the device, so a CUDA graph
 // replays any routing. Two ways to pair tokens with experts:
-// - a block a (slot, token) pair (up to kDirectPairs pairs: decode), only
+// - a block a (slot, token) pair (up to kExpertDirectPairs pairs: decode), only
 //   the chosen experts' rows read, once a pair;
 // - more pairs (prefill): a sort kernel lists the pairs by expert and cuts
 //   each expert's list into tiles of up to 4 (GLU) or 8 pairs; a block takes
@@ -26,15 +26,17 @@
 #include "backend/cuda/moe_ops.h"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/mul_mat_tile.h"
+#include "backend/cuda/plan/kernel_limits.h"
+#include "backend/cuda/plan/moe_rules.h"
 #include "backend/cuda/q8_act.cuh"
 #include "backend/cuda/q8_dot.cuh"
 
 namespace weir::cuda {
 namespace {
 
-constexpr int64_t kDirectPairs = 64;  // up to this many pairs: a block a pair
-constexpr int kGluTile = 4;            // pairs of a tile (more pairs): the GLU's (4 rows a warp)
-constexpr int kProductTile = 8;        // a product's (2 rows a warp)
+// (kExpertDirectPairs: up to this many pairs, a block a pair; kExpertGluTile,
+// kExpertProductTile: the pairs of a tile (more pairs), the GLU's (4 rows a
+// warp) and a product's (2 rows a warp): plan/kernel_limits.h.)
 constexpr int kWarps = 16;             // warps of a product block: 32 rows (GLU: 32 outputs)
 
 // The experts' weights: W [K, N, E] of row stride `row` and expert stride `expert`.
@@ -157,7 +159,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
 template <class D>
 __global__ void __launch_bounds__(32 * kWarps)
     expert_glu_tile_kernel(ExpertW gate, ExpertW up, int64_t K, XQ x, Route rt, Tiles tl, Q8Act h, bool gelu) {
-  glu_body<D, kGluTile, 1>(gate, up, K, x, rt, tl, h, gelu);
+  glu_body<D, kExpertGluTile, 1>(gate, up, K, x, rt, tl, h, gelu);
 }
 
 // One product: warp w takes rows 32 blockIdx.x + 2 w, + 1 of the pair's or
@@ -194,7 +196,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 template <class D>
 __global__ void __launch_bounds__(32 * kWarps)
     expert_product_tile_kernel(ExpertW W, int64_t K, int64_t N, XQ x, Route rt, Tiles tl, float* y) {
-  product_body<D, kProductTile, 1>(W, K, N, x, rt, tl, y);
+  product_body<D, kExpertProductTile, 1>(W, K, N, x, rt, tl, y);
 }
 
 // down with moe_sum, token blockIdx.y: the block's threads take (slot,
@@ -202,7 +204,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 // weight; the block's partial sums are added warp by warp in a fixed order.
 constexpr int kSumRows = 2;
 constexpr int kSumWarps = 8;
-constexpr int kMaxSlots = 32;  // experts a token
+// (kExpertMaxSlots, experts a token: plan/kernel_limits.h.)
 template <class D>
 __global__ void __launch_bounds__(32 * kSumWarps)
     expert_down_sum_kernel(ExpertW W, int64_t K, int64_t N, XQ xb, Route rt, const float* wts, float* out) {
@@ -211,9 +213,9 @@ __global__ void __launch_bounds__(32 * kSumWarps)
   const int64_t t = blockIdx.y, n0 = int64_t(blockIdx.x) * R;
   const int chunks = int(K / D::QK * D::CHUNKS), items = chunks * rt.k, stride = int(blockDim.x);
   // The token's slots: each one's rows, weight and x row, once a block.
-  __shared__ const uint8_t* rows[kMaxSlots];
-  __shared__ float wt[kMaxSlots];
-  __shared__ int64_t xrow[kMaxSlots];
+  __shared__ const uint8_t* rows[kExpertMaxSlots];
+  __shared__ float wt[kExpertMaxSlots];
+  __shared__ int64_t xrow[kExpertMaxSlots];
   __shared__ int any_bad;
   pdl_wait();
   if (threadIdx.x == 0) any_bad = 0;
@@ -306,10 +308,6 @@ __global__ void expert_sort_kernel(const int32_t* ids, int64_t P, int64_t E, int
   }
 }
 
-// The most tiles P pairs make (each expert's last tile may be short): for
-// the smaller tile.
-int64_t max_tiles(int64_t P, int64_t E, int tile = std::min(kGluTile, kProductTile)) { return P / tile + E + 1; }
-
 // A launch's operands: the 8-bit x (quantized into scratch here, or handed
 // by the launch before), the route and, for many pairs, the sorted tiles
 // (in scratch after x).
@@ -322,27 +320,18 @@ struct Setup {
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
-// Scratch: x's 8-bit blocks (unless handed) or, for the MMA tiles, x in
-// fp16; then the sort's order, tiles and count.
-size_t x_bytes(int64_t K, int64_t x_rows) {
-  return std::max(align256(q8_act_bytes(K, x_rows)), align256(size_t(K) * size_t(x_rows) * 2));
-}
-size_t scratch_bytes(int64_t K, int64_t x_rows, int64_t P, int64_t E) {
-  size_t b = x_bytes(K, x_rows);
-  if (P > kDirectPairs) b += align256(size_t(P) * 4) + align256(size_t(max_tiles(P, E)) * 16) + 256;
-  return b;
-}
-
-// The sort's lists in scratch after x.
+// The sort's lists in scratch after x (the layout expert_scratch_bytes,
+// plan/moe_rules.h, sizes: x's 8-bit blocks or fp16 rows, then the sort's
+// order, tiles and count; expert_max_tiles tiles at most).
 struct Lists {
   int32_t* order;
   int4* tiles;
   int* count;
 };
 Lists lists(const OpCtx& c, int64_t K, int64_t x_rows, int64_t P, int64_t E) {
-  char* base = static_cast<char*>(c.scratch) + x_bytes(K, x_rows);
+  char* base = static_cast<char*>(c.scratch) + expert_x_bytes(K, x_rows);
   return {reinterpret_cast<int32_t*>(base), reinterpret_cast<int4*>(base + align256(size_t(P) * 4)),
-          reinterpret_cast<int*>(base + align256(size_t(P) * 4) + align256(size_t(max_tiles(P, E)) * 16))};
+          reinterpret_cast<int*>(base + align256(size_t(P) * 4) + align256(size_t(expert_max_tiles(P, E)) * 16))};
 }
 void sort_pairs(const Route& rt, int64_t P, int tile, const Lists& l, const OpCtx& c) {
   launch_kernel(expert_sort_kernel, 1, 1024, size_t(2 * (rt.E + 1)) * sizeof(int), c.stream, rt.ids, P, rt.E, tile,
@@ -352,55 +341,31 @@ void sort_pairs(const Route& rt, int64_t P, int tile, const Lists& l, const OpCt
 
 Setup setup(const Tensor& W, const Tensor& X, const Tensor& ids, int tile, const OpCtx& c) {
   const int64_t K = W.ne[0], E = W.ne[2], k = ids.ne[0], T = ids.ne[1], P = k * T, x_rows = X.n_rows();
-  if (scratch_bytes(K, x_rows, P, E) > c.scratch_bytes) throw Error("cuda mul_mat_id: scratch too small");
+  if (expert_scratch_bytes(K, x_rows, P, E) > c.scratch_bytes) throw Error("cuda mul_mat_id: scratch too small");
   Setup s;
   s.rt = Route{static_cast<const int32_t*>(ids.data), int(k), E, int(x_rows / T)};
-  if (c.x_handed) {
-    if (!c.hand || q8_act_bytes(K, x_rows) > c.hand_bytes) throw Error("cuda mul_mat_id: no 8-bit x handed to it");
-    const Q8Act a = Q8Act::in(c.hand, K, x_rows);
+  if (c.x_from == ActivationSource::GluQ8) {
+    if (!c.glu_q8 || q8_act_bytes(K, x_rows) > c.glu_q8_capacity) throw Error("cuda mul_mat_id: no 8-bit x handed to it");
+    const Q8Act a = Q8Act::in(c.glu_q8, K, x_rows);
     s.x = XQ{a.q, a.ds, K};
   } else {
-    if (!c.x_quantized) q8_quantize_rows(X, c);  // into the start of scratch (else the norm before wrote it there)
+    if (c.x_from != ActivationSource::Q8InScratch) q8_quantize_rows(X, c);  // into the start of scratch (else the norm before wrote it there)
     const Q8Act a = Q8Act::in(c.scratch, K, x_rows);
     s.x = XQ{a.q, a.ds, K};
   }
   s.grid_y = unsigned(P);
-  if (P > kDirectPairs) {
+  if (P > kExpertDirectPairs) {
     const Lists l = lists(c, K, x_rows, P, E);
     sort_pairs(s.rt, P, tile, l, c);
     s.tl = Tiles{l.order, l.tiles, l.count};
-    s.grid_y = unsigned(max_tiles(P, E, tile));
+    s.grid_y = unsigned(expert_max_tiles(P, E, tile));
   }
   return s;
 }
 
 ExpertW expert_w(const Tensor& W) { return {static_cast<const uint8_t*>(W.data), W.nb[1], W.nb[2]}; }
 
-bool rows_aligned(const Tensor& W) {  // q4_K / q5_K rows are read as 16-byte words
-  const size_t a = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
-  return reinterpret_cast<uintptr_t>(W.data) % a == 0 && W.nb[1] % a == 0 && W.nb[2] % a == 0;
-}
-
 }  // namespace
-
-bool has_expert_q8(const Tensor& t) {
-  const Tensor* W = t.src[0];
-  const Tensor* X = t.src[1];
-  const Tensor* ids = t.src[2];
-  return t.op == Op::MulMatId && W && X && ids && has_q8_mat_vec(W->dtype) && W->ne[0] % 32 == 0 &&
-         W->ne[1] % 32 == 0 && X->dtype == DType::F32 && X->nb[0] == 4 && ids->dtype == DType::I32 &&
-         ids->is_contiguous() && t.is_contiguous() && rows_aligned(*W);
-}
-
-size_t expert_scratch_bytes(const Tensor& t) {
-  if (!has_expert_q8(t)) return 0;
-  const Tensor& W = *t.src[0];
-  return scratch_bytes(W.ne[0], t.src[1]->n_rows(), t.src[2]->n_elements(), W.ne[2]);
-}
-
-bool expert_mma(const Tensor& t, const CudaOptions& o) {
-  return has_expert_q8(t) && t.src[2]->n_elements() > kDirectPairs && mma_tile_fits(t, o);
-}
 
 // The MMA tiles: x to fp16 (every row), the pairs sorted into tiles of 64.
 void expert_mul_mat_mma(const Tensor& dst, const OpCtx& c) {
@@ -408,7 +373,7 @@ void expert_mul_mat_mma(const Tensor& dst, const OpCtx& c) {
   const Tensor& X = *dst.src[1];
   const Tensor& ids = *dst.src[2];
   const int64_t K = W.ne[0], N = W.ne[1], E = W.ne[2], k = ids.ne[0], T = ids.ne[1], P = k * T, x_rows = X.n_rows();
-  if (scratch_bytes(K, x_rows, P, E) > c.scratch_bytes) bad_operands("mul_mat_id", dst, "scratch too small");
+  if (expert_scratch_bytes(K, x_rows, P, E) > c.scratch_bytes) bad_operands("mul_mat_id", dst, "scratch too small");
   mma_convert_x(X, K, x_rows, c);
   const Route rt{static_cast<const int32_t*>(ids.data), int(k), E, int(x_rows / T)};
   constexpr int kMmaTile = 64;  // the MMA tile kernel's tokens
@@ -417,16 +382,16 @@ void expert_mul_mat_mma(const Tensor& dst, const OpCtx& c) {
   const MmaExperts a{static_cast<const uint8_t*>(W.data), W.nb[1], W.nb[2], K, N,
                      static_cast<const __half*>(c.scratch), rt.k, rt.x_per_token, l.order, l.tiles, l.count,
                      static_cast<float*>(dst.data)};
-  mma_expert_mul_mat(a, W.dtype, unsigned(max_tiles(P, E, kMmaTile)), c);
+  mma_expert_mul_mat(a, W.dtype, unsigned(expert_max_tiles(P, E, kMmaTile)), c);
 }
 
 void expert_mul_mat(const Tensor& dst, const OpCtx& c) {
   if (!has_expert_q8(dst)) bad_operands("mul_mat_id", dst, "no 8-bit expert kernel for these operands");
-  if (!c.x_handed && !c.x_quantized && expert_mma(dst, c.options())) return expert_mul_mat_mma(dst, c);
+  if (c.x_from == ActivationSource::Rows && expert_mma(dst, c.options())) return expert_mul_mat_mma(dst, c);
   const Tensor& W = *dst.src[0];
   const int64_t K = W.ne[0], N = W.ne[1];
   if (dst.src[2]->n_elements() == 0) return;
-  const Setup s = setup(W, *dst.src[1], *dst.src[2], kProductTile, c);
+  const Setup s = setup(W, *dst.src[1], *dst.src[2], kExpertProductTile, c);
   const dim3 grid(unsigned(N / 32), s.grid_y);
   dispatch_q8_dot(W.dtype, [&]<class D>() {
     const auto kernel = s.tl.order ? expert_product_tile_kernel<D> : expert_product_pair_kernel<D>;
@@ -436,30 +401,17 @@ void expert_mul_mat(const Tensor& dst, const OpCtx& c) {
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
-bool can_fuse_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
-  if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
-  const Tensor* gate = glu.src[0];
-  const Tensor* up = glu.src[1];
-  if (!gate || !up || gate == up || !((gate == &a && up == &b) || (gate == &b && up == &a))) return false;
-  return has_expert_q8(*gate) && has_expert_q8(*up) && gate->src[0]->dtype == up->src[0]->dtype &&
-         gate->src[1] == up->src[1] && gate->src[2] == up->src[2] && gate->src[0]->ne[0] == up->src[0]->ne[0] &&
-         gate->src[0]->ne[1] == up->src[0]->ne[1] && gate->src[0]->ne[2] == up->src[0]->ne[2] &&
-         glu.dtype == DType::F32 && glu.ne[0] == gate->ne[0] && glu.n_rows() == gate->n_rows();
-}
-
-size_t expert_glu_hand_bytes(const Tensor& glu) { return q8_act_bytes(glu.ne[0], glu.n_rows()); }
-
 void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
   if (!can_fuse_expert_glu(a, b, glu)) bad_operands("mul_mat_id", a, "cannot apply " + glu.name + " in its launch");
-  if (c.x_handed) bad_operands("mul_mat_id", a, "reads the handed x it would write");
-  if (!c.hand || expert_glu_hand_bytes(glu) > c.hand_bytes) bad_operands("mul_mat_id", a, "no memory for " + glu.name);
+  if (c.x_from == ActivationSource::GluQ8) bad_operands("mul_mat_id", a, "reads the handed x it would write");
+  if (!c.glu_q8 || expert_glu_q8_bytes(glu) > c.glu_q8_capacity) bad_operands("mul_mat_id", a, "no memory for " + glu.name);
   const Tensor& gate = *glu.src[0];
   const Tensor& up = *glu.src[1];
   const Tensor& W = *gate.src[0];
   const int64_t K = W.ne[0], N = W.ne[1];
   if (gate.src[2]->n_elements() == 0) return;
-  const Setup s = setup(W, *gate.src[1], *gate.src[2], kGluTile, c);
-  const Q8Act h = Q8Act::in(c.hand, N, glu.n_rows());
+  const Setup s = setup(W, *gate.src[1], *gate.src[2], kExpertGluTile, c);
+  const Q8Act h = Q8Act::in(c.glu_q8, N, glu.n_rows());
   const dim3 grid(unsigned(N / 32), s.grid_y);
   dispatch_q8_dot(W.dtype, [&]<class D>() {
     const auto kernel = s.tl.order ? expert_glu_tile_kernel<D> : expert_glu_pair_kernel<D>;
@@ -467,14 +419,6 @@ void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const Op
                   glu.op == Op::GeluMul);
   });
   WEIR_CUDA_CHECK_LAUNCH();
-}
-
-bool can_fuse_expert_down_sum(const Tensor& down, const Tensor& sum) {
-  return sum.op == Op::MoeSum && sum.src[0] == &down && sum.src[1] && sum.src[1]->dtype == DType::F32 &&
-         sum.src[1]->is_contiguous() && sum.is_contiguous() && has_expert_q8(down) &&
-         down.src[2]->n_elements() <= kDirectPairs && down.src[2]->ne[0] <= kMaxSlots &&
-         sum.src[1]->ne[0] == down.src[2]->ne[0] &&
-         sum.src[1]->ne[1] == down.src[2]->ne[1];
 }
 
 void op_expert_down_sum(const Tensor& down, const Tensor& sum, const OpCtx& c) {

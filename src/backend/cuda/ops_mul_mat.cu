@@ -31,22 +31,20 @@
 #include "backend/cuda/glu.cuh"
 #include "backend/cuda/mul_mat_q8.h"
 #include "backend/cuda/mul_mat_tile.h"
+#include "backend/cuda/plan/product_rules.h"
 #include "backend/cuda/product_ends.cuh"
 #include "backend/cuda/product_group.cuh"
 
 namespace weir::cuda {
 namespace {
 
-constexpr int kMaxVecTokens = 8;
 constexpr int kWarpsPerBlock = 4;
-// Largest fp16 copy of W made at once for cuBLAS (bytes).
-constexpr size_t kSliceBytes = size_t(256) << 20;
 
-// A warp takes R weight rows (2 up to 4 tokens), so each x load serves R
-// of them; WPR warps per row group (more for short matrices: warps in
-// flight cover the memory latency); each lane takes groups of 8 elements,
-// kUnroll groups of each row at a time with all their loads issued first.
-constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
+// A warp takes R weight rows (2 up to 4 tokens: rows_per_warp, plan/
+// kernel_limits.h), so each x load serves R of them; WPR warps per row group
+// (more for short matrices: warps in flight cover the memory latency); each
+// lane takes groups of 8 elements, kUnroll groups of each row at a time with
+// all their loads issued first.
 
 // The ends of a launch, as types: a plain launch runs the code it ran
 // before the others came.
@@ -63,7 +61,7 @@ struct VecJobs : ProductJobs {};
 // The producer's side of a folded norm: s = W a + r (the residual stream)
 // and x = s * w (w: the norm's weights) stored, x not yet divided by rms,
 // and each block's sum of squares of its rows of s (ss[t][block]); blocks
-// of at least 4 rows (fold_wpr).
+// of at least 4 rows (add_norm_warps_per_row).
 struct VecAddOut {
   Rows r, s, x;
   const float* w;
@@ -307,10 +305,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
   }
 }
 
-// The types whose float launches take folded norms and row jobs (the float
-// models'; the others keep their instantiations few).
-constexpr bool has_vec_ends(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
-
 // How a float launch ends (the Vec* types above), set by vec_products.
 struct VecEnds {
   VecNorm nrm{};        // its ss set: x is a folded norm's s * w (NORM)
@@ -324,15 +318,15 @@ struct VecEnds {
 // decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
 int vec_wpr(int64_t warp_rows, int64_t K, const OpCtx& c) {
   int wpr = 1;
-  const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96, c.options().mv_warps);
+  const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96, c.options().decode_warps_per_sm);
   while (wpr < kWarpsPerBlock && warp_rows * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
   return wpr;
 }
 
 // A folding launch's warps a row group: the plain launch's, capped by
-// CudaOptions::fold_wpr (for tuning: fewer, larger blocks, fewer partial sums).
-int fold_wpr(int64_t N, int64_t K, int64_t T, const OpCtx& c) {
-  const int o = c.options().fold_wpr;
+// CudaOptions::add_norm_warps_per_row (for tuning: fewer, larger blocks, fewer partial sums).
+int add_norm_warps_per_row(int64_t N, int64_t K, int64_t T, const OpCtx& c) {
+  const int o = c.options().add_norm_warps_per_row;
   const int cap = o > 0 ? std::min(kWarpsPerBlock, o) : kWarpsPerBlock;
   const int R = rows_per_warp(int(T));
   return std::min(cap, vec_wpr((N + R - 1) / R, K, c));
@@ -373,7 +367,7 @@ void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds&
   const Mats m = group_mats(dsts, n);
   const int64_t N = m.total;
   const Rows x = rows_of(*dst.src[1]);
-  const bool early = c.w_fixed && c.options().mv_early;
+  const bool early = c.weights_constant && c.options().early_weights;
   constexpr int R = rows_per_warp(NT);
   const bool norm = e.nrm.ss != nullptr;
   if constexpr (R == 2) {
@@ -392,7 +386,7 @@ void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds&
       const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
       if (e.fout.s.base) {
         if (n != 1 || norm) bad_operands("mul_mat", dst, "a folding launch takes one product of a plain x");
-        const int fw = fold_wpr(N, K, NT, c);
+        const int fw = add_norm_warps_per_row(N, K, NT, c);
         return launch_vec<T, NT>(fw, blocks_for(N, kWarpsPerBlock / fw * R), m, K, x, early, e.fout, e, c);
       }
       const VecJobs jobs{e.j};
@@ -421,34 +415,26 @@ void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds& e)
   }
 }
 
-// The norm whose result x is (x = mul(rms_norm(s), w): the float kernel's
-// fold), or null.
-const Tensor* folded_norm(const Tensor& x) {
-  const Tensor* norm = x.op == Op::Mul ? x.src[0] : nullptr;
-  if (!norm || norm->op != Op::RmsNorm || !norm->src[0] || !x.src[1]) return nullptr;
-  return norm;
-}
-
 // The blocks of a folding launch of `product`: its partial sums.
 int64_t vec_blocks(const Tensor& product, const OpCtx& c) {
   const int64_t N = product.src[0]->ne[1], K = product.src[0]->ne[0];
   const int R = rows_per_warp(int(product.n_rows()));
-  return blocks_for(N, kWarpsPerBlock / fold_wpr(N, K, product.n_rows(), c) * R);
+  return blocks_for(N, kWarpsPerBlock / add_norm_warps_per_row(N, K, product.n_rows(), c) * R);
 }
 
 // The float decode kernel on dsts[0..n) (types without 8-bit kernels):
-// with c.x_folded, x is a folded norm's s * w, not yet divided by rms
+// with c.x_norm_deferred, x is a folded norm's s * w, not yet divided by rms
 // (VecNorm); with c.row_jobs, the rows go to them; `e` says the rest (GLU,
 // folding).
 void vec_products(const Tensor* const* dsts, int n, const OpCtx& c, VecEnds e = {}) {
   const Tensor& dst = *dsts[0];
   const DType wt = dst.src[0]->dtype;
   const Tensor& x = *dst.src[1];
-  if (c.x_folded) {
-    const int64_t T = dst.n_rows(), n = c.fold_product ? vec_blocks(*c.fold_product, c) : 0, ld = (n + 3) / 4 * 4;
-    if (!c.fold_product || !c.fold || size_t(ld * T) * sizeof(float) > c.fold_bytes)
+  if (c.x_from == ActivationSource::DeferredNorm) {
+    const int64_t T = dst.n_rows(), n = c.deferred_norm_writer ? vec_blocks(*c.deferred_norm_writer, c) : 0, ld = (n + 3) / 4 * 4;
+    if (!c.deferred_norm_writer || !c.deferred_norm || size_t(ld * T) * sizeof(float) > c.deferred_norm_capacity)
       bad_operands("mul_mat", dst, "no folded norm to read x from");
-    e.nrm = VecNorm{static_cast<const float*>(c.fold), int(n), int(ld), float(x.ne[0]), c.fold_eps};
+    e.nrm = VecNorm{static_cast<const float*>(c.deferred_norm), int(n), int(ld), float(x.ne[0]), c.deferred_norm_eps};
   }
   if (c.row_jobs) {
     if (!can_run_row_jobs(dsts, n, c.row_jobs)) bad_operands("mul_mat", dst, "cannot run these rope/set_rows jobs");
@@ -485,16 +471,6 @@ __global__ void convert_x_kernel(Rows x, int64_t K, int64_t T, H* out) {
     else
       out[i] = __float2bfloat16_rn(v);
   }
-}
-
-size_t slice_rows(const Tensor& dst) {
-  const int64_t K = dst.src[0]->ne[0], N = dst.src[0]->ne[1];
-  return size_t(std::max<int64_t>(1, std::min<int64_t>(N, int64_t(kSliceBytes / (size_t(K) * 2)))));
-}
-
-bool uses_vec(const Tensor& dst) { return dst.n_rows() <= kMaxVecTokens; }
-bool uses_tile(const Tensor& dst, const CudaOptions& o) {
-  return !uses_vec(dst) && dst.n_rows() <= tile_max_tokens(o) && has_tile_mul_mat(dst.src[0]->dtype);
 }
 
 void check(const Tensor& dst) {
@@ -539,19 +515,6 @@ void tile_products(const Tensor* const* dsts, int n, const OpCtx& c) {
 
 }  // namespace
 
-bool can_group_mul_mat(const Tensor& a, const Tensor& b, const CudaOptions& o) {
-  const bool q8 = mul_mat_quantizes_x(a) && mul_mat_quantizes_x(b);
-  // CudaOptions::tile_group off: tile products one launch each (for comparisons).
-  const bool tile =
-      o.tile_group && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_tile(a, o) && uses_tile(b, o);
-  // The float decode kernel (F16, BF16, F32, the other types) groups too
-  // (CudaOptions::vec_group off: one launch each).
-  const bool vec = o.vec_group && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_vec(a) && uses_vec(b) &&
-                   !has_q8_mat_vec(a.src[0]->dtype) && !has_q8_mat_vec(b.src[0]->dtype);
-  return (q8 || tile || vec) && a.src[1] == b.src[1] && a.src[0]->dtype == b.src[0]->dtype &&
-         a.src[0]->ne[0] == b.src[0]->ne[0] && a.n_rows() == b.n_rows();
-}
-
 void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
   for (int i = 0; i < n; ++i) check(*dsts[i]);
   if (uses_tile(*dsts[0], c.options())) return tile_products(dsts, n, c);
@@ -559,108 +522,24 @@ void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
   q8_mat_vec(dsts, n, c);
 }
 
-size_t fold_norm_bytes(const Tensor& product) {
-  // The float kernel's: a block's partial sums, at least two rows a block.
-  const size_t T = size_t(product.n_rows());
-  return mul_mat_quantizes_x(product) ? fold_bytes(product.ne[0], product.n_rows())
-                                      : T * (size_t((product.ne[0] + 1) / 2 + 3) / 4 * 4) * sizeof(float);
-}
-
-// The float kernel's fold: its launch writes add's and mul's results (mul's
-// not yet divided by rms) and its blocks' sums of squares into fold memory;
-// the products reading mul's result divide theirs by rms (VecNorm).
-bool can_fold_norm_vec(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
-  const Tensor* W = product.src[0];
-  if (product.op != Op::MulMat || !W || !product.src[1] || !uses_vec(product) || has_q8_mat_vec(W->dtype) ||
-      !has_vec_ends(W->dtype))
-    return false;
-  const int64_t T = product.n_rows();
-  const Tensor* r = add.src[0] == &product ? add.src[1] : add.src[1] == &product ? add.src[0] : nullptr;
-  return rows_per_warp(int(T)) == 2 && product.ne[0] == W->ne[1] && r && r != &product &&
-         can_fuse_add_rms_norm_mul(add, norm, mul) && add.ne[0] == W->ne[1] && add.n_rows() == T &&
-         folded_norm(mul) == &norm && add.ne[0] % 4 == 0 && add.dtype == DType::F32 && add.nb[0] == 4 &&
-         add.nb[1] % 16 == 0 && mul.dtype == DType::F32 && mul.nb[0] == 4;
-}
-
-bool can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
-  return q8_can_fold_norm(product, add, norm, mul) || can_fold_norm_vec(product, add, norm, mul);
-}
-
-bool mul_mat_takes_fold(const Tensor& producer, const Tensor& taker) {
-  const Tensor* W = taker.src[0];
-  if (taker.op != Op::MulMat || !W || !taker.src[1] || !uses_vec(taker) || taker.n_rows() != producer.n_rows())
-    return false;
-  if (mul_mat_quantizes_x(producer)) return mul_mat_quantizes_x(taker);
-  return !has_q8_mat_vec(W->dtype) && has_vec_ends(W->dtype) && W->ne[0] % 8 == 0;
-}
-
-void op_mul_mat_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
+void op_mul_mat_add_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c) {
   check(product);
-  if (!can_fold_norm_vec(product, add, norm, mul)) return q8_mat_vec_fold_norm(product, add, norm, mul, c);
-  if (c.x_folded) bad_operands("mul_mat", product, "reads the folded x it would write");
+  if (!can_defer_norm_float(product, add, norm, mul)) return q8_mat_vec_add_norm(product, add, norm, mul, c);
+  if (c.x_from == ActivationSource::DeferredNorm) bad_operands("mul_mat", product, "reads the folded x it would write");
   const Tensor& r = add.src[0] == &product ? *add.src[1] : *add.src[0];
   VecEnds e;
-  if (!c.fold || fold_norm_bytes(product) > c.fold_bytes)
+  if (!c.deferred_norm || deferred_norm_bytes(product) > c.deferred_norm_capacity)
     bad_operands("mul_mat", product, "no memory for a folded norm");
   const int64_t n = vec_blocks(product, c);
   e.fout = VecAddOut{rows_of(r),
                      rows_of(add),
                      rows_of(mul),
                      static_cast<const float*>(mul.src[1]->data),
-                     static_cast<float*>(c.fold),
+                     static_cast<float*>(c.deferred_norm),
                      int((n + 3) / 4 * 4)};
   const Tensor* one[1] = {&product};
   vec_products(one, 1, c, e);
-}
-
-bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* jobs) {
-  if (n < 1 || n > kMaxMats) return false;
-  const DType wt = dsts[0]->src[0] ? dsts[0]->src[0]->dtype : DType::F32;
-  for (int k = 0; k < n; ++k) {
-    const Tensor& d = *dsts[k];
-    const Tensor& job = *jobs[k].node;
-    const int64_t N = d.ne[0], T = d.n_rows();
-    // Two rows a warp (a rope's pair): the kernels for up to 4 tokens (both
-    // kernels take two rows a warp there).
-    if (d.op != Op::MulMat || !d.src[0] || d.src[0]->dtype != wt || !uses_vec(d) || T < 1 ||
-        rows_per_warp(int(T)) != 2 || N % 2 || !d.is_contiguous())
-      return false;
-    if (!has_q8_mat_vec(wt) && !has_vec_ends(wt)) return false;
-    const Tensor* src = job.op == Op::Rope ? job.src[0] : job.op == Op::SetRows ? job.src[1] : nullptr;
-    if (!src || src->storage() != &d || (src != &d && (src->view_offset != 0 || !src->is_contiguous()))) return false;
-    if (job.op == Op::Rope) {
-      const int64_t D = src->ne[0], H = src->ne[1];
-      if (!can_rope_store(job) || RopeMode(job.iparams[1]) != RopeMode::Normal || job.iparams[0] != D || D % 2 ||
-          D * H != N || src->ne[2] != T || job.ne[3] != 1 || !job.src[1] || job.src[1]->dtype != DType::I32)
-        return false;
-      if (jobs[k].into && !can_rope_into(job, *jobs[k].into)) return false;
-    } else if (src->ne[0] != N || src->n_rows() != T || !job.src[0] || !job.src[2] || job.src[2]->dtype != DType::I32 ||
-               (job.src[0]->dtype != DType::F32 && job.src[0]->dtype != DType::F16 &&
-                job.src[0]->dtype != DType::Q8_0)) {
-      return false;
-    }
-    // An 8-bit cache takes whole 32-element blocks (run_jobs_q8): the 8-bit
-    // kernels' launch of 16 warps a block for one token.
-    const Tensor* table = job.op == Op::SetRows ? job.src[0] : jobs[k].into ? jobs[k].into->src[0] : nullptr;
-    if (table && table->dtype == DType::Q8_0 && (!has_q8_mat_vec(wt) || T != 1 || N % 32)) return false;
-  }
-  return true;
-}
-
-bool can_fuse_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
-  if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
-  const Tensor* gate = glu.src[0];
-  const Tensor* up = glu.src[1];
-  if (!gate || !up || gate == up || !((gate == &a && up == &b) || (gate == &b && up == &a))) return false;
-  const Tensor* W = gate->src[0];
-  const Tensor* Wu = up->src[0];
-  if (gate->op != Op::MulMat || up->op != Op::MulMat || !W || !Wu || !gate->src[1] || gate->src[1] != up->src[1])
-    return false;
-  const int64_t T = gate->n_rows(), N = gate->ne[0];
-  return uses_vec(*gate) && rows_per_warp(int(T)) == 2 && !has_q8_mat_vec(W->dtype) && Wu->dtype == W->dtype &&
-         W->ne[0] == Wu->ne[0] && W->ne[1] == N && Wu->ne[1] == N && up->n_rows() == T && up->ne[0] == N &&
-         glu.dtype == DType::F32 && glu.nb[0] == 4 && glu.ne[0] == N && glu.n_rows() == T && glu.is_contiguous();
 }
 
 void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
@@ -672,24 +551,6 @@ void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const O
     return vec_products(mats, 2, c, e);
   }
   q8_mat_vec_glu(a, b, glu, c);
-}
-
-int mul_mat_max_group() { return std::min(q8_max_group(), tile_max_group()); }
-
-bool mul_mat_quantizes_x(const Tensor& dst) {
-  return dst.src[0] && dst.src[1] && uses_vec(dst) && has_q8_mat_vec(dst.src[0]->dtype);
-}
-
-size_t mul_mat_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
-  if (!dst.src[0]) return 0;
-  if (uses_vec(dst)) return has_q8_mat_vec(dst.src[0]->dtype) ? q8_act_bytes(dst.src[0]->ne[0], dst.n_rows()) : 0;
-  const DType wt = dst.src[0]->dtype;
-  const size_t K = size_t(dst.src[0]->ne[0]), T = size_t(dst.n_rows());
-  if (wt == DType::F32) return 0;
-  const size_t xb = (T * K * 2 + 255) / 256 * 256;
-  if (uses_tile(dst, o)) return xb + tile_scratch_bytes(dst);
-  if (wt == DType::F16 || wt == DType::BF16) return xb;
-  return xb + slice_rows(dst) * K * 2;
 }
 
 void op_mul_mat(const Tensor& dst, const OpCtx& c) {

@@ -280,19 +280,6 @@ void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpC
 
 }  // namespace
 
-bool mma_tile_fits(const Tensor& dst, const CudaOptions& o) {
-  const Tensor& W = *dst.src[0];
-  if (!o.tile_mma || W.ne[0] % 256) return false;
-  bool has = false, aligned = false;
-  dispatch_dtype(W.dtype, [&]<DType WT>() {
-    if constexpr (MmaW<WT>::kHas) {
-      has = true;
-      aligned = !MmaW<WT>::kAligned || (reinterpret_cast<uintptr_t>(W.data) % 16 == 0 && W.nb[1] % 16 == 0);
-    }
-  });
-  return has && aligned;
-}
-
 size_t mma_convert_x(const Tensor& x, int64_t K, int64_t T, const OpCtx& c) {
   const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
   launch_kernel(convert_x_permuted_kernel, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(c.scratch));

@@ -60,7 +60,7 @@ __global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, Q8Act out) {
 
 // The producer's side: s = W a + r (the residual stream) written, the 8-bit
 // blocks of s * w (w: the norm's weights) and each block's sum of squares of s.
-struct FoldOut {
+struct AddNormOut {
   Rows r, s;
   const float* w;
   Q8Act q8;
@@ -70,22 +70,19 @@ struct FoldOut {
 // The products' rows handed to rope / set_rows jobs (product_ends.cuh).
 struct RowJobs : ProductJobs {
   bool on;
-  FoldIn fin;  // its ss may be null
+  DeferredNormIn fin;  // its ss may be null
 };
 // The consumer of a folded norm, its rows stored.
 struct Scaled {
-  FoldIn fin;
+  DeferredNormIn fin;
 };
 // The GLU applied by the gate/up launch (mul_mat_q8.h): 32 outputs a block,
 // written only as 8-bit blocks (q8) for the product after it.
 struct GluOut {
   Q8Act q8;
   bool gelu;   // else silu
-  FoldIn fin;  // its ss may be null
+  DeferredNormIn fin;  // its ss may be null
 };
-
-// Rows per warp: 2 (sharing the x loads) while the accumulators stay few.
-constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
 
 struct Plain {};
 
@@ -132,7 +129,7 @@ __device__ __forceinline__ void stage_slice(const Staging& st, int mi, int row0,
 // WARPS warps a block; FOLD: the producer of a folded norm (32 rows a
 // block, one 8-bit block of the next product's x).
 // The end of a launch: Plain stores the rows' sums; Scaled scales them
-// first (a folded norm's consumer); FoldOut (32 rows a block) and RowJobs as
+// first (a folded norm's consumer); AddNormOut (32 rows a block) and RowJobs as
 // above. A type, not a runtime switch, so the plain launches (most of them)
 // run the code they ran before the others came (H100: the extra parameters
 // and the consumer's runtime test in every launch made gemma3-270m decode
@@ -146,7 +143,7 @@ __device__ __forceinline__ void stage_slice(const Staging& st, int mi, int row0,
 template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0, bool STAGED = false, int KS = 1>
 __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi,
                                         const Staging* st = nullptr) {
-  constexpr bool FOLD = std::is_same_v<Epi, FoldOut>, JOBS = std::is_same_v<Epi, RowJobs>;
+  constexpr bool FOLD = std::is_same_v<Epi, AddNormOut>, JOBS = std::is_same_v<Epi, RowJobs>;
   constexpr bool GLU = std::is_same_v<Epi, GluOut>;
   constexpr bool SCALED = JOBS || GLU || std::is_same_v<Epi, Scaled>;
   // GLU: a warp takes gate rows j, j + 1 and up rows j, j + 1 (one step of
@@ -231,7 +228,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   if constexpr (FOLD)
     if (warp < NT && rank == 0) fr = reinterpret_cast<const float*>(epi.r.row(warp))[grp * 32 + lane];
   float ss[NT];  // folded x: this lane's share of the sum of squares
-  if constexpr (SCALED) fold_partials<NT>(epi.fin, lane, ss);
+  if constexpr (SCALED) norm_partials<NT>(epi.fin, lane, ss);
   float js[NT], jc[NT];  // row jobs: the rope's angle
   if constexpr (JOBS)
     if (live[0]) job_angles<NT>(m, epi, row0, js, jc);
@@ -276,7 +273,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
       }
     }
   }
-  if constexpr (SCALED) fold_scale<NT, R>(epi.fin, ss, acc);
+  if constexpr (SCALED) deferred_norm_scale<NT, R>(epi.fin, ss, acc);
   if constexpr (FOLD) {
     // The block's 32 rows: the sum with the residual, then lane l of warp t
     // quantizes element l of token t's block.
@@ -359,10 +356,10 @@ __global__ void __launch_bounds__(32 * WARPS, 6) q8_mat_vec_kernel6(Mats m, int6
 // registers and they do not spill (q5_K and q6_K would). H100 tg128, 1B
 // Q4_0: +2.7% (down 8.7 -> 7.7 us; its o product, one step, was 0.2 us
 // slower, so short rows keep two chunks); all folds: 8B Q4_K_M -8%.
-// WEIR_CUDA_FOLD_DEEP=0: never (for comparisons).
+// WEIR_CUDA_ADD_NORM_DEEP=0: never (for comparisons).
 template <class D>
-__global__ void __launch_bounds__(512) q8_fold_deep_kernel(Mats m, int64_t K, XQ xq, bool early, FoldOut epi) {
-  mat_vec<D, 1, 1, 16, FoldOut, 4>(m, K, xq, early, epi);
+__global__ void __launch_bounds__(512) q8_add_norm_deep_kernel(Mats m, int64_t K, XQ xq, bool early, AddNormOut epi) {
+  mat_vec<D, 1, 1, 16, AddNormOut, 4>(m, K, xq, early, epi);
 }
 
 // A folding launch split in K over clusters of KS blocks
@@ -374,8 +371,8 @@ __global__ void __launch_bounds__(512) q8_fold_deep_kernel(Mats m, int64_t K, XQ
 // SM asked of the compiler (2: registers capped at 64).
 template <class D, int NT, int KS, int U, int MINB = 1>
 __global__ void __launch_bounds__(512, MINB)
-    q8_fold_split_kernel(Mats m, int64_t K, XQ xq, bool early, FoldOut epi) {
-  mat_vec<D, NT, 1, 16, FoldOut, U, false, KS>(m, K, xq, early, epi);
+    q8_add_norm_split_k_kernel(Mats m, int64_t K, XQ xq, bool early, AddNormOut epi) {
+  mat_vec<D, NT, 1, 16, AddNormOut, U, false, KS>(m, K, xq, early, epi);
 }
 
 // The GLU launch of one token, two blocks a SM: registers capped at 64.
@@ -405,14 +402,14 @@ __global__ void __launch_bounds__(512, MINB)
 
 // Warps per row: enough warps in flight to fill the GPU several times over,
 // while each thread-row keeps several chunks of work (1, 2 or 4).
-int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count, int mv_warps) {
+int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count, int decode_warps_per_sm) {
   // 16 per SM (H100, tg128): fewer, longer warps, more of them resident
   // early enough to load before the kernel ahead ends. With the first step
   // loaded before pdl_wait(), 24 beat 48 (8B q4_K +3.0%, 1B q4_0 +0.9%,
   // gemma3-270m +0.4%; 16 then: 8B +3.3%, 1B -0.8%); with the norm folded
   // and the GLU fused, 16 beats 24 (8B Q4_K_M +2.3%, 1B Q4_0 +0.1%; 40:
   // -2.2%, -0.5%; same call): the q/k/v launch takes one warp a row pair.
-  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(16, mv_warps);
+  const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(16, decode_warps_per_sm);
   int wpr = 1;
   while (wpr < kWarps && warp_rows * wpr < want && chunks >= int64_t(64) * wpr) wpr *= 2;
   return wpr;
@@ -423,8 +420,8 @@ struct Launch {
   Mats m;
   int64_t K;
   XQ xq;
-  FoldIn fin;
-  FoldOut fout;  // its ss null: not a producer
+  DeferredNormIn fin;
+  AddNormOut fout;  // its ss null: not a producer
   RowJobs jobs;  // on: the rows go to jobs
   GluOut glu;    // its q8.q null: no GLU
 };
@@ -584,7 +581,7 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   if constexpr (std::is_same_v<Epi, Plain> || std::is_same_v<Epi, Scaled>)
     if (staged_mode(c.options()) != StagedMode::Never && launch_staged<D, NT>(l, c, early, epi)) return;
   constexpr int R = rows_per_warp(NT);
-  int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count, c.options().mv_warps);
+  int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count, c.options().decode_warps_per_sm);
   // Half the warps a row where the grid would take a second wave of blocks
   // and half the warps fit one (CudaOptions::one_wave): 1B Q4_0's q/k/v,
   // 768 blocks at two warps a row pair on 660 slots, 384 at one warp in one
@@ -603,7 +600,7 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
 }
 
 // A folding launch split in K over clusters of 2 blocks
-// (q8_fold_split_kernel), CudaOptions::fold_split: 0 never; 1 (the
+// (q8_add_norm_split_k_kernel), CudaOptions::add_norm_split_k: 0 never; 1 (the
 // default) where the split grid runs in one wave (every cluster resident)
 // and each block keeps a step of two chunks a lane (1B's down: 64 groups),
 // else for the legacy types (one chunk a block: q4_0, q5_0, q8_0) where
@@ -611,15 +608,15 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
 // down and o: 128 groups on 132 SMs; not q4_K or q6_K, which lost there:
 // docs/perf.md); 2 always, one block an SM; 3 always, two. Four chunks a
 // step where each block has them and that spills no more (the deep
-// kernel's rule, CudaOptions::fold_deep). Several tokens (up to 4): one
+// kernel's rule, CudaOptions::add_norm_deep). Several tokens (up to 4): one
 // block an SM, two chunks a step, only (3 is 2 there).
 template <class D, int NT>
-bool launch_fold_split(const Launch& l, const OpCtx& c, bool early) {
+bool launch_add_norm_split_k(const Launch& l, const OpCtx& c, bool early) {
   constexpr int KS = 2;
-  constexpr auto one = q8_fold_split_kernel<D, NT, KS, 2>;
-  constexpr auto deep = q8_fold_split_kernel<D, 1, KS, 4>;
-  constexpr auto two = q8_fold_split_kernel<D, 1, KS, 1, 2>;
-  const int want = c.options().fold_split;
+  constexpr auto one = q8_add_norm_split_k_kernel<D, NT, KS, 2>;
+  constexpr auto deep = q8_add_norm_split_k_kernel<D, 1, KS, 4>;
+  constexpr auto two = q8_add_norm_split_k_kernel<D, 1, KS, 1, 2>;
+  const int want = c.options().add_norm_split_k;
   if (want < 1) return false;
   const int64_t groups = l.m.total / 32, chunks = (l.K / D::QK) * D::CHUNKS;
   const dim3 grid(unsigned(groups * KS)), cluster(KS, 1, 1);
@@ -635,7 +632,7 @@ bool launch_fold_split(const Launch& l, const OpCtx& c, bool early) {
   }
   if (pair) {
     launch_kernel_in_clusters(two, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
-  } else if (NT == 1 && c.options().fold_deep && chunks >= KS * 32 * 4 &&
+  } else if (NT == 1 && c.options().add_norm_deep && chunks >= KS * 32 * 4 &&
              kernel_attributes<deep>().localSizeBytes <= kernel_attributes<one>().localSizeBytes) {
     launch_kernel_in_clusters(deep, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
   } else {
@@ -647,19 +644,19 @@ bool launch_fold_split(const Launch& l, const OpCtx& c, bool early) {
 template <class D, int NT>
 void launch_nt(const Launch& l, const OpCtx& c) {
   constexpr int R = rows_per_warp(NT);
-  const bool early = c.w_fixed && c.options().mv_early;
+  const bool early = c.weights_constant && c.options().early_weights;
   if constexpr (R == 2) {
     constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
     if (l.fout.ss) {  // one warp a row pair
-      const bool deep = c.options().fold_deep;
-      if (launch_fold_split<D, NT>(l, c, early)) return;
+      const bool deep = c.options().add_norm_deep;
+      if (launch_add_norm_split_k<D, NT>(l, c, early)) return;
       if constexpr (NT == 1)
         if (deep && l.m.total / 32 <= c.sm_count / 2 && (l.K / D::QK) * D::CHUNKS >= 2 * 32 * 4 &&
-            kernel_attributes<q8_fold_deep_kernel<D>>().localSizeBytes <=
-                kernel_attributes<q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>>().localSizeBytes)
-          return launch_kernel(q8_fold_deep_kernel<D>, unsigned(l.m.total / 32), 32 * kWarps32, 0, c.stream, l.m, l.K,
+            kernel_attributes<q8_add_norm_deep_kernel<D>>().localSizeBytes <=
+                kernel_attributes<q8_mat_vec_kernel<D, NT, 1, kWarps32, AddNormOut>>().localSizeBytes)
+          return launch_kernel(q8_add_norm_deep_kernel<D>, unsigned(l.m.total / 32), 32 * kWarps32, 0, c.stream, l.m, l.K,
                                l.xq, early, l.fout);
-      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, FoldOut>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
+      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, AddNormOut>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
                            c.stream, l.m, l.K, l.xq, early, l.fout);
     }
     if (l.glu.q8.q) {  // one warp two outputs
@@ -706,7 +703,7 @@ void launch_type(const Tensor& dst, const Launch& l, const OpCtx& c) {
 }
 
 // The operands of the n products dsts[0..n), checked, with x quantized into
-// scratch unless the plan has it there already (or in c.fold: x_folded).
+// scratch unless the plan has it there already (or in c.deferred_norm: x_norm_deferred).
 Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Tensor& dst = *dsts[0];
   const Tensor& W = *dst.src[0];
@@ -717,22 +714,22 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   // The weight rows must keep the blocks' natural alignment (16 bytes for
   // q4_K / q5_K, 2 for the others, read as aligned words).
   l.m = group_mats(dsts, n, W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2);
-  if (c.x_folded) {
-    if (!c.x_quantized || !c.fold || fold_bytes(K, T) > c.fold_bytes || K % 32)
+  if (c.x_from == ActivationSource::DeferredNorm) {
+    if (!c.deferred_norm || deferred_norm_q8_bytes(K, T) > c.deferred_norm_capacity || K % 32)
       bad_operands("mul_mat", dst, "no folded norm to read x from");
-    const Q8Act act = Q8Act::in(c.fold, K, T);
+    const Q8Act act = Q8Act::in(c.deferred_norm, K, T);
     l.xq = XQ{act.q, act.ds, K};
-    l.fin = FoldIn{fold_sums(c.fold, K, T), int(K / 32), float(K), c.fold_eps};
+    l.fin = DeferredNormIn{norm_sums(c.deferred_norm, K, T), int(K / 32), float(K), c.deferred_norm_eps};
     return l;
   }
-  if (c.x_handed) {
-    if (!c.hand || q8_act_bytes(K, T) > c.hand_bytes) bad_operands("mul_mat", dst, "no 8-bit x handed to it");
-    const Q8Act act = Q8Act::in(c.hand, K, T);
+  if (c.x_from == ActivationSource::GluQ8) {
+    if (!c.glu_q8 || q8_act_bytes(K, T) > c.glu_q8_capacity) bad_operands("mul_mat", dst, "no 8-bit x handed to it");
+    const Q8Act act = Q8Act::in(c.glu_q8, K, T);
     l.xq = XQ{act.q, act.ds, K};
     return l;
   }
   const Q8Act act = Q8Act::in(c.scratch, K, T);
-  if (!c.x_quantized) {
+  if (c.x_from != ActivationSource::Q8InScratch) {
     const int64_t n_xb = (K / 32) * T;
     launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, act);
   }
@@ -741,22 +738,6 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
 }
 
 }  // namespace
-
-bool has_q8_mat_vec(DType w) {
-  switch (w) {
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::Q8_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return true;
-    default: return false;
-  }
-}
-
-size_t q8_act_bytes(int64_t K, int64_t T) {
-  return q8_quant_bytes(K, T) + size_t(K / 32) * size_t(T) * sizeof(__half2);
-}
 
 void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
   Launch l = prepare(dsts, n, c);
@@ -769,61 +750,28 @@ void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
   launch_type(*dsts[0], l, c);
 }
 
-size_t fold_bytes(int64_t K, int64_t T) {
-  return (q8_act_bytes(K, T) + 255) / 256 * 256 + size_t(K / 32) * size_t(T) * sizeof(float);
-}
-
-float* fold_sums(void* fold, int64_t K, int64_t T) {
-  return reinterpret_cast<float*>(static_cast<char*>(fold) + (q8_act_bytes(K, T) + 255) / 256 * 256);
-}
-
-bool q8_can_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
-  const Tensor* W = product.src[0];
-  if (product.op != Op::MulMat || !W || !product.src[1] || !has_q8_mat_vec(W->dtype)) return false;
-  const int64_t T = product.n_rows();
-  const Tensor* r = add.src[0] == &product ? add.src[1] : add.src[1] == &product ? add.src[0] : nullptr;
-  return T >= 1 && T <= kMaxFoldTokens && W->ne[1] % 32 == 0 && product.ne[0] == W->ne[1] && r && r != &product &&
-         can_fuse_add_rms_norm_mul(add, norm, mul) && add.ne[0] == W->ne[1] && add.n_rows() == T &&
-         reinterpret_cast<uintptr_t>(mul.src[1]->data) % 4 == 0;
-}
-
-void q8_mat_vec_fold_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
+void q8_mat_vec_add_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c) {
-  if (!q8_can_fold_norm(product, add, norm, mul)) bad_operands("mul_mat", product, "cannot fold " + norm.name);
-  if (c.x_folded) bad_operands("mul_mat", product, "reads the folded x it would write");
+  if (!q8_can_defer_norm(product, add, norm, mul)) bad_operands("mul_mat", product, "cannot fold " + norm.name);
+  if (c.x_from == ActivationSource::DeferredNorm) bad_operands("mul_mat", product, "reads the folded x it would write");
   const Tensor* one[1] = {&product};
   Launch l = prepare(one, 1, c);
   const int64_t K = product.ne[0], T = product.n_rows();
-  if (!c.fold || fold_bytes(K, T) > c.fold_bytes) bad_operands("mul_mat", product, "no memory for a folded norm");
+  if (!c.deferred_norm || deferred_norm_q8_bytes(K, T) > c.deferred_norm_capacity) bad_operands("mul_mat", product, "no memory for a folded norm");
   const Tensor& r = add.src[0] == &product ? *add.src[1] : *add.src[0];
-  l.fout = FoldOut{rows_of(r), rows_of(add), static_cast<const float*>(mul.src[1]->data), Q8Act::in(c.fold, K, T),
-                   fold_sums(c.fold, K, T)};
+  l.fout = AddNormOut{rows_of(r), rows_of(add), static_cast<const float*>(mul.src[1]->data), Q8Act::in(c.deferred_norm, K, T),
+                   norm_sums(c.deferred_norm, K, T)};
   launch_type(product, l, c);
 }
-
-bool can_fuse_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
-  if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
-  const Tensor* gate = glu.src[0];
-  const Tensor* up = glu.src[1];
-  if (!gate || !up || gate == up || !((gate == &a && up == &b) || (gate == &b && up == &a))) return false;
-  const Tensor* W = gate->src[0];
-  const int64_t T = gate->n_rows(), N = gate->ne[0];
-  return gate->op == Op::MulMat && up->op == Op::MulMat && W && up->src[0] && has_q8_mat_vec(W->dtype) &&
-         up->src[0]->dtype == W->dtype && gate->src[1] && gate->src[1] == up->src[1] && T >= 1 && T <= kMaxFoldTokens &&
-         up->n_rows() == T && up->ne[0] == N && N % 32 == 0 && W->ne[1] == N && up->src[0]->ne[1] == N &&
-         gate->is_contiguous() && up->is_contiguous() && glu.dtype == DType::F32 && glu.ne[0] == N && glu.n_rows() == T;
-}
-
-size_t glu_hand_bytes(const Tensor& glu) { return q8_act_bytes(glu.ne[0], glu.n_rows()); }
 
 void q8_mat_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
   if (!can_fuse_glu(a, b, glu)) bad_operands("mul_mat", a, "cannot apply " + glu.name + " in its launch");
   const Tensor* mats[2] = {glu.src[0], glu.src[1]};  // gate first
   Launch l = prepare(mats, 2, c);
   const int64_t N = glu.ne[0], T = glu.n_rows();
-  if (!c.hand || glu_hand_bytes(glu) > c.hand_bytes) bad_operands("mul_mat", a, "no memory for " + glu.name);
-  if (c.x_handed) bad_operands("mul_mat", a, "reads the handed x it would write");
-  l.glu = GluOut{Q8Act::in(c.hand, N, T), glu.op == Op::GeluMul, {}};
+  if (!c.glu_q8 || glu_q8_bytes(glu) > c.glu_q8_capacity) bad_operands("mul_mat", a, "no memory for " + glu.name);
+  if (c.x_from == ActivationSource::GluQ8) bad_operands("mul_mat", a, "reads the handed x it would write");
+  l.glu = GluOut{Q8Act::in(c.glu_q8, N, T), glu.op == Op::GeluMul, {}};
   launch_type(*mats[0], l, c);
 }
 
@@ -834,7 +782,5 @@ void q8_quantize_rows(const Tensor& x, const OpCtx& c) {
   const int64_t n_xb = (K / 32) * T;
   launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(x), K, T, Q8Act::in(c.scratch, K, T));
 }
-
-int q8_max_group() { return kMaxMats; }
 
 }  // namespace weir::cuda

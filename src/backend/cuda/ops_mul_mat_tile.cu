@@ -31,13 +31,12 @@ namespace {
 // multiplied; its eight warps take 32 rows x 32 tokens each. fp16 tile rows
 // are padded by 8 halves against bank conflicts. x is read once per BN
 // rows (from L2): BN = 128 keeps that below twice the weight's bytes.
-constexpr int BN = 128, BT = 64, BK = 256, SUB = 64, LDS = SUB + 8, kThreads = 256;
+constexpr int BN = 128, BT = 64, BK = kTileStepK, SUB = 64, LDS = SUB + 8, kThreads = 256;
 constexpr int WN = 32, WT = 32;   // one warp's share
 constexpr int kMinBlocks = 2;     // per SM: registers for 16 warps in flight
 constexpr int kGroups = SUB / 8;  // groups of 8 elements per tile row
-// Partial sums of split K kept in scratch at most (bytes).
-constexpr size_t kMaxPartBytes = size_t(32) << 20;
-constexpr int kMaxSplits = 16, kMinSplitSteps = 1;
+// Split K: at most kTileMaxSplits, their partial sums in scratch at most
+// kTileMaxPartialBytes (plan/kernel_limits.h; tile_max_splits).
 
 static_assert((BN / WN) * (BT / WT) == kThreads / 32, "warps tile the block");
 
@@ -187,32 +186,7 @@ __global__ void sum_splits_kernel(const float* __restrict__ part, int S, int64_t
   }
 }
 
-int64_t k_steps(int64_t K) { return (K + BK - 1) / BK; }
-
-// The most splits of K that scratch holds partial sums for, cols columns.
-int max_splits(int64_t K, int64_t T, int64_t cols) {
-  const int64_t by_bytes = int64_t(kMaxPartBytes / (size_t(T) * size_t(cols) * sizeof(float)));
-  return int(std::max<int64_t>(1, std::min<int64_t>({kMaxSplits, by_bytes, k_steps(K) / kMinSplitSteps})));
-}
-
 }  // namespace
-
-int64_t tile_max_tokens(const CudaOptions& o) { return o.tile_max_tokens > 0 ? o.tile_max_tokens : 64; }
-
-bool has_tile_mul_mat(DType w) {
-  if (w == DType::F32 || w == DType::F16 || w == DType::BF16) return false;
-  bool known = false;  // (a capturing lambda: nvcc warns of the other's conversion)
-  dispatch_dtype(w, [&]<DType>() { known = true; });
-  return known;
-}
-
-size_t tile_scratch_bytes(const Tensor& dst) {
-  const int64_t K = dst.src[0]->ne[0], N = dst.src[0]->ne[1], T = dst.n_rows();
-  const int s = max_splits(K, T, N);
-  return s > 1 ? size_t(s) * size_t(T) * size_t(N) * sizeof(float) : 0;
-}
-
-int tile_max_group() { return kMaxMats; }
 
 TileMats tile_mats(const Tensor* const* dsts, int n, int rows) {
   if (n < 1 || n > kMaxMats) bad_operands("mul_mat", *dsts[0], "bad product group");
@@ -242,7 +216,7 @@ int tile_splits(int64_t blocks, int64_t slots, int64_t steps, int64_t T, int64_t
   // Cost in bytes: the weights, stretched by the idle share of the last
   // wave, plus split K's partial sums written and read back.
   const double split_bytes = 2.0 * double(T) * double(cols) * sizeof(float);
-  const int64_t most = std::min<int64_t>({kMaxSplits, steps, int64_t(part_bytes / (size_t(T) * size_t(cols) * 4))});
+  const int64_t most = std::min<int64_t>({kTileMaxSplits, steps, int64_t(part_bytes / (size_t(T) * size_t(cols) * 4))});
   int best = 1;
   double best_cost = 0;
   for (int64_t s = 1; s <= std::max<int64_t>(1, most); ++s) {
@@ -264,13 +238,13 @@ void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half
   const TileMats m = tile_mats(dsts, n, BN);
   const int64_t cols = m.col[n], have = m.first_block[n] * blocks_for(T, BT);
   // Split K until the GPU has about CudaOptions::tile_blocks (default 4)
-  // blocks per SM, each split at least kMinSplitSteps K steps, as far as
+  // blocks per SM, each split at least kTileMinSplitSteps K steps, as far as
   // scratch holds the partial sums.
   const int64_t want = int64_t(c.sm_count) * std::max(1, c.options().tile_blocks);
   const int64_t fits = int64_t(scratch_bytes / (size_t(T) * size_t(cols) * sizeof(float)));
-  int64_t S = std::max<int64_t>(1, std::min<int64_t>({max_splits(K, T, cols), (want + have - 1) / have, fits}));
-  const int64_t per = (k_steps(K) + S - 1) / S;
-  S = (k_steps(K) + per - 1) / per;  // no empty split
+  int64_t S = std::max<int64_t>(1, std::min<int64_t>({tile_max_splits(K, T, cols), (want + have - 1) / have, fits}));
+  const int64_t per = (tile_k_steps(K) + S - 1) / S;
+  S = (tile_k_steps(K) + per - 1) / per;  // no empty split
   float* part = S > 1 ? static_cast<float*>(scratch) : nullptr;
   const dim3 grid(unsigned(m.first_block[n]), blocks_for(T, BT), unsigned(S));
   bool ok = false;

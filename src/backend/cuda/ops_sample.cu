@@ -55,6 +55,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/plan/sample_rules.h"
 #include "core/error.h"
 
 namespace weir::cuda {
@@ -62,11 +63,11 @@ namespace {
 
 using u64 = unsigned long long;
 
-constexpr int kChunk = 8192;        // logits per block of the chunk and sum kernels
+using sample::kChunk;  // logits per block of the chunk and sum kernels (plan/sample_rules.h)
+using sample::kMaxK;   // largest top-k handled by the sort (and the cap)
 constexpr int kChunkThreads = 512;  // chunk_kernel
 constexpr int kSumThreads = 256;    // sum_kernel
 constexpr int kRowThreads = 1024;   // row_kernel: one thread per sorted candidate
-constexpr int kMaxK = 1024;         // largest top-k handled by the sort (and the cap)
 constexpr int kSortCap = 2048;      // candidates sorted directly, without a select
 constexpr int kRowPer = kChunk / kRowThreads;
 constexpr int kSelUnroll = 4;       // composites a thread loads at once in a select pass
@@ -693,47 +694,14 @@ __global__ void __launch_bounds__(kRowThreads, 1) row_kernel(RowAddr logits, Row
 }
 
 // ---- host side ----
-struct Plan {
-  int64_t V = 0, n = 0;
-  int nchunks = 0, cap = 0;
-  size_t off_sums = 0, off_cand = 0, bytes = 0;
-};
-
-size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
-
-Plan plan_of(const Tensor& dst) {
-  const Tensor* lg = dst.src[0];
-  const Tensor* pr = dst.src[1];
-  if (!lg || !pr || lg->dtype != DType::F32 || pr->dtype != DType::F32 || pr->ne[0] != 5 ||
-      lg->nb[0] != sizeof(float) || pr->nb[0] != sizeof(float) || pr->n_rows() != lg->n_rows() ||
-      dst.dtype != DType::I32 || dst.n_elements() != lg->n_rows() || !dst.is_contiguous())
-    throw Error("sample: " + dst.name + ": needs F32 logits [V, n] and F32 params [5, n], gives I32 [n]");
-  Plan pl;
-  pl.V = lg->ne[0];
-  pl.n = lg->n_rows();
-  if (pl.V > INT32_MAX || pl.V < 0 || pl.n > 65535)
-    throw Error("sample: " + dst.name + ": at most 2^31-1 logits and 65535 rows, got " + std::to_string(pl.V) +
-                " x " + std::to_string(pl.n));
-  if (pl.V == 0 || pl.n == 0) return pl;
-  pl.nchunks = int((pl.V + kChunk - 1) / kChunk);
-  pl.cap = int(pl.V < kMaxK ? pl.V : kMaxK);
-  const size_t per = size_t(pl.n) * size_t(pl.nchunks);
-  pl.off_sums = align256(per * sizeof(u64));
-  pl.off_cand = pl.off_sums + align256(per * sizeof(double));
-  pl.bytes = pl.off_cand + align256(per * size_t(pl.cap) * sizeof(u64));
-  return pl;
-}
-
 RowAddr row_addr_of(const Tensor& t) {
   return RowAddr{static_cast<const char*>(t.data), t.ne[1], t.ne[2], t.nb[1], t.nb[2], t.nb[3]};
 }
 
 }  // namespace
 
-size_t sample_scratch_bytes(const Tensor& dst) { return plan_of(dst).bytes; }
-
 void op_sample(const Tensor& dst, const OpCtx& c) {
-  const Plan pl = plan_of(dst);
+  const sample::Plan pl = sample::plan_of(dst);
   if (pl.n == 0) return;
   const Tensor& lg = *dst.src[0];
   const Tensor& pr = *dst.src[1];

@@ -15,7 +15,7 @@ namespace weir::cuda {
 // The residual norm folded into the products around it (mul_mat_q8.h says
 // why). The consumer's side: ss null, none; else its results are scaled by
 // 1 / sqrt(sum(ss[t][0..n)) / k + eps), the partials summed in a fixed order.
-struct FoldIn {
+struct DeferredNormIn {
   const float* ss;
   int n;
   float k, eps;
@@ -23,7 +23,7 @@ struct FoldIn {
 
 // This lane's share of token t's sum of squares (loaded early: used at the end).
 template <int NT>
-__device__ __forceinline__ void fold_partials(const FoldIn& f, int lane, float (&ss)[NT]) {
+__device__ __forceinline__ void norm_partials(const DeferredNormIn& f, int lane, float (&ss)[NT]) {
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     ss[t] = 0.0f;
@@ -34,7 +34,7 @@ __device__ __forceinline__ void fold_partials(const FoldIn& f, int lane, float (
 
 // The rows' partial sums (every lane's) times 1 / rms, token by token.
 template <int NT, int R>
-__device__ __forceinline__ void fold_scale(const FoldIn& f, const float (&ss)[NT], float (&acc)[R][NT]) {
+__device__ __forceinline__ void deferred_norm_scale(const DeferredNormIn& f, const float (&ss)[NT], float (&acc)[R][NT]) {
   if (!f.ss) return;
 #pragma unroll
   for (int t = 0; t < NT; ++t) {

@@ -8,10 +8,11 @@
 #include <string>
 
 #include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/plan/kernel_limits.h"
 
 namespace weir::cuda {
 
-inline constexpr int kMaxMats = 3;
+// (kMaxMats: plan/kernel_limits.h.)
 struct Mats {
   const uint8_t* w[kMaxMats];
   size_t stride[kMaxMats];

@@ -9,13 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/plan/kernel_limits.h"
+
 namespace weir::cuda {
 
-// A q8_0 block (the 8-bit KV cache's, GGUF's layout): a half scale, then
-// 32 int8 quants.
-constexpr int kQ8Bytes = 34;
-
-inline size_t q8_quant_bytes(int64_t K, int64_t T) { return (size_t(K) * size_t(T) + 255) / 256 * 256; }
+// (kQ8Bytes, q8_quant_bytes and the pairs' size: plan/kernel_limits.h.)
+static_assert(sizeof(__half2) == kQ8PairBytes, "a block's (d, d * sum) is one __half2");
 
 struct Q8Act {
   int8_t* q = nullptr;  // null: no quantized copy wanted
