@@ -1,14 +1,18 @@
-// Micro-benchmark of the CPU thread pool's barrier: ns per phase with no
-// work between barriers, spin vs adaptive waits, 2 and 4 threads; each of 5
-// runs lasts --ms (200 by default). Printed, not asserted.
+// Micro-benchmarks of the CPU thread pool's barrier: ns per phase with no
+// work between barriers, spin vs adaptive waits, 2 and 4 threads, each of 5
+// runs 200 ms; and the phases of tests/backend/thread_pool_test.cpp's
+// BarrierStress (random short work, now and then a long one, more threads
+// than a 2-core machine has). Printed, not asserted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <vector>
 
+#include "backend/cpu/spin_wait.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace weir::cpu {
@@ -44,6 +48,28 @@ TEST(ThreadPool, BarrierNsPerPhase) {
       std::printf("barrier %d threads %-8s median %9.0f ns/phase (min %.0f, max %.0f)\n", n,
                   mode == WaitMode::Spin ? "spin" : "adaptive", runs[2], runs[0], runs[4]);
     }
+}
+
+// BarrierStress's load (its checks are the test's): per phase each thread
+// spins 0-299 times, one phase in 1024 10,000 times, then meets the others;
+// 3 threads flat and 4 in two groups.
+TEST(ThreadPool, StressPhasesUsPerPhase) {
+  const int phases = 50000;
+  for (const std::vector<int>& l : {std::vector<int>{0, 0, 0}, std::vector<int>{0, 0, 1, 1}}) {
+    ThreadPool pool(int(l.size()), l);
+    const auto t0 = Clock::now();
+    pool.run([&](int ith) {
+      std::mt19937 rng(42 + uint32_t(ith));
+      for (int p = 0; p < phases; ++p) {
+        const uint32_t r = rng();
+        const int spins = (r & 1023) == 0 ? 10000 : int(r % 300);
+        for (int i = 0; i < spins; ++i) cpu_relax();
+        pool.barrier();
+      }
+    });
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / phases;
+    std::printf("stress phases, %zu threads%s: %.2f us/phase\n", l.size(), l.back() ? " in 2 groups" : "", us);
+  }
 }
 
 }  // namespace

@@ -333,7 +333,6 @@ TEST(ThreadPool, BarrierStress) {
     }
   });
   std::mt19937 rng(42);
-  const auto t0 = Clock::now();
   for (const std::vector<int>& l : {std::vector<int>{0, 0, 0}, std::vector<int>{0, 0, 1, 1}}) {
     ThreadPool pool(int(l.size()), l);
     check_phases(pool, phases / 2, &rng);
@@ -344,8 +343,6 @@ TEST(ThreadPool, BarrierStress) {
   }
   done = true;
   watchdog.join();
-  std::printf("BarrierStress: %d phases in %.2f s\n", phases,
-              std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 // A pool whose threads cannot all start throws ThreadStartError with none of

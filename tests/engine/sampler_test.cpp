@@ -3,10 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <iostream>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -514,7 +512,9 @@ TEST(Sampler, ValidatesParameters) {
   EXPECT_NO_THROW(s.accept(2));
 }
 
-TEST(Sampler, LargeVocabPerformanceSanity) {
+// Every filter setting over Gemma 3's 262,144 logits draws a token of the
+// vocabulary (the time a token takes: microbench/sampler_bench.cpp).
+TEST(Sampler, LargeVocabDrawsInRange) {
   constexpr int n = 262144;
   const auto logits = random_logits(n, 3.0f, 12345);
   struct Case {
@@ -539,16 +539,12 @@ TEST(Sampler, LargeVocabPerformanceSanity) {
     p.repeat_penalty = 1.1f;
     p.seed = 9;
     Sampler s(p, n);
-    const int iters = 20;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) {
+    for (int i = 0; i < 20; ++i) {
       const int32_t t = s.sample(logits.data());
-      ASSERT_GE(t, 0);
-      ASSERT_LT(t, n);
+      ASSERT_GE(t, 0) << c.name;
+      ASSERT_LT(t, n) << c.name;
       s.accept(t);
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << "[ info ] sample() over 262144 logits, " << c.name << ": " << ms / iters << " ms/token\n";
   }
 }
 

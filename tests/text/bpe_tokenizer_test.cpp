@@ -7,9 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
-#include <iostream>
 #include <random>
 
 #include "core/error.h"
@@ -55,22 +53,13 @@ std::string qwen_path() { return test::ref_dir() + "/qwen2-vocab-deepseek-r1.ggu
 struct Loaded {
   std::unique_ptr<GGUFFile> file;
   std::unique_ptr<Tokenizer> tok;
-  double vocab_ms = 0, tokenizer_ms = 0;
 };
 const Loaded& qwen() {
   static const Loaded* loaded = [] {
     auto* l = new Loaded;
     if (!std::filesystem::exists(qwen_path())) return l;
     l->file = std::make_unique<GGUFFile>(GGUFFile::open(qwen_path()));
-    { auto warm = Tokenizer::from_gguf(*l->file); }  // page cache, first-use statics
-    using clock = std::chrono::steady_clock;
-    auto t0 = clock::now();
-    Vocab v = Vocab::from_gguf(*l->file);
-    auto t1 = clock::now();
     l->tok = Tokenizer::from_gguf(*l->file);
-    auto t2 = clock::now();
-    l->vocab_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-    l->tokenizer_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
     return l;
   }();
   return *loaded;
@@ -175,18 +164,12 @@ TEST(BpeTokenizer, QwenVocabularyFacts) {
             (Ids{151646, 151644, 9707, 1879, 151645}));
 }
 
-TEST(BpeTokenizer, BuildAndEncodeTimes) {
+// A whole text encoded and decoded back (its build and encode times:
+// microbench/text_bench.cpp).
+TEST(BpeTokenizer, WholeTextRoundTrips) {
   REQUIRE_QWEN(tok);
-  std::cout << "[ timing ] Vocab::from_gguf (152064 tokens): " << qwen().vocab_ms
-            << " ms; Tokenizer::from_gguf (vocab + 151387 merges + regex): "
-            << qwen().tokenizer_ms << " ms\n";
   const std::string text = test::json::read_file(test::ref_dir() + "/ppl-text.txt");
-  auto t0 = std::chrono::steady_clock::now();
   const Ids ids = tok.encode(text, false, false);
-  auto t1 = std::chrono::steady_clock::now();
-  std::cout << "[ timing ] encode ppl-text.txt (" << text.size() << " bytes): "
-            << std::chrono::duration<double, std::milli>(t1 - t0).count() << " ms, " << ids.size()
-            << " tokens\n";
   EXPECT_EQ(tok.decode(ids), text);
 }
 
