@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -24,6 +25,11 @@
 #include "core/graph.h"
 #include "core/quant/dequantize.h"
 #include "core/quant/random_blocks.h"
+
+namespace weir {
+// Parameters name their dtype in gtest's messages ("q4_K", not bytes).
+inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+}  // namespace weir
 
 namespace weir::test {
 
