@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/plan/kernel_rules.h"
 #include "backend/cuda_options.h"
 #include "core/tensor.h"
@@ -35,6 +36,8 @@ struct OpCtx {
   // set by the backend for each launch (CudaOptions::pdl, pdl_off_ops,
   // pdl_nodes and the device's support); off in a kernel test's direct call.
   bool pdl = false;
+  // The stream and PDL choice this node's kernels launch with (launch_kernel).
+  LaunchStream launch_stream() const { return {stream, pdl}; }
   // Products: where x comes from (plan/kernel_rules.h).
   ActivationSource x_from = ActivationSource::Rows;
   // rms_norm(+mul), add+rms_norm+mul, GLUs, attention: also write the

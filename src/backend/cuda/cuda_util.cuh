@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "backend/cuda/pdl.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "pdl.h"
 
 namespace weir::cuda {
 
@@ -146,20 +146,21 @@ int resident_blocks(int threads) {
 // would refuse the launch with "invalid argument").
 void allow_dynamic_smem(const void* kernel, int bytes);
 
-// kernel<<<grid, block, smem, stream>>>(args...), with programmatic
-// dependent launch where it is on, in thread-block clusters of `cluster`
-// blocks where that is not (1, 1, 1); launch errors throw.
+// kernel<<<grid, block, smem, on.stream>>>(args...), with programmatic
+// dependent launch where on.pdl says (OpCtx::launch_stream()), in
+// thread-block clusters of `cluster` blocks where that is not (1, 1, 1);
+// launch errors throw.
 template <class... Params, class... Args>
-void launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+void launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, LaunchStream on,
                                dim3 cluster, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
+  cfg.stream = on.stream;
   cudaLaunchAttribute attr[2];
   unsigned n = 0;
-  if (t_pdl) {
+  if (on.pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n++].val.programmaticStreamSerializationAllowed = 1;
   }
@@ -174,8 +175,8 @@ void launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block,
 }
 
 template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_kernel_in_clusters(kernel, grid, block, smem, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, LaunchStream on, Args&&... args) {
+  launch_kernel_in_clusters(kernel, grid, block, smem, on, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
 }  // namespace weir::cuda

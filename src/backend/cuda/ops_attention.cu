@@ -273,7 +273,7 @@ bool dec_aligned(const Shape& s, const Tensor& k, const Tensor& v, bool kv16) {
 }
 
 template <int L, int R, typename KV>
-void launch_vec_kv(const Params& p, int threads, dim3 grid, cudaStream_t st) {
+void launch_vec_kv(const Params& p, int threads, dim3 grid, LaunchStream st) {
   if constexpr (R == 1 && !std::is_same_v<KV, float>) {
     if (threads == kWideThreads) return launch_kernel(attn_vec<L, R, KV, kWideThreads>, grid, kWideThreads, 0, st, p);
     if constexpr (L == 32)
@@ -284,13 +284,13 @@ void launch_vec_kv(const Params& p, int threads, dim3 grid, cudaStream_t st) {
   launch_kernel(attn_vec<L, R, KV, kThreads>, grid, kThreads, 0, st, p);
 }
 template <int L, int R>
-void launch_vec_r(const Params& p, const Shape& s, int threads, dim3 grid, cudaStream_t st) {
+void launch_vec_r(const Params& p, const Shape& s, int threads, dim3 grid, LaunchStream st) {
   if (s.q8) return launch_vec_kv<L, R, Q8Block>(p, threads, grid, st);
   if (s.f16) return launch_vec_kv<L, R, __half>(p, threads, grid, st);
   launch_vec_kv<L, R, float>(p, threads, grid, st);
 }
 template <int L>
-void launch_vec_l(const Params& p, const Shape& s, int R, int threads, dim3 grid, cudaStream_t st) {
+void launch_vec_l(const Params& p, const Shape& s, int R, int threads, dim3 grid, LaunchStream st) {
   switch (R) {
     case 1: return launch_vec_r<L, 1>(p, s, threads, grid, st);
     case 2: return launch_vec_r<L, 2>(p, s, threads, grid, st);
@@ -300,14 +300,14 @@ void launch_vec_l(const Params& p, const Shape& s, int R, int threads, dim3 grid
 }
 
 template <int D>
-void launch_mma(const Params& p, dim3 grid, cudaStream_t st) {
+void launch_mma(const Params& p, dim3 grid, LaunchStream st) {
   static std::atomic<uint64_t> raised{0};
   allow_smem(attn_mma<D>, MmaCfg<D>::smem_bytes, raised);
   launch_kernel(attn_mma<D>, grid, kThreads, MmaCfg<D>::smem_bytes, st, p);
 }
 
 template <int D, typename KV>
-void launch_dec(const Params& p, dim3 grid, int cluster, cudaStream_t st) {
+void launch_dec(const Params& p, dim3 grid, int cluster, LaunchStream st) {
   if (cluster) {  // (dec_active_clusters raised its shared memory and cluster size)
     launch_kernel_in_clusters(attn_dec<D, kDecClusterStages, true, KV>, grid, DecCfg<D>::TH,
                               dec_cluster_smem<D, KV>(), st, dim3(1, 1, unsigned(cluster)), p);
@@ -319,7 +319,7 @@ void launch_dec(const Params& p, dim3 grid, int cluster, cudaStream_t st) {
   launch_kernel(attn_dec<D, kDecStages, false, KV>, grid, DecCfg<D>::TH, smem, st, p);
 }
 template <typename KV>
-void launch_dec(const Params& p, int64_t D, dim3 grid, int cluster, cudaStream_t st) {
+void launch_dec(const Params& p, int64_t D, dim3 grid, int cluster, LaunchStream st) {
   switch (D) {
     case 64: return launch_dec<64, KV>(p, grid, cluster, st);
     case 128: return launch_dec<128, KV>(p, grid, cluster, st);
@@ -369,9 +369,11 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
     __half* vh = kh + half_bytes / 4;  // (half_bytes: two 256-rounded copies)
     const int64_t n = s.S * s.Hkv * (s.D / 32);
     const unsigned grid = unsigned(std::clamp<int64_t>(cdiv(n, 256), 1, int64_t(c.sm_count) * 8));
-    launch_kernel(q8_to_half, grid, 256, 0, c.stream, p.k, p.k_nb1, p.k_nb2, int(s.Hkv), int(s.D), int(s.S), kh);
+    launch_kernel(q8_to_half, grid, 256, 0, c.launch_stream(), p.k, p.k_nb1, p.k_nb2, int(s.Hkv), int(s.D), int(s.S),
+                  kh);
     WEIR_CUDA_CHECK_LAUNCH();
-    launch_kernel(q8_to_half, grid, 256, 0, c.stream, p.v, p.v_nb1, p.v_nb2, int(s.Hkv), int(s.D), int(s.S), vh);
+    launch_kernel(q8_to_half, grid, 256, 0, c.launch_stream(), p.v, p.v_nb1, p.v_nb2, int(s.Hkv), int(s.D), int(s.S),
+                  vh);
     WEIR_CUDA_CHECK_LAUNCH();
     p.k = reinterpret_cast<const char*>(kh), p.v = reinterpret_cast<const char*>(vh);
     p.k_nb1 = p.v_nb1 = s.D * 2, p.k_nb2 = p.v_nb2 = s.Hkv * s.D * 2;
@@ -411,34 +413,34 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
 
   if (pl.ranges_bytes) {
     const bool m16 = aligned16(mask->data) && mask->nb[1] % 16 == 0;
-    launch_kernel(attn_ranges, dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.stream, p.mask, p.m_nb1, p.S, m16,
-                  const_cast<int2*>(p.ranges));
+    launch_kernel(attn_ranges, dim3(unsigned(s.T), unsigned(pl.n_rchunks)), 256, 0, c.launch_stream(), p.mask, p.m_nb1,
+                  p.S, m16, const_cast<int2*>(p.ranges));
     WEIR_CUDA_CHECK_LAUNCH();
   }
   if (pl.mma) {
     const dim3 grid(unsigned(cdiv(p.rows, kBM)), unsigned(s.Hkv), unsigned(pl.splits));
     switch (s.D) {
-      case 64: launch_mma<64>(p, grid, c.stream); break;
-      case 128: launch_mma<128>(p, grid, c.stream); break;
-      default: launch_mma<256>(p, grid, c.stream); break;
+      case 64: launch_mma<64>(p, grid, c.launch_stream()); break;
+      case 128: launch_mma<128>(p, grid, c.launch_stream()); break;
+      default: launch_mma<256>(p, grid, c.launch_stream()); break;
     }
   } else if (pl.dec) {
     const dim3 grid(unsigned(cdiv(p.rows, kDecRows)), unsigned(s.Hkv), unsigned(pl.splits));
     if (s.q8)
-      launch_dec<Q8Block>(p, s.D, grid, pl.cluster, c.stream);
+      launch_dec<Q8Block>(p, s.D, grid, pl.cluster, c.launch_stream());
     else
-      launch_dec<__half>(p, s.D, grid, pl.cluster, c.stream);
+      launch_dec<__half>(p, s.D, grid, pl.cluster, c.launch_stream());
   } else {
     const dim3 grid(unsigned(cdiv(p.rows, pl.R)), unsigned(s.Hkv), unsigned(pl.splits));
     switch (pl.L) {
-      case 8: launch_vec_l<8>(p, s, pl.R, pl.threads, grid, c.stream); break;
-      case 16: launch_vec_l<16>(p, s, pl.R, pl.threads, grid, c.stream); break;
-      default: launch_vec_l<32>(p, s, pl.R, pl.threads, grid, c.stream); break;
+      case 8: launch_vec_l<8>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
+      case 16: launch_vec_l<16>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
+      default: launch_vec_l<32>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
     }
   }
   WEIR_CUDA_CHECK_LAUNCH();
   if (pl.splits > 1 && !pl.cluster) {
-    launch_kernel(attn_combine, dim3(unsigned(s.T * s.Hq), unsigned(cdiv(s.D, 32))), kThreads, 0, c.stream, p);
+    launch_kernel(attn_combine, dim3(unsigned(s.T * s.Hq), unsigned(cdiv(s.D, 32))), kThreads, 0, c.launch_stream(), p);
     WEIR_CUDA_CHECK_LAUNCH();
   } else if (c.quantize_out && pl.mma) {
     q8_quantize_rows(dst, c);  // attn_mma's own output does not write them

@@ -211,11 +211,11 @@ void map(const Tensor& dst, const Tensor& a, const Tensor* b, const OpCtx& c, F 
   const dim3 grid(blocks_for(n, 256), unsigned(std::min<int64_t>(rows, 65535)));
   const Rows rb = b ? rows_of(*b) : rows_of(a);
   if (vec)
-    launch_kernel(map_kernel<4, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr, bcast,
-                  f);
+    launch_kernel(map_kernel<4, F>, grid, 256, 0, c.launch_stream(), rows_of(a), rb, rows_of(dst), K, rows,
+                  b != nullptr, bcast, f);
   else
-    launch_kernel(map_kernel<1, F>, grid, 256, 0, c.stream, rows_of(a), rb, rows_of(dst), K, rows, b != nullptr, bcast,
-                  f);
+    launch_kernel(map_kernel<1, F>, grid, 256, 0, c.launch_stream(), rows_of(a), rb, rows_of(dst), K, rows,
+                  b != nullptr, bcast, f);
 }
 
 // rms_norm_kernel's launch: the float4 kernel where rows allow it.
@@ -228,8 +228,8 @@ bool launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const
   if (!vec) {
     if (pre.w) return false;  // the float4 kernel alone takes a pre-norm
     const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
-    launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add,
-                  rxs, q8);
+    launch_kernel(rms_norm_kernel, unsigned(rows), threads, 0, c.launch_stream(), rows_of(x), rows_of(y), K, eps, w, rr,
+                  add, rxs, q8);
     return true;
   }
   const int64_t n4 = K / 4;
@@ -237,7 +237,7 @@ bool launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const
   const int nv = want_nv >= 4 || n4 > 2048 ? 4 : want_nv == 2 || n4 > 1024 ? 2 : 1;
   const int threads = int(std::min<int64_t>(1024, ((n4 + nv - 1) / nv + 31) / 32 * 32));
   auto* k = nv == 1 ? rms_norm4_kernel<1> : nv == 2 ? rms_norm4_kernel<2> : rms_norm4_kernel<4>;
-  launch_kernel(k, unsigned(rows), threads, 0, c.stream, rows_of(x), rows_of(y), K, eps, w, rr, add, rxs, q8,
+  launch_kernel(k, unsigned(rows), threads, 0, c.launch_stream(), rows_of(x), rows_of(y), K, eps, w, rr, add, rxs, q8,
                 pre);
   return true;
 }
@@ -257,10 +257,10 @@ void glu(const Tensor& dst, const OpCtx& c, F f) {
   if (rows == 0) return;
   if (rows > 65535) bad_operands("glu", dst, "too many rows to quantize");
   if (rows_aligned16(dst) && rows_aligned16(*dst.src[0]) && rows_aligned16(*dst.src[1]))
-    return launch_kernel(glu4_q8_kernel<F>, dim3(blocks_for(K / 4, 256), unsigned(rows)), 256, 0, c.stream,
+    return launch_kernel(glu4_q8_kernel<F>, dim3(blocks_for(K / 4, 256), unsigned(rows)), 256, 0, c.launch_stream(),
                          rows_of(*dst.src[0]), rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
-  launch_kernel(glu_q8_kernel<F>, dim3(blocks_for(K, 256), unsigned(rows)), 256, 0, c.stream, rows_of(*dst.src[0]),
-                rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
+  launch_kernel(glu_q8_kernel<F>, dim3(blocks_for(K, 256), unsigned(rows)), 256, 0, c.launch_stream(),
+                rows_of(*dst.src[0]), rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
 }
 
 }  // namespace

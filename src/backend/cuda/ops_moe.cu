@@ -202,8 +202,8 @@ void op_top_k(const Tensor& dst, const OpCtx& c) {
     bad_operands("top_k", dst, "needs F32 values and a contiguous I32 result");
   const int64_t T = dst.ne[1];
   if (T == 0) return;
-  launch_kernel(top_k_kernel, warp_blocks(T), 32 * kWarpsPerBlock, 0, c.stream, rows_of(*x), x->ne[0], int(dst.ne[0]),
-                static_cast<int32_t*>(dst.data), T);
+  launch_kernel(top_k_kernel, warp_blocks(T), 32 * kWarpsPerBlock, 0, c.launch_stream(), rows_of(*x), x->ne[0],
+                int(dst.ne[0]), static_cast<int32_t*>(dst.data), T);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
@@ -215,7 +215,7 @@ void op_moe_weights(const Tensor& dst, const OpCtx& c) {
     bad_operands("moe_weights", dst, "needs F32 logits, contiguous I32 ids and at most 32 experts a token");
   const int64_t T = dst.ne[1];
   if (T == 0) return;
-  launch_kernel(moe_weights_kernel, warp_blocks(T), 32 * kWarpsPerBlock, 0, c.stream, rows_of(*l), l->ne[0],
+  launch_kernel(moe_weights_kernel, warp_blocks(T), 32 * kWarpsPerBlock, 0, c.launch_stream(), rows_of(*l), l->ne[0],
                 static_cast<const int32_t*>(ids->data), int(dst.ne[0]), dst.iparams[0] != 0,
                 static_cast<float*>(dst.data), T);
   WEIR_CUDA_CHECK_LAUNCH();
@@ -226,8 +226,9 @@ void op_route(const Tensor& top_k, const Tensor& weights, const OpCtx& c) {
   const int64_t T = top_k.ne[1];
   if (T == 0) return;
   const Tensor& l = *top_k.src[0];
-  launch_kernel(route_kernel, warp_blocks(T), 32 * kWarpsPerBlock, 0, c.stream, rows_of(l), l.ne[0], int(top_k.ne[0]),
-                weights.iparams[0] != 0, static_cast<int32_t*>(top_k.data), static_cast<float*>(weights.data), T);
+  launch_kernel(route_kernel, warp_blocks(T), 32 * kWarpsPerBlock, 0, c.launch_stream(), rows_of(l), l.ne[0],
+                int(top_k.ne[0]), weights.iparams[0] != 0, static_cast<int32_t*>(top_k.data),
+                static_cast<float*>(weights.data), T);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
@@ -245,7 +246,7 @@ void op_mul_mat_id(const Tensor& dst, const OpCtx& c) {
   const dim3 grid(unsigned((N + kWarpsPerBlock * rows - 1) / (kWarpsPerBlock * rows)), unsigned(k * T));
   const int64_t x_per_token = X->n_rows() / T;
   const bool ok = dispatch_dtype(W->dtype, [&]<DType WT>() {
-    launch_kernel(mul_mat_id_kernel<WT>, grid, 32 * kWarpsPerBlock, 0, c.stream,
+    launch_kernel(mul_mat_id_kernel<WT>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(),
                   static_cast<const uint8_t*>(W->data), W->nb[1], W->nb[2], E, rows_of(*X), x_per_token,
                   static_cast<const int32_t*>(ids->data), int(k), K, N, rows, static_cast<float*>(dst.data));
   });
@@ -260,8 +261,9 @@ void op_moe_sum(const Tensor& dst, const OpCtx& c) {
     bad_operands("moe_sum", dst, "needs contiguous operands");
   const int64_t N = y->ne[0], k = y->ne[1], T = y->ne[2];
   if (N * T == 0) return;
-  launch_kernel(moe_sum_kernel, unsigned((N * T + 255) / 256), 256, 0, c.stream, static_cast<const float*>(y->data),
-                static_cast<const float*>(w->data), N, int(k), T, static_cast<float*>(dst.data));
+  launch_kernel(moe_sum_kernel, unsigned((N * T + 255) / 256), 256, 0, c.launch_stream(),
+                static_cast<const float*>(y->data), static_cast<const float*>(w->data), N, int(k), T,
+                static_cast<float*>(dst.data));
   WEIR_CUDA_CHECK_LAUNCH();
 }
 

@@ -334,8 +334,8 @@ Lists lists(const OpCtx& c, int64_t K, int64_t x_rows, int64_t P, int64_t E) {
           reinterpret_cast<int*>(base + align256(size_t(P) * 4) + align256(size_t(expert_max_tiles(P, E)) * 16))};
 }
 void sort_pairs(const Route& rt, int64_t P, int tile, const Lists& l, const OpCtx& c) {
-  launch_kernel(expert_sort_kernel, 1, 1024, size_t(2 * (rt.E + 1)) * sizeof(int), c.stream, rt.ids, P, rt.E, tile,
-                l.order, l.tiles, l.count);
+  launch_kernel(expert_sort_kernel, 1, 1024, size_t(2 * (rt.E + 1)) * sizeof(int), c.launch_stream(), rt.ids, P, rt.E,
+                tile, l.order, l.tiles, l.count);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
@@ -395,7 +395,7 @@ void expert_mul_mat(const Tensor& dst, const OpCtx& c) {
   const dim3 grid(unsigned(N / 32), s.grid_y);
   dispatch_q8_dot(W.dtype, [&]<class D>() {
     const auto kernel = s.tl.order ? expert_product_tile_kernel<D> : expert_product_pair_kernel<D>;
-    launch_kernel(kernel, grid, 32 * kWarps, 0, c.stream, expert_w(W), K, N, s.x, s.rt, s.tl,
+    launch_kernel(kernel, grid, 32 * kWarps, 0, c.launch_stream(), expert_w(W), K, N, s.x, s.rt, s.tl,
                   static_cast<float*>(dst.data));
   });
   WEIR_CUDA_CHECK_LAUNCH();
@@ -415,8 +415,8 @@ void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const Op
   const dim3 grid(unsigned(N / 32), s.grid_y);
   dispatch_q8_dot(W.dtype, [&]<class D>() {
     const auto kernel = s.tl.order ? expert_glu_tile_kernel<D> : expert_glu_pair_kernel<D>;
-    launch_kernel(kernel, grid, 32 * kWarps, 0, c.stream, expert_w(W), expert_w(*up.src[0]), K, s.x, s.rt, s.tl, h,
-                  glu.op == Op::GeluMul);
+    launch_kernel(kernel, grid, 32 * kWarps, 0, c.launch_stream(), expert_w(W), expert_w(*up.src[0]), K, s.x, s.rt,
+                  s.tl, h, glu.op == Op::GeluMul);
   });
   WEIR_CUDA_CHECK_LAUNCH();
 }
@@ -432,7 +432,7 @@ void op_expert_down_sum(const Tensor& down, const Tensor& sum, const OpCtx& c) {
     // Threads: enough that each has two items (U) where the items are few.
     const int64_t items = K / D::QK * D::CHUNKS * k;
     const int threads = int(std::clamp<int64_t>((items / 2 + 31) / 32 * 32, 32, 32 * kSumWarps));
-    launch_kernel(expert_down_sum_kernel<D>, grid, threads, 0, c.stream, expert_w(W), K, N, s.x, s.rt,
+    launch_kernel(expert_down_sum_kernel<D>, grid, threads, 0, c.launch_stream(), expert_w(W), K, N, s.x, s.rt,
                   static_cast<const float*>(sum.src[1]->data), static_cast<float*>(sum.data));
   });
   WEIR_CUDA_CHECK_LAUNCH();

@@ -336,14 +336,14 @@ template <DType T, int NT, class Epi, int P = 0>
 void launch_vec(int wpr, unsigned grid, const Mats& m, int64_t K, const Rows& x, bool early, const Epi& epi,
                 const VecEnds& e, const OpCtx& c) {
   if (wpr == 1)
-    launch_kernel(mat_vec_kernel<T, NT, 1, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, epi,
-                  e.nrm);
+    launch_kernel(mat_vec_kernel<T, NT, 1, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x, early,
+                  epi, e.nrm);
   else if (wpr == 2)
-    launch_kernel(mat_vec_kernel<T, NT, 2, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, epi,
-                  e.nrm);
+    launch_kernel(mat_vec_kernel<T, NT, 2, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x, early,
+                  epi, e.nrm);
   else
-    launch_kernel(mat_vec_kernel<T, NT, 4, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.stream, m, K, x, early, epi,
-                  e.nrm);
+    launch_kernel(mat_vec_kernel<T, NT, 4, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x, early,
+                  epi, e.nrm);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
@@ -493,10 +493,11 @@ void check(const Tensor& dst) {
 size_t convert_x(const Tensor& x, int64_t K, int64_t T, bool bf16, const OpCtx& c) {
   const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
   if (bf16)
-    launch_kernel(convert_x_kernel<__nv_bfloat16>, grid, 256, 0, c.stream, rows_of(x), K, T,
+    launch_kernel(convert_x_kernel<__nv_bfloat16>, grid, 256, 0, c.launch_stream(), rows_of(x), K, T,
                   static_cast<__nv_bfloat16*>(c.scratch));
   else
-    launch_kernel(convert_x_kernel<__half>, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(c.scratch));
+    launch_kernel(convert_x_kernel<__half>, grid, 256, 0, c.launch_stream(), rows_of(x), K, T,
+                  static_cast<__half*>(c.scratch));
   WEIR_CUDA_CHECK_LAUNCH();
   return (size_t(T * K * 2) + 255) / 256 * 256;
 }
@@ -598,8 +599,9 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
     const int64_t n = std::min(slice, N - n0);
     const auto* w = static_cast<const uint8_t*>(W.data) + size_t(n0) * W.nb[1];
     const unsigned g = unsigned(std::min<int64_t>(blocks_for(n * K / 8, 256), int64_t(c.sm_count) * 16));
-    const bool ok = dispatch_dtype(
-        W.dtype, [&]<DType WT>() { launch_kernel(dequant_f16_kernel<WT>, g, 256, 0, c.stream, w, W.nb[1], K, n, wh); });
+    const bool ok = dispatch_dtype(W.dtype, [&]<DType WT>() {
+      launch_kernel(dequant_f16_kernel<WT>, g, 256, 0, c.launch_stream(), w, W.nb[1], K, n, wh);
+    });
     if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(W.dtype));
     WEIR_CUDA_CHECK_LAUNCH();
     WEIR_CUDA_CHECK(cublasGemmEx(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(T), int(K), &one, wh, CUDA_R_16F,

@@ -273,7 +273,7 @@ void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpC
   const int64_t per = (steps + splits - 1) / splits;
   float* part = splits > 1 ? static_cast<float*>(scratch) : nullptr;
   const dim3 grid(unsigned(m.first_block[m.n]), blocks_for(T, kTokens), unsigned(splits));
-  launch_kernel(mma_tile_kernel<WT>, grid, kThreads, S::kSmem, c.stream, m, K, xh, T, per * S::BK, part);
+  launch_kernel(mma_tile_kernel<WT>, grid, kThreads, S::kSmem, c.launch_stream(), m, K, xh, T, per * S::BK, part);
   WEIR_CUDA_CHECK_LAUNCH();
   if (part) sum_splits(part, splits, T, m, c);
 }
@@ -282,7 +282,8 @@ void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpC
 
 size_t mma_convert_x(const Tensor& x, int64_t K, int64_t T, const OpCtx& c) {
   const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
-  launch_kernel(convert_x_permuted_kernel, grid, 256, 0, c.stream, rows_of(x), K, T, static_cast<__half*>(c.scratch));
+  launch_kernel(convert_x_permuted_kernel, grid, 256, 0, c.launch_stream(), rows_of(x), K, T,
+                static_cast<__half*>(c.scratch));
   WEIR_CUDA_CHECK_LAUNCH();
   return (size_t(T * K * 2) + 255) / 256 * 256;
 }
@@ -295,7 +296,7 @@ void mma_expert_mul_mat(const MmaExperts& a, DType wt, unsigned max_tiles, const
       using S = MmaTile<WT>;
       allow_dynamic_smem(reinterpret_cast<const void*>(mma_expert_kernel<WT>), int(S::kSmem));
       const dim3 grid(blocks_for(a.N, kRows), max_tiles);
-      launch_kernel(mma_expert_kernel<WT>, grid, kThreads, S::kSmem, c.stream, a);
+      launch_kernel(mma_expert_kernel<WT>, grid, kThreads, S::kSmem, c.launch_stream(), a);
       WEIR_CUDA_CHECK_LAUNCH();
     }
   });

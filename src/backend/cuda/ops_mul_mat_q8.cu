@@ -498,7 +498,8 @@ bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) 
   st.slot = slot;
   st.bytes = uint32_t(stage);
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), lim.per_block - int(fixed));
-  launch_kernel(kernel, blocks, 512, size_t(stages) * stage + 128 + 16, c.stream, l.m, l.K, l.xq, early, epi, st);
+  launch_kernel(kernel, blocks, 512, size_t(stages) * stage + 128 + 16, c.launch_stream(), l.m, l.K, l.xq, early, epi,
+                st);
   return true;
 }
 
@@ -545,10 +546,10 @@ void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
     constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
     const int64_t blocks = blocks_for(l.m.total, kWarps / WPR * R);
     if (capped_in_one_wave<plain, capped>(blocks, 32 * kWarps, c))
-      return launch_kernel(capped, unsigned(blocks), 32 * kWarps, 0, c.stream, l.m, l.K, l.xq, early, epi);
+      return launch_kernel(capped, unsigned(blocks), 32 * kWarps, 0, c.launch_stream(), l.m, l.K, l.xq, early, epi);
   }
   launch_kernel(q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>, blocks_for(l.m.total, kWarps / WPR * R), 32 * kWarps, 0,
-                c.stream, l.m, l.K, l.xq, early, epi);
+                c.launch_stream(), l.m, l.K, l.xq, early, epi);
 }
 template <class D, int NT, class Epi>
 void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
@@ -567,12 +568,12 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
       constexpr auto wide = q8_mat_vec_kernel<D, NT, 1, 16, Epi>;
       const int64_t sms = c.sm_count, wide_blocks = blocks_for(l.m.total, 32);
       if (2 * wide_blocks >= sms && wide_blocks <= sms * resident_blocks<wide>(512))
-        return launch_kernel(wide, unsigned(wide_blocks), 512, 0, c.stream, l.m, l.K, l.xq, early, epi);
+        return launch_kernel(wide, unsigned(wide_blocks), 512, 0, c.launch_stream(), l.m, l.K, l.xq, early, epi);
       constexpr auto plain = q8_mat_vec_kernel<D, NT, 1, kWarps, Epi>;
       constexpr auto capped = q8_mat_vec_kernel6<D, NT, 1, kWarps, Epi>;
       const int64_t blocks = blocks_for(l.m.total, 2 * kWarps);
       const bool cap = capped_in_one_wave<plain, capped>(blocks, 32 * kWarps, c);
-      return launch_kernel_in_clusters(cap ? capped : plain, unsigned(blocks), 32 * kWarps, 0, c.stream,
+      return launch_kernel_in_clusters(cap ? capped : plain, unsigned(blocks), 32 * kWarps, 0, c.launch_stream(),
                                        dim3(32 / (2 * kWarps), 1, 1), l.m, l.K, l.xq, early, epi);
     }
   }
@@ -631,12 +632,12 @@ bool launch_add_norm_split_k(const Launch& l, const OpCtx& c, bool early) {
     if (!pair) return false;
   }
   if (pair) {
-    launch_kernel_in_clusters(two, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
+    launch_kernel_in_clusters(two, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.fout);
   } else if (NT == 1 && c.options().add_norm_deep && chunks >= KS * 32 * 4 &&
              kernel_attributes<deep>().localSizeBytes <= kernel_attributes<one>().localSizeBytes) {
-    launch_kernel_in_clusters(deep, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
+    launch_kernel_in_clusters(deep, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.fout);
   } else {
-    launch_kernel_in_clusters(one, grid, 512, 0, c.stream, cluster, l.m, l.K, l.xq, early, l.fout);
+    launch_kernel_in_clusters(one, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.fout);
   }
   return true;
 }
@@ -654,19 +655,19 @@ void launch_nt(const Launch& l, const OpCtx& c) {
         if (deep && l.m.total / 32 <= c.sm_count / 2 && (l.K / D::QK) * D::CHUNKS >= 2 * 32 * 4 &&
             kernel_attributes<q8_add_norm_deep_kernel<D>>().localSizeBytes <=
                 kernel_attributes<q8_mat_vec_kernel<D, NT, 1, kWarps32, AddNormOut>>().localSizeBytes)
-          return launch_kernel(q8_add_norm_deep_kernel<D>, unsigned(l.m.total / 32), 32 * kWarps32, 0, c.stream, l.m, l.K,
-                               l.xq, early, l.fout);
+          return launch_kernel(q8_add_norm_deep_kernel<D>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
+                               c.launch_stream(), l.m, l.K, l.xq, early, l.fout);
       return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, AddNormOut>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
-                           c.stream, l.m, l.K, l.xq, early, l.fout);
+                           c.launch_stream(), l.m, l.K, l.xq, early, l.fout);
     }
     if (l.glu.q8.q) {  // one warp two outputs
       GluOut glu = l.glu;
       glu.fin = l.fin;
       const unsigned blocks = unsigned(l.m.rows[0] / 32);
       if constexpr (NT == 1 && glu_two_blocks<D>())
-        return launch_kernel(q8_glu_kernel<D>, blocks, 32 * kWarps32, 0, c.stream, l.m, l.K, l.xq, early, glu);
-      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, GluOut>, blocks, 32 * kWarps32, 0, c.stream, l.m, l.K,
-                           l.xq, early, glu);
+        return launch_kernel(q8_glu_kernel<D>, blocks, 32 * kWarps32, 0, c.launch_stream(), l.m, l.K, l.xq, early, glu);
+      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, GluOut>, blocks, 32 * kWarps32, 0, c.launch_stream(),
+                           l.m, l.K, l.xq, early, glu);
     }
     if (l.jobs.on) {
       RowJobs jobs = l.jobs;
@@ -731,7 +732,7 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Q8Act act = Q8Act::in(c.scratch, K, T);
   if (c.x_from != ActivationSource::Q8InScratch) {
     const int64_t n_xb = (K / 32) * T;
-    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(*dst.src[1]), K, T, act);
+    launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.launch_stream(), rows_of(*dst.src[1]), K, T, act);
   }
   l.xq = XQ{act.q, act.ds, K};
   return l;
@@ -780,7 +781,8 @@ void q8_quantize_rows(const Tensor& x, const OpCtx& c) {
   if (x.dtype != DType::F32 || x.nb[0] != 4 || K % 32) bad_operands("quantize", x, "rows must be F32, K % 32 == 0");
   if (q8_act_bytes(K, T) > c.scratch_bytes) bad_operands("quantize", x, "scratch too small");
   const int64_t n_xb = (K / 32) * T;
-  launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.stream, rows_of(x), K, T, Q8Act::in(c.scratch, K, T));
+  launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.launch_stream(), rows_of(x), K, T,
+                Q8Act::in(c.scratch, K, T));
 }
 
 }  // namespace weir::cuda

@@ -207,7 +207,7 @@ TileMats tile_mats(const Tensor* const* dsts, int n, int rows) {
 
 void sum_splits(const float* part, int S, int64_t T, const TileMats& m, const OpCtx& c) {
   const unsigned g = unsigned(std::min<int64_t>(blocks_for(T * m.col[m.n], 256), int64_t(c.sm_count) * 8));
-  launch_kernel(sum_splits_kernel, g, 256, 0, c.stream, part, S, T, m);
+  launch_kernel(sum_splits_kernel, g, 256, 0, c.launch_stream(), part, S, T, m);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
@@ -253,7 +253,7 @@ void tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __half
       // Shared memory beyond the default 48 KB, on this device.
       allow_dynamic_smem(reinterpret_cast<const void*>(tile_kernel<WT>), int(Tile<WT>::kSmem));
       ok = true;
-      launch_kernel(tile_kernel<WT>, grid, kThreads, Tile<WT>::kSmem, c.stream, m, K, xh, T, per * BK, part);
+      launch_kernel(tile_kernel<WT>, grid, kThreads, Tile<WT>::kSmem, c.launch_stream(), m, K, xh, T, per * BK, part);
     }
   });
   if (!ok) bad_operands("mul_mat", dst, std::string("no GPU kernel for W type ") + dtype_name(wt));

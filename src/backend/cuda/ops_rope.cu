@@ -208,7 +208,7 @@ void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c) {
     blocks += std::max(1u, std::min(cap, blocks_for(jobs.j[i].items, 256)));
   }
   jobs.first_block[n] = blocks;
-  launch_kernel(rope_store_kernel, blocks, 256, 0, c.stream, jobs);
+  launch_kernel(rope_store_kernel, blocks, 256, 0, c.launch_stream(), jobs);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
@@ -227,12 +227,12 @@ void op_rope(const Tensor& dst, const OpCtx& c) {
   const int other = mode == RopeMode::Neox ? n_rot / 2 : 1;
   const int64_t n = rows * (n_rot / 2);
   const unsigned grid = unsigned(std::min<int64_t>(blocks_for(n, 256), int64_t(c.sm_count) * 8));
-  launch_kernel(rope_kernel, grid, 256, 0, c.stream, rows_of(*x), rows_of(dst), static_cast<const int32_t*>(pos->data),
-                ff ? static_cast<const float*>(ff->data) : nullptr, D, H, T, rows, n_rot, step, other, theta_scale,
-                dst.fparams[1]);
+  launch_kernel(rope_kernel, grid, 256, 0, c.launch_stream(), rows_of(*x), rows_of(dst),
+                static_cast<const int32_t*>(pos->data), ff ? static_cast<const float*>(ff->data) : nullptr, D, H, T,
+                rows, n_rot, step, other, theta_scale, dst.fparams[1]);
   WEIR_CUDA_CHECK_LAUNCH();
   if (n_rot < D) {
-    launch_kernel(copy_tail_kernel, grid, 256, 0, c.stream, rows_of(*x), rows_of(dst), D, rows, n_rot);
+    launch_kernel(copy_tail_kernel, grid, 256, 0, c.launch_stream(), rows_of(*x), rows_of(dst), D, rows, n_rot);
     WEIR_CUDA_CHECK_LAUNCH();
   }
 }

@@ -71,10 +71,9 @@ void op_get_rows(const Tensor& dst, const OpCtx& c) {
   if (T == 0) return;
   const int threads = int(std::min<int64_t>(256, std::max<int64_t>(32, K / 8)));
   const bool ok = dispatch_dtype(table->dtype, [&]<DType TT>() {
-    launch_kernel(get_rows_kernel<TT>, unsigned(T), threads, 0, c.stream, static_cast<const uint8_t*>(table->data),
-                                                               table->nb[1], table->ne[1],
-                                                               static_cast<const int32_t*>(ids->data), K,
-                                                               static_cast<float*>(dst.data), rows_of(dst));
+    launch_kernel(get_rows_kernel<TT>, unsigned(T), threads, 0, c.launch_stream(),
+                  static_cast<const uint8_t*>(table->data), table->nb[1], table->ne[1],
+                  static_cast<const int32_t*>(ids->data), K, static_cast<float*>(dst.data), rows_of(dst));
   });
   if (!ok) bad_operands("get_rows", dst, std::string("no GPU kernel for table type ") + dtype_name(table->dtype));
   WEIR_CUDA_CHECK_LAUNCH();
@@ -101,13 +100,13 @@ void op_set_rows(const Tensor& dst, const OpCtx& c) {
   char* d = static_cast<char*>(dst.data);  // the table itself (set_rows' result views it)
   if (table->dtype == DType::Q8_0) {
     const RopeJob J = make_rope_job({&dst, nullptr});
-    launch_kernel(set_rows_q8_kernel, unsigned(T), threads, 0, c.stream, J);
+    launch_kernel(set_rows_q8_kernel, unsigned(T), threads, 0, c.launch_stream(), J);
   } else if (table->dtype == DType::F16)
-    launch_kernel(set_rows_kernel<__half>, unsigned(T), threads, 0, c.stream, d, dst.nb[1], dst.ne[1], rows_of(*src),
-                                                                    static_cast<const int32_t*>(idx->data), K);
+    launch_kernel(set_rows_kernel<__half>, unsigned(T), threads, 0, c.launch_stream(), d, dst.nb[1], dst.ne[1],
+                  rows_of(*src), static_cast<const int32_t*>(idx->data), K);
   else
-    launch_kernel(set_rows_kernel<float>, unsigned(T), threads, 0, c.stream, d, dst.nb[1], dst.ne[1], rows_of(*src),
-                                                                   static_cast<const int32_t*>(idx->data), K);
+    launch_kernel(set_rows_kernel<float>, unsigned(T), threads, 0, c.launch_stream(), d, dst.nb[1], dst.ne[1],
+                  rows_of(*src), static_cast<const int32_t*>(idx->data), K);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 

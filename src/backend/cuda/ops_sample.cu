@@ -719,11 +719,12 @@ void op_sample(const Tensor& dst, const OpCtx& c) {
                reinterpret_cast<u64*>(sc + pl.off_cand), pl.nchunks, pl.cap};
   const RowAddr lr = row_addr_of(lg), prr = row_addr_of(pr);
   const dim3 grid(unsigned(pl.nchunks), unsigned(pl.n));
-  launch_kernel(chunk_kernel, grid, kChunkThreads, 0, c.stream, lr, prr, pl.V, w);
+  launch_kernel(chunk_kernel, grid, kChunkThreads, 0, c.launch_stream(), lr, prr, pl.V, w);
   WEIR_CUDA_CHECK_LAUNCH();
-  launch_kernel(sum_kernel, grid, kSumThreads, 0, c.stream, lr, prr, pl.V, w);
+  launch_kernel(sum_kernel, grid, kSumThreads, 0, c.launch_stream(), lr, prr, pl.V, w);
   WEIR_CUDA_CHECK_LAUNCH();
-  launch_kernel(row_kernel, unsigned(pl.n), kRowThreads, 0, c.stream, lr, prr, pl.V, w, static_cast<int32_t*>(dst.data));
+  launch_kernel(row_kernel, unsigned(pl.n), kRowThreads, 0, c.launch_stream(), lr, prr, pl.V, w,
+                static_cast<int32_t*>(dst.data));
   WEIR_CUDA_CHECK_LAUNCH();
 }
 

@@ -4,14 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "core/tensor.h"
+#include "backend/cuda/plan/kernel_rules.h"  // pdl_off_for, pdl_off_for_node
 
 namespace weir::cuda {
 
@@ -35,30 +28,14 @@ inline bool hopper_or_later() {
 // Whether this device can launch with programmatic dependent launch.
 inline bool pdl_supported() { return hopper_or_later(); }
 
-// Whether the kernels launched now take PDL: set by the backend for each
-// node it launches (CudaOptions::pdl, pdl_off_ops, pdl_nodes; the device's
-// support); off elsewhere (a kernel test's direct launch).
-inline thread_local bool t_pdl = false;
-
-// CudaOptions::pdl_off_ops ("op,op"): bisecting by op found the launch
-// whose timing exposed a race (a fused norm over its own input,
-// docs/perf.md).
-inline bool pdl_off_for(Op op, const std::string& list) {
-  return !list.empty() && ("," + list + ",").find("," + std::string(op_name(op)) + ",") != std::string::npos;
-}
-// CudaOptions::pdl_nodes ("LO-HI,..."): only those plan nodes launch with it.
-inline bool pdl_off_for_node(size_t i, const std::string& spec) {
-  bool any = false;
-  for (const char* s = spec.c_str(); s && *s;) {
-    long lo = 0, hi = -1;
-    if (std::sscanf(s, "%ld-%ld", &lo, &hi) == 2) {
-      any = true;
-      if (long(i) >= lo && long(i) <= hi) return false;
-    }
-    s = std::strchr(s, ',');
-    if (s) ++s;
-  }
-  return any;
-}
+// Where a kernel launches (launch_kernel, cuda_util.cuh): its stream, and
+// whether with programmatic dependent launch, as the caller chose
+// (OpCtx::launch_stream(): the backend's choice for the launch, OpCtx::pdl;
+// a kernel test's direct launch: false). No conversion from a bare stream,
+// so every launch says which.
+struct LaunchStream {
+  cudaStream_t stream;
+  bool pdl;
+};
 
 }  // namespace weir::cuda

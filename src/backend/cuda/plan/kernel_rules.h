@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda_options.h"
 #include "core/tensor.h"
@@ -138,5 +139,14 @@ size_t expert_glu_q8_bytes(const Tensor& glu);
 // launch: a block takes rows of one token through all its experts and sums
 // them weighted, in slot order; down's own result is not written.
 bool can_fuse_expert_down_sum(const Tensor& down, const Tensor& sum);
+
+// ---- Programmatic dependent launch (OpCtx::pdl) ----
+// CudaOptions::pdl_off_ops ("op,op"): whether op is listed, so its launches
+// take no PDL (bisecting by op found the launch whose timing exposed a race:
+// a fused norm over its own input, docs/perf.md).
+bool pdl_off_for(Op op, const std::string& list);
+// CudaOptions::pdl_nodes ("LO-HI,..."): only those plan nodes launch with
+// PDL; whether node i is off (an empty spec: none).
+bool pdl_off_for_node(size_t i, const std::string& spec);
 
 }  // namespace weir::cuda
