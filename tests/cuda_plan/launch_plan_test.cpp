@@ -175,7 +175,9 @@ TEST(LaunchPlan, Qwen2QkvProductsInOneLaunch) {
       grouped += l.products == 3;
       for (const RopeStoreNode& j : l.jobs) biases += j.bias != nullptr;
     }
-    if (T == 1) EXPECT_EQ(grouped, s.layers());
+    if (T == 1) {
+      EXPECT_EQ(grouped, s.layers());
+    }
     EXPECT_EQ(biases, 3 * s.layers()) << "T " << T;
     check_placed(*s.fg.graph, p);
     CudaOptions off;
