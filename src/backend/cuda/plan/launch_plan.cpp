@@ -19,10 +19,6 @@ size_t scratch_for(const Tensor& t, const CudaOptions& o) {
   }
 }
 
-using planner::Moe;
-using planner::NodePlan;
-using planner::PlanState;
-using planner::Readers;
 using namespace planner;
 
 // A norm launch (rms_norm + mul) whose result only the next launch's add
