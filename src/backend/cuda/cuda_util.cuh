@@ -43,32 +43,32 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// The end of a row-per-warp product: each warp's per-token partial sums
-// of its R rows (acc[r][t]) reduced over the WPR warps of a row (shared
-// memory when more than one). True in the one thread that then holds the
-// rows' sums in acc. Every thread of the block calls it.
-template <int NT, int WPR, int WARPS, int R>
-__device__ __forceinline__ bool reduce_row_sums(float (&acc)[R][NT], int warp, int lane) {
+// The end of a row-per-warp product: each warp's per-token partial sums of
+// its R rows (acc[r][t]) reduced over the WARPS_PER_ROW warps of a row
+// (shared memory when more than one). True in the one thread that then holds
+// the rows' sums in acc. Every thread of the block calls it.
+template <int TOKENS, int WARPS_PER_ROW, int WARPS, int R>
+__device__ __forceinline__ bool reduce_row_sums(float (&acc)[R][TOKENS], int warp, int lane) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[r][t] = warp_sum(acc[r][t]);
-  if constexpr (WPR > 1) {
-    __shared__ float part[WARPS][R][NT];
+    for (int t = 0; t < TOKENS; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if constexpr (WARPS_PER_ROW > 1) {
+    __shared__ float part[WARPS][R][TOKENS];
     if (lane == 0)
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int t = 0; t < NT; ++t) part[warp][r][t] = acc[r][t];
+        for (int t = 0; t < TOKENS; ++t) part[warp][r][t] = acc[r][t];
     __syncthreads();
-    if (warp % WPR != 0 || lane != 0) return false;
+    if (warp % WARPS_PER_ROW != 0 || lane != 0) return false;
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
+      for (int t = 0; t < TOKENS; ++t) {
         float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < WPR; ++j) s += part[warp + j][r][t];
+        for (int j = 0; j < WARPS_PER_ROW; ++j) s += part[warp + j][r][t];
         acc[r][t] = s;
       }
     return true;
@@ -77,15 +77,15 @@ __device__ __forceinline__ bool reduce_row_sums(float (&acc)[R][NT], int warp, i
 }
 
 // reduce_row_sums, then the sums stored to y[r][t * ldy[r]] where live[r].
-template <int NT, int WPR, int WARPS, int R>
-__device__ __forceinline__ void store_row_sums(float (&acc)[R][NT], int warp, int lane, const bool (&live)[R],
+template <int TOKENS, int WARPS_PER_ROW, int WARPS, int R>
+__device__ __forceinline__ void store_row_sums(float (&acc)[R][TOKENS], int warp, int lane, const bool (&live)[R],
                                                float* const (&y)[R], const int64_t (&ldy)[R]) {
-  if (!reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane)) return;
+  if (!reduce_row_sums<TOKENS, WARPS_PER_ROW, WARPS, R>(acc, warp, lane)) return;
 #pragma unroll
   for (int r = 0; r < R; ++r)
     if (live[r])
 #pragma unroll
-      for (int t = 0; t < NT; ++t) y[r][t * ldy[r]] = acc[r][t];
+      for (int t = 0; t < TOKENS; ++t) y[r][t * ldy[r]] = acc[r][t];
 }
 
 inline unsigned blocks_for(int64_t n, int per_block) { return unsigned((n + per_block - 1) / per_block); }

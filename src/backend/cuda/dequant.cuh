@@ -239,9 +239,10 @@ template <DType... Ts>
 constexpr bool dequantizers_listed() {
   return ((kHasQ<Ts> == has_dequantizer(Ts)) && ...);
 }
-static_assert(dequantizers_listed<DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-              DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
-              DType::I8, DType::I16, DType::I32, DType::I64, DType::F64, DType::BF16>(),
-              "has_dequantizer (plan/kernel_limits.h) must list the types that have a Q<T>");
+static_assert(
+    dequantizers_listed<DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                        DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+                        DType::I8, DType::I16, DType::I32, DType::I64, DType::F64, DType::BF16>(),
+    "has_dequantizer (plan/kernel_limits.h) must list the types that have a Q<T>");
 
 }  // namespace weir::cuda

@@ -24,7 +24,8 @@ void op_moe_sum(const Tensor& dst, const OpCtx& c);
 void expert_mul_mat(const Tensor& dst, const OpCtx& c);
 // gate and up (mul_mat_id nodes a and b, either order, same x and ids) and
 // the GLU that alone reads them in one launch, the GLU's result written
-// only as 8-bit blocks into c.glu_q8 for the down product (OpCtx::x_from_glu).
+// only as 8-bit blocks into c.glu_q8 (the GLU's 8-bit blocks) for the down
+// product (OpCtx::x_from GluQ8).
 void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c);
 // down and the moe_sum that alone reads it (decode: up to 64 pairs) in one
 // launch: a block takes rows of one token through all its experts and sums

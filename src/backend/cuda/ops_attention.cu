@@ -273,7 +273,7 @@ bool dec_aligned(const Shape& s, const Tensor& k, const Tensor& v, bool kv16) {
 }
 
 template <int L, int R, typename KV>
-void launch_vec_kv(const Params& p, int threads, dim3 grid, LaunchStream st) {
+void launch_attn_vec_for_cache(const Params& p, int threads, dim3 grid, LaunchStream st) {
   if constexpr (R == 1 && !std::is_same_v<KV, float>) {
     if (threads == kWideThreads) return launch_kernel(attn_vec<L, R, KV, kWideThreads>, grid, kWideThreads, 0, st, p);
     if constexpr (L == 32)
@@ -284,18 +284,18 @@ void launch_vec_kv(const Params& p, int threads, dim3 grid, LaunchStream st) {
   launch_kernel(attn_vec<L, R, KV, kThreads>, grid, kThreads, 0, st, p);
 }
 template <int L, int R>
-void launch_vec_r(const Params& p, const Shape& s, int threads, dim3 grid, LaunchStream st) {
-  if (s.q8) return launch_vec_kv<L, R, Q8Block>(p, threads, grid, st);
-  if (s.f16) return launch_vec_kv<L, R, __half>(p, threads, grid, st);
-  launch_vec_kv<L, R, float>(p, threads, grid, st);
+void launch_attn_vec_for_rows(const Params& p, const Shape& s, int threads, dim3 grid, LaunchStream st) {
+  if (s.q8) return launch_attn_vec_for_cache<L, R, Q8Block>(p, threads, grid, st);
+  if (s.f16) return launch_attn_vec_for_cache<L, R, __half>(p, threads, grid, st);
+  launch_attn_vec_for_cache<L, R, float>(p, threads, grid, st);
 }
 template <int L>
-void launch_vec_l(const Params& p, const Shape& s, int R, int threads, dim3 grid, LaunchStream st) {
+void launch_attn_vec(const Params& p, const Shape& s, int R, int threads, dim3 grid, LaunchStream st) {
   switch (R) {
-    case 1: return launch_vec_r<L, 1>(p, s, threads, grid, st);
-    case 2: return launch_vec_r<L, 2>(p, s, threads, grid, st);
-    case 4: return launch_vec_r<L, 4>(p, s, threads, grid, st);
-    default: return launch_vec_r<L, 8>(p, s, threads, grid, st);
+    case 1: return launch_attn_vec_for_rows<L, 1>(p, s, threads, grid, st);
+    case 2: return launch_attn_vec_for_rows<L, 2>(p, s, threads, grid, st);
+    case 4: return launch_attn_vec_for_rows<L, 4>(p, s, threads, grid, st);
+    default: return launch_attn_vec_for_rows<L, 8>(p, s, threads, grid, st);
   }
 }
 
@@ -433,9 +433,9 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   } else {
     const dim3 grid(unsigned(cdiv(p.rows, pl.R)), unsigned(s.Hkv), unsigned(pl.splits));
     switch (pl.L) {
-      case 8: launch_vec_l<8>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
-      case 16: launch_vec_l<16>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
-      default: launch_vec_l<32>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
+      case 8: launch_attn_vec<8>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
+      case 16: launch_attn_vec<16>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
+      default: launch_attn_vec<32>(p, s, pl.R, pl.threads, grid, c.launch_stream()); break;
     }
   }
   WEIR_CUDA_CHECK_LAUNCH();

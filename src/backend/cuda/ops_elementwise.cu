@@ -77,8 +77,8 @@ struct PreNorm {
   float eps = 0.0f;
 };
 template <int NV>
-__global__ void rms_norm4_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r, bool add,
-                                 Rows xs, Q8Act q8, PreNorm pre) {
+__global__ void rms_norm_float4_kernel(Rows x, Rows y, int64_t K, float eps, const float* __restrict__ w, Rows r,
+                                       bool add, Rows xs, Q8Act q8, PreNorm pre) {
   const int64_t row = blockIdx.x, n4 = K / 4;
   float4 v[NV], g[NV], g0[NV];
   // The norm weights first: no kernel writes them, so they are read before
@@ -150,7 +150,7 @@ __global__ void glu_q8_kernel(Rows a, Rows b, Rows y, int64_t K, Q8Act q8, F f) 
 }
 // The same on float4s (rows 16-byte aligned).
 template <class F>
-__global__ void glu4_q8_kernel(Rows a, Rows b, Rows y, int64_t K, Q8Act q8, F f) {
+__global__ void glu_float4_q8_kernel(Rows a, Rows b, Rows y, int64_t K, Q8Act q8, F f) {
   pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
   const bool live = i * 4 < K;  // whole groups of 8 lanes (K % 32 == 0); all lanes shuffle
@@ -236,7 +236,7 @@ bool launch_norm(int64_t rows, int64_t K, const OpCtx& c, const Tensor& x, const
   const int want_nv = c.options().norm_float4s;  // float4s per thread at least (tuning)
   const int nv = want_nv >= 4 || n4 > 2048 ? 4 : want_nv == 2 || n4 > 1024 ? 2 : 1;
   const int threads = int(std::min<int64_t>(1024, ((n4 + nv - 1) / nv + 31) / 32 * 32));
-  auto* k = nv == 1 ? rms_norm4_kernel<1> : nv == 2 ? rms_norm4_kernel<2> : rms_norm4_kernel<4>;
+  auto* k = nv == 1 ? rms_norm_float4_kernel<1> : nv == 2 ? rms_norm_float4_kernel<2> : rms_norm_float4_kernel<4>;
   launch_kernel(k, unsigned(rows), threads, 0, c.launch_stream(), rows_of(x), rows_of(y), K, eps, w, rr, add, rxs, q8,
                 pre);
   return true;
@@ -257,8 +257,9 @@ void glu(const Tensor& dst, const OpCtx& c, F f) {
   if (rows == 0) return;
   if (rows > 65535) bad_operands("glu", dst, "too many rows to quantize");
   if (rows_aligned16(dst) && rows_aligned16(*dst.src[0]) && rows_aligned16(*dst.src[1]))
-    return launch_kernel(glu4_q8_kernel<F>, dim3(blocks_for(K / 4, 256), unsigned(rows)), 256, 0, c.launch_stream(),
-                         rows_of(*dst.src[0]), rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
+    return launch_kernel(glu_float4_q8_kernel<F>, dim3(blocks_for(K / 4, 256), unsigned(rows)), 256, 0,
+                         c.launch_stream(), rows_of(*dst.src[0]), rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c),
+                         f);
   launch_kernel(glu_q8_kernel<F>, dim3(blocks_for(K, 256), unsigned(rows)), 256, 0, c.launch_stream(),
                 rows_of(*dst.src[0]), rows_of(*dst.src[1]), rows_of(dst), K, q8_out(dst, c), f);
 }

@@ -67,9 +67,9 @@ struct Tiles {
 // repeat the last pair: computed, never stored), and their x rows (x, from
 // the 8-bit x of every row xb). False: no such tile (the grid is sized for
 // the most there can be).
-template <int NT>
-__device__ __forceinline__ bool tile_pairs(const Tiles& tl, const Route& rt, const XQ& xb, int* e, int* n,
-                                           int64_t (&pair)[NT], XQRows<NT>* x) {
+template <int TOKENS>
+__device__ __forceinline__ bool tile_pairs(const Tiles& tl, const Route& rt, const QuantizedX& xb, int* e, int* n,
+                                           int64_t (&pair)[TOKENS], QuantizedXRows<TOKENS>* x) {
   if (!tl.order) {
     pair[0] = blockIdx.y;
     *e = rt.ids[blockIdx.y];
@@ -79,24 +79,24 @@ __device__ __forceinline__ bool tile_pairs(const Tiles& tl, const Route& rt, con
     const int4 t = tl.tile[blockIdx.y];
     *e = t.x, *n = t.z;
 #pragma unroll
-    for (int s = 0; s < NT; ++s) pair[s] = tl.order[t.y + min(s, t.z - 1)];
+    for (int s = 0; s < TOKENS; ++s) pair[s] = tl.order[t.y + min(s, t.z - 1)];
   }
   if (*e < 0 || *e >= rt.E) *e = -1;
-  *x = XQRows<NT>{xb.q, xb.ds, xb.K, {}};
+  *x = QuantizedXRows<TOKENS>{xb.q, xb.ds, xb.K, {}};
 #pragma unroll
-  for (int s = 0; s < NT; ++s) x->row[s] = rt.x_row(pair[s]);
+  for (int s = 0; s < TOKENS; ++s) x->row[s] = rt.x_row(pair[s]);
   return true;
 }
 
 // R rows of a warp over a row's chunks, U a step (all loaded, then
 // dotted), into acc (zeroed first; left zero where !live).
-template <class D, int NT, int R, int U, class X>
-__device__ __forceinline__ void rows_dot(const uint8_t* const (&w)[R], int64_t K, const X& x, Acc<R, NT>& acc,
+template <class D, int TOKENS, int R, int U, class X>
+__device__ __forceinline__ void rows_dot(const uint8_t* const (&w)[R], int64_t K, const X& x, Acc<R, TOKENS>& acc,
                                          int lane, bool live) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int s = 0; s < NT; ++s) acc[r][s] = 0.0f;
+    for (int s = 0; s < TOKENS; ++s) acc[r][s] = 0.0f;
   if (!live) return;
   const int64_t chunks = K / D::QK * D::CHUNKS;
   typename D::Raw raw[U][R];
@@ -110,7 +110,7 @@ __device__ __forceinline__ void rows_dot(const uint8_t* const (&w)[R], int64_t K
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t i = i0 + 32 * u;
-      if (i < chunks) D::template dot<NT, R>(raw[u], int(i % D::CHUNKS), x, i / D::CHUNKS * D::QK, acc);
+      if (i < chunks) D::template dot<TOKENS, R>(raw[u], int(i % D::CHUNKS), x, i / D::CHUNKS * D::QK, acc);
     }
   }
 }
@@ -120,82 +120,83 @@ __device__ __forceinline__ float nan_f() { return __int_as_float(0x7fc00000); }
 // gate and up of a pair or tile with the GLU: warp w takes gate rows j, j + 1
 // and up rows j, j + 1 (j = 32 blockIdx.x + 2 w); warp s < n stores pair s's
 // 32 outputs as one 8-bit block of h (rows: pairs).
-template <class D, int NT, int U>
-__device__ __forceinline__ void glu_body(ExpertW gate, ExpertW up, int64_t K, XQ xb, Route rt, Tiles tl, Q8Act h,
-                                         bool gelu) {
+template <class D, int TOKENS, int U>
+__device__ __forceinline__ void glu_body(ExpertW gate, ExpertW up, int64_t K, QuantizedX xb, Route rt, Tiles tl,
+                                         Q8Act h, bool gelu) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   pdl_wait();
   int e, n;
-  int64_t pair[NT];
-  XQRows<NT> x;
-  if (!tile_pairs<NT>(tl, rt, xb, &e, &n, pair, &x)) return;
+  int64_t pair[TOKENS];
+  QuantizedXRows<TOKENS> x;
+  if (!tile_pairs<TOKENS>(tl, rt, xb, &e, &n, pair, &x)) return;
   const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
   const int eo = max(e, 0);
   const uint8_t* const w[4] = {gate.at(eo, j), gate.at(eo, j + 1), up.at(eo, j), up.at(eo, j + 1)};
-  float acc[4][NT];
-  rows_dot<D, NT, 4, U>(w, K, x, acc, lane, e >= 0);
-  __shared__ float sh[NT][32];
+  float acc[4][TOKENS];
+  rows_dot<D, TOKENS, 4, U>(w, K, x, acc, lane, e >= 0);
+  __shared__ float sh[TOKENS][32];
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
-    for (int s = 0; s < NT; ++s) acc[r][s] = warp_sum(acc[r][s]);
+    for (int s = 0; s < TOKENS; ++s) acc[r][s] = warp_sum(acc[r][s]);
   if (lane < 2) {
 #pragma unroll
-    for (int s = 0; s < NT; ++s) {
+    for (int s = 0; s < TOKENS; ++s) {
       const float g = lane ? acc[1][s] : acc[0][s], u = lane ? acc[3][s] : acc[2][s];
       sh[s][2 * warp + lane] = e < 0 ? nan_f() : gelu ? GeluMulF{}(g, u) : SiluMulF{}(g, u);
     }
   }
   __syncthreads();
-  if (warp < n && warp < NT) q8_store_block(h, pair[warp], blockIdx.x, sh[warp][lane]);
+  if (warp < n && warp < TOKENS) q8_store_block(h, pair[warp], blockIdx.x, sh[warp][lane]);
 }
 // A block a pair: 64 registers, so that two blocks of 16 warps share a SM
 // (qwen3-30b-a3b: 24 blocks a pair, 192 a token, all resident at once).
 template <class D>
 __global__ void __launch_bounds__(32 * kWarps, 2)
-    expert_glu_pair_kernel(ExpertW gate, ExpertW up, int64_t K, XQ x, Route rt, Tiles tl, Q8Act h, bool gelu) {
+    expert_glu_pair_kernel(ExpertW gate, ExpertW up, int64_t K, QuantizedX x, Route rt, Tiles tl, Q8Act h, bool gelu) {
   glu_body<D, 1, 1>(gate, up, K, x, rt, tl, h, gelu);
 }
 template <class D>
 __global__ void __launch_bounds__(32 * kWarps)
-    expert_glu_tile_kernel(ExpertW gate, ExpertW up, int64_t K, XQ x, Route rt, Tiles tl, Q8Act h, bool gelu) {
+    expert_glu_tile_kernel(ExpertW gate, ExpertW up, int64_t K, QuantizedX x, Route rt, Tiles tl, Q8Act h, bool gelu) {
   glu_body<D, kExpertGluTile, 1>(gate, up, K, x, rt, tl, h, gelu);
 }
 
 // One product: warp w takes rows 32 blockIdx.x + 2 w, + 1 of the pair's or
 // tile's expert; y [N, pairs] F32.
-template <class D, int NT, int U>
-__device__ __forceinline__ void product_body(ExpertW W, int64_t K, int64_t N, XQ xb, Route rt, Tiles tl, float* y) {
+template <class D, int TOKENS, int U>
+__device__ __forceinline__ void product_body(ExpertW W, int64_t K, int64_t N, QuantizedX xb, Route rt, Tiles tl,
+                                             float* y) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   pdl_wait();
   int e, n;
-  int64_t pair[NT];
-  XQRows<NT> x;
-  if (!tile_pairs<NT>(tl, rt, xb, &e, &n, pair, &x)) return;
+  int64_t pair[TOKENS];
+  QuantizedXRows<TOKENS> x;
+  if (!tile_pairs<TOKENS>(tl, rt, xb, &e, &n, pair, &x)) return;
   const int64_t j = int64_t(blockIdx.x) * 32 + 2 * warp;
   const int eo = max(e, 0);
   const uint8_t* const w[2] = {W.at(eo, j), W.at(eo, j + 1)};
-  float acc[2][NT];
-  rows_dot<D, NT, 2, U>(w, K, x, acc, lane, e >= 0);
+  float acc[2][TOKENS];
+  rows_dot<D, TOKENS, 2, U>(w, K, x, acc, lane, e >= 0);
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int s = 0; s < NT; ++s) acc[r][s] = warp_sum(acc[r][s]);
+    for (int s = 0; s < TOKENS; ++s) acc[r][s] = warp_sum(acc[r][s]);
   if (lane == 0)
 #pragma unroll
-    for (int s = 0; s < NT; ++s)
+    for (int s = 0; s < TOKENS; ++s)
       if (s < n)
 #pragma unroll
         for (int r = 0; r < 2; ++r) y[pair[s] * N + j + r] = e < 0 ? nan_f() : acc[r][s];
 }
 template <class D>
 __global__ void __launch_bounds__(32 * kWarps)
-    expert_product_pair_kernel(ExpertW W, int64_t K, int64_t N, XQ x, Route rt, Tiles tl, float* y) {
+    expert_product_pair_kernel(ExpertW W, int64_t K, int64_t N, QuantizedX x, Route rt, Tiles tl, float* y) {
   product_body<D, 1, 2>(W, K, N, x, rt, tl, y);
 }
 template <class D>
 __global__ void __launch_bounds__(32 * kWarps)
-    expert_product_tile_kernel(ExpertW W, int64_t K, int64_t N, XQ x, Route rt, Tiles tl, float* y) {
+    expert_product_tile_kernel(ExpertW W, int64_t K, int64_t N, QuantizedX x, Route rt, Tiles tl, float* y) {
   product_body<D, kExpertProductTile, 1>(W, K, N, x, rt, tl, y);
 }
 
@@ -207,7 +208,7 @@ constexpr int kSumWarps = 8;
 // (kExpertMaxSlots, experts a token: plan/kernel_limits.h.)
 template <class D>
 __global__ void __launch_bounds__(32 * kSumWarps)
-    expert_down_sum_kernel(ExpertW W, int64_t K, int64_t N, XQ xb, Route rt, const float* wts, float* out) {
+    expert_down_sum_kernel(ExpertW W, int64_t K, int64_t N, QuantizedX xb, Route rt, const float* wts, float* out) {
   constexpr int R = kSumRows, U = 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t t = blockIdx.y, n0 = int64_t(blockIdx.x) * R;
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(32 * kSumWarps)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (i0 + stride * u >= items) continue;
-      XQRows<1> x{xb.q, xb.ds, K, {xrow[js[u]]}};
+      QuantizedXRows<1> x{xb.q, xb.ds, K, {xrow[js[u]]}};
       float part[R][1] = {};
       D::template dot<1, R>(raw[u], cs[u] % D::CHUNKS, x, int64_t(cs[u] / D::CHUNKS) * D::QK, part);
 #pragma unroll
@@ -308,11 +309,12 @@ __global__ void expert_sort_kernel(const int32_t* ids, int64_t P, int64_t E, int
   }
 }
 
-// A launch's operands: the 8-bit x (quantized into scratch here, or handed
-// by the launch before), the route and, for many pairs, the sorted tiles
-// (in scratch after x).
+// A launch's operands: the 8-bit x (quantized into scratch here, or written
+// by the launch before: a norm's blocks in scratch, or the GLU's 8-bit
+// blocks), the route and, for many pairs, the sorted tiles (in scratch
+// after x).
 struct Setup {
-  XQ x;
+  QuantizedX x;
   Route rt;
   Tiles tl{};
   unsigned grid_y;
@@ -345,13 +347,15 @@ Setup setup(const Tensor& W, const Tensor& X, const Tensor& ids, int tile, const
   Setup s;
   s.rt = Route{static_cast<const int32_t*>(ids.data), int(k), E, int(x_rows / T)};
   if (c.x_from == ActivationSource::GluQ8) {
-    if (!c.glu_q8 || q8_act_bytes(K, x_rows) > c.glu_q8_capacity) throw Error("cuda mul_mat_id: no 8-bit x handed to it");
+    if (!c.glu_q8 || q8_act_bytes(K, x_rows) > c.glu_q8_capacity)
+      throw Error("cuda mul_mat_id: no GLU 8-bit blocks to read x from");
     const Q8Act a = Q8Act::in(c.glu_q8, K, x_rows);
-    s.x = XQ{a.q, a.ds, K};
+    s.x = QuantizedX{a.q, a.ds, K};
   } else {
-    if (c.x_from != ActivationSource::Q8InScratch) q8_quantize_rows(X, c);  // into the start of scratch (else the norm before wrote it there)
+    if (c.x_from != ActivationSource::Q8InScratch)
+      q8_quantize_rows(X, c);  // into the start of scratch (else the norm before wrote it there)
     const Q8Act a = Q8Act::in(c.scratch, K, x_rows);
-    s.x = XQ{a.q, a.ds, K};
+    s.x = QuantizedX{a.q, a.ds, K};
   }
   s.grid_y = unsigned(P);
   if (P > kExpertDirectPairs) {
@@ -403,8 +407,9 @@ void expert_mul_mat(const Tensor& dst, const OpCtx& c) {
 
 void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c) {
   if (!can_fuse_expert_glu(a, b, glu)) bad_operands("mul_mat_id", a, "cannot apply " + glu.name + " in its launch");
-  if (c.x_from == ActivationSource::GluQ8) bad_operands("mul_mat_id", a, "reads the handed x it would write");
-  if (!c.glu_q8 || expert_glu_q8_bytes(glu) > c.glu_q8_capacity) bad_operands("mul_mat_id", a, "no memory for " + glu.name);
+  if (c.x_from == ActivationSource::GluQ8) bad_operands("mul_mat_id", a, "reads the GLU's 8-bit blocks it would write");
+  if (!c.glu_q8 || expert_glu_q8_bytes(glu) > c.glu_q8_capacity)
+    bad_operands("mul_mat_id", a, "no memory for " + glu.name);
   const Tensor& gate = *glu.src[0];
   const Tensor& up = *glu.src[1];
   const Tensor& W = *gate.src[0];
@@ -422,7 +427,8 @@ void op_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const Op
 }
 
 void op_expert_down_sum(const Tensor& down, const Tensor& sum, const OpCtx& c) {
-  if (!can_fuse_expert_down_sum(down, sum)) bad_operands("mul_mat_id", down, "cannot sum " + sum.name + " in its launch");
+  if (!can_fuse_expert_down_sum(down, sum))
+    bad_operands("mul_mat_id", down, "cannot sum " + sum.name + " in its launch");
   const Tensor& W = *down.src[0];
   const int64_t K = W.ne[0], N = W.ne[1], k = down.src[2]->ne[0], T = down.src[2]->ne[1];
   if (T == 0) return;

@@ -41,10 +41,10 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 
 // A warp takes R weight rows (2 up to 4 tokens: rows_per_warp, plan/
-// kernel_limits.h), so each x load serves R of them; WPR warps per row group
-// (more for short matrices: warps in flight cover the memory latency); each
-// lane takes groups of 8 elements, kUnroll groups of each row at a time with
-// all their loads issued first.
+// kernel_limits.h), so each x load serves R of them; WARPS_PER_ROW warps per
+// row group (more for short matrices: warps in flight cover the memory
+// latency); each lane takes groups of 8 elements, kUnroll groups of each row
+// at a time with all their loads issued first.
 
 // The ends of a launch, as types: a plain launch runs the code it ran
 // before the others came.
@@ -56,10 +56,12 @@ struct VecGlu {
   int64_t ldy;
   bool gelu;  // else silu
 };
-// The rows handed to rope / set_rows jobs (can_run_row_jobs, product_ends.cuh).
+// The rows given to rope / set_rows jobs instead of stored (can_run_row_jobs,
+// product_ends.cuh).
 struct VecJobs : ProductJobs {};
-// The producer's side of a folded norm: s = W a + r (the residual stream)
-// and x = s * w (w: the norm's weights) stored, x not yet divided by rms,
+// The writer's side of a deferred norm (the add+norm launch): s = W a + r
+// (the residual stream) and x = s * w (w: the norm's weights) stored, x not
+// yet divided by rms,
 // and each block's sum of squares of its rows of s (ss[t][block]); blocks
 // of at least 4 rows (add_norm_warps_per_row).
 struct VecAddOut {
@@ -68,7 +70,7 @@ struct VecAddOut {
   float* ss;  // token t's at ss + t * ld
   int ld;
 };
-// The consumer's side (P > 0: "NORM"): its results divided by
+// The readers' side (P > 0: "NORM"): their results divided by
 // sqrt(sum(ss[t][0..n)) / k + eps). Each thread loads P partials a token
 // into registers as it starts and sums them at the end, when they have long
 // arrived, the rest (past 128 P) loaded and summed there. P fits n (H100,
@@ -81,32 +83,35 @@ struct VecNorm {
   int n, ld;
   float k, eps;
 };
-// The partials a thread holds for n of them, NT tokens (the kernels there are).
-inline int held_partials(int64_t n, int NT) {
-  if (NT > 1) return 2;
+// The partials a thread holds for n of them, `tokens` tokens (the kernels
+// there are).
+inline int held_partials(int64_t n, int tokens) {
+  if (tokens > 1) return 2;
   return n <= 256 ? 2 : n <= 1024 ? 8 : 16;
 }
 
 // early (F16): W is written by no kernel of the graph, so the first step's
 // rows are loaded before pdl_wait(), while the kernel ahead finishes.
 // m: up to kMaxMats products on the same x (product_group.cuh), one launch.
-// WPR warps a row group. GLU: m is gate and up; a warp (WPR warps) takes
-// gate row j and up row j and stores h_j.
-template <DType T, int NT, int WPR, class Epi, int P = 0>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, int64_t K, Rows x, bool early, Epi epi,
-                                                                      VecNorm nrm) {
-  constexpr bool GLU = std::is_same_v<Epi, VecGlu>, JOBS = std::is_same_v<Epi, VecJobs>;
-  constexpr bool ADD = std::is_same_v<Epi, VecAddOut>, NORM = P > 0;
-  constexpr int R = rows_per_warp(NT);
+// WARPS_PER_ROW warps a row group. Epilogue: how the launch ends (VecPlain,
+// VecGlu, VecJobs, VecAddOut). GLU: m is gate and up; a warp (WARPS_PER_ROW
+// warps) takes gate row j and up row j and stores h_j.
+template <DType T, int TOKENS, int WARPS_PER_ROW, class Epilogue, int P = 0>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    mat_vec_kernel(Mats m, int64_t K, Rows x, bool early, Epilogue epi, VecNorm norm_in) {
+  constexpr bool GLU = std::is_same_v<Epilogue, VecGlu>, JOBS = std::is_same_v<Epilogue, VecJobs>;
+  constexpr bool ADD = std::is_same_v<Epilogue, VecAddOut>, NORM = P > 0;
+  constexpr int R = rows_per_warp(TOKENS);
   static_assert(!GLU || R == 2, "a GLU warp takes a gate row and an up row");
   static_assert(!JOBS || R == 2, "a rope takes a warp's two rows as a pair");
   // F16 rows are kept as loaded (16 bytes for 8 weights) until used, so
   // twice as many loads fit in the registers.
   constexpr bool kRaw = T == DType::F16;
-  constexpr int kRowsPerBlock = kWarpsPerBlock / WPR * R, kThreadsPerRow = 32 * WPR, kUnroll = (kRaw ? 8 : 4) / R;
+  constexpr int kRowsPerBlock = kWarpsPerBlock / WARPS_PER_ROW * R, kThreadsPerRow = 32 * WARPS_PER_ROW,
+                kUnroll = (kRaw ? 8 : 4) / R;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WPR) * R;
-  const int sub = (warp % WPR) * 32 + lane;
+  const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + int64_t(warp / WARPS_PER_ROW) * R;
+  const int sub = (warp % WARPS_PER_ROW) * 32 + lane;
   const uint8_t* w[R];
   bool live[R];
   float* yr[R];
@@ -143,42 +148,42 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
   if (preloaded) load_raw(sub);
   // ADD: the thread that stores (sub 0) loads the norm's weights of its
   // rows now (no kernel writes them) and their residuals after the wait.
-  float fw[R], fr[R][NT];
+  float norm_w[R], resid[R][TOKENS];
   if constexpr (ADD)
     if (live[0] && sub == 0)
 #pragma unroll
-      for (int r = 0; r < R; ++r) fw[r] = live[r] ? epi.w[row0 + r] : 0.0f;
+      for (int r = 0; r < R; ++r) norm_w[r] = live[r] ? epi.w[row0 + r] : 0.0f;
   pdl_wait();
-  float acc[R][NT];
+  float acc[R][TOKENS];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+    for (int t = 0; t < TOKENS; ++t) acc[r][t] = 0.0f;
   if constexpr (ADD)
     if (live[0] && sub == 0)
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int t = 0; t < NT; ++t)
-          fr[r][t] = live[r] ? reinterpret_cast<const float*>(epi.r.row(t))[row0 + r] : 0.0f;
-  // NORM: this thread's share of the producer's partial sums, loaded now,
-  // summed at the end.
+        for (int t = 0; t < TOKENS; ++t)
+          resid[r][t] = live[r] ? reinterpret_cast<const float*>(epi.r.row(t))[row0 + r] : 0.0f;
+  // NORM: this thread's share of the add+norm launch's partial sums, loaded
+  // now, summed at the end.
   constexpr int kThreads = 32 * kWarpsPerBlock;
-  float held[NT][NORM ? P : 1];
+  float held[TOKENS][NORM ? P : 1];
   if constexpr (NORM)
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
+    for (int t = 0; t < TOKENS; ++t)
 #pragma unroll
       for (int j = 0; j < P; ++j) {
         const int i = int(threadIdx.x) + j * kThreads;
-        held[t][j] = i < nrm.n ? nrm.ss[t * nrm.ld + i] : 0.0f;
+        held[t][j] = i < norm_in.n ? norm_in.ss[t * norm_in.ld + i] : 0.0f;
       }
-  float js[NT], jc[NT];  // row jobs: the rope's angle
+  float js[TOKENS], jc[TOKENS];  // row jobs: the rope's angle
   if constexpr (JOBS)
-    if (live[0]) job_angles<NT>(m, epi, row0, js, jc);
-  const float* xr[NT];
+    if (live[0]) job_angles<TOKENS>(m, epi, row0, js, jc);
+  const float* xr[TOKENS];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
+  for (int t = 0; t < TOKENS; ++t) xr[t] = reinterpret_cast<const float*>(x.row(t));
   for (int64_t g0 = sub; live[0] && g0 < groups; g0 += kThreadsPerRow * kUnroll) {
     if constexpr (kRaw) {
       if (!preloaded || g0 != sub) load_raw(g0);
@@ -187,7 +192,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
         const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
         if (g >= groups) break;
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
+        for (int t = 0; t < TOKENS; ++t) {
           const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
           const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
 #pragma unroll
@@ -214,7 +219,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
         const int64_t g = g0 + int64_t(k) * kThreadsPerRow;
         if (g >= groups) break;
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
+        for (int t = 0; t < TOKENS; ++t) {
           const float4 a = *reinterpret_cast<const float4*>(xr[t] + 8 * g);
           const float4 b = *reinterpret_cast<const float4*>(xr[t] + 8 * g + 4);
 #pragma unroll
@@ -229,53 +234,53 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
   }
   // NORM: token t's sum of squares, by the whole block (a fixed order: every
   // block gets the same sum).
-  float inv[NT];
+  float inv[TOKENS];
   if constexpr (NORM) {
-    __shared__ float sq[kWarpsPerBlock][NT];
+    __shared__ float sq[kWarpsPerBlock][TOKENS];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < TOKENS; ++t) {
       float p = 0.0f;
 #pragma unroll
       for (int j = 0; j < P; ++j) p += held[t][j];
-      for (int i = int(threadIdx.x) + P * kThreads; i < nrm.n; i += kThreads) p += nrm.ss[t * nrm.ld + i];
+      for (int i = int(threadIdx.x) + P * kThreads; i < norm_in.n; i += kThreads) p += norm_in.ss[t * norm_in.ld + i];
       p = warp_sum(p);
       if (lane == 0) sq[warp][t] = p;
     }
     __syncthreads();
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < TOKENS; ++t) {
       float ss = 0.0f;
 #pragma unroll
       for (int j = 0; j < kWarpsPerBlock; ++j) ss += sq[j][t];
-      inv[t] = 1.0f / sqrtf(ss / nrm.k + nrm.eps);
+      inv[t] = 1.0f / sqrtf(ss / norm_in.k + norm_in.eps);
     }
   }
   // The row sums across the row group's threads, to the thread that stores them.
-  const bool mine = reduce_row_sums<NT, WPR, kWarpsPerBlock, R>(acc, warp, lane) && live[0];
+  const bool mine = reduce_row_sums<TOKENS, WARPS_PER_ROW, kWarpsPerBlock, R>(acc, warp, lane) && live[0];
   if constexpr (ADD) {
     // s and x, and the block's sum of squares of s (rows in order).
-    __shared__ float sq[kWarpsPerBlock][NT];
-    float q[NT];
+    __shared__ float sq[kWarpsPerBlock][TOKENS];
+    float q[TOKENS];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) q[t] = 0.0f;
+    for (int t = 0; t < TOKENS; ++t) q[t] = 0.0f;
     if (mine)
 #pragma unroll
       for (int r = 0; r < R; ++r)
         if (live[r])
 #pragma unroll
-          for (int t = 0; t < NT; ++t) {
-            const float v = acc[r][t] + fr[r][t];
+          for (int t = 0; t < TOKENS; ++t) {
+            const float v = acc[r][t] + resid[r][t];
             reinterpret_cast<float*>(const_cast<char*>(epi.s.row(t)))[row0 + r] = v;
-            reinterpret_cast<float*>(const_cast<char*>(epi.x.row(t)))[row0 + r] = v * fw[r];
+            reinterpret_cast<float*>(const_cast<char*>(epi.x.row(t)))[row0 + r] = v * norm_w[r];
             q[t] += v * v;
           }
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < TOKENS; ++t) {
       q[t] = warp_sum(q[t]);
       if (lane == 0) sq[warp][t] = q[t];
     }
     __syncthreads();
-    if (threadIdx.x < NT) {
+    if (threadIdx.x < TOKENS) {
       float ss = 0.0f;
 #pragma unroll
       for (int j = 0; j < kWarpsPerBlock; ++j) ss += sq[j][threadIdx.x];
@@ -284,138 +289,139 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mat_vec_kernel(Mats m, in
     return;
   }
   if (!mine) return;
-  float out[R][NT];
+  float out[R][TOKENS];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) out[r][t] = NORM ? acc[r][t] * inv[t] : acc[r][t];
+    for (int t = 0; t < TOKENS; ++t) out[r][t] = NORM ? acc[r][t] * inv[t] : acc[r][t];
   if constexpr (GLU) {
     float* h = epi.y + row0 / 2;
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
+    for (int t = 0; t < TOKENS; ++t)
       h[t * epi.ldy] = epi.gelu ? GeluMulF{}(out[0][t], out[1][t]) : SiluMulF{}(out[0][t], out[1][t]);
   } else if constexpr (JOBS) {
-    run_jobs<NT, R>(out, m, row0, epi, js, jc);
+    run_jobs<TOKENS, R>(out, m, row0, epi, js, jc);
   } else {
 #pragma unroll
     for (int r = 0; r < R; ++r)
       if (live[r])
 #pragma unroll
-        for (int t = 0; t < NT; ++t) yr[r][t * ld[r]] = out[r][t];
+        for (int t = 0; t < TOKENS; ++t) yr[r][t * ld[r]] = out[r][t];
   }
 }
 
 // How a float launch ends (the Vec* types above), set by vec_products.
 struct VecEnds {
-  VecNorm nrm{};        // its ss set: x is a folded norm's s * w (NORM)
-  bool jobs = false;    // the rows go to jobs
-  ProductJobs j{};      //   (these)
-  VecGlu glu{};         // its y set: gate and up, and their GLU
-  VecAddOut fout{};     // its s set: the producer of a folded norm
+  VecNorm norm_in{};     // its ss set: x is a deferred norm's s * w (NORM)
+  bool jobs = false;     // the rows go to jobs
+  ProductJobs j{};       //   (these)
+  VecGlu glu{};          // its y set: gate and up, and their GLU
+  VecAddOut add_norm{};  // its s set: the add+norm launch, writing a deferred norm
 };
 
 // Warps a row group: enough warps to fill the GPU (96 per SM: 8B F16
 // decode 3% faster than at 48 on an H100), at least 256 groups a row-warp.
-int vec_wpr(int64_t warp_rows, int64_t K, const OpCtx& c) {
+int vec_warps_per_row(int64_t warp_rows, int64_t K, const OpCtx& c) {
   int wpr = 1;
   const int64_t want = int64_t(c.sm_count) * mat_vec_warps_per_sm(96, c.options().decode_warps_per_sm);
   while (wpr < kWarpsPerBlock && warp_rows * wpr < want && K / 8 >= int64_t(256) * wpr) wpr *= 2;
   return wpr;
 }
 
-// A folding launch's warps a row group: the plain launch's, capped by
+// The add+norm launch's warps a row group: the plain launch's, capped by
 // CudaOptions::add_norm_warps_per_row (for tuning: fewer, larger blocks, fewer partial sums).
 int add_norm_warps_per_row(int64_t N, int64_t K, int64_t T, const OpCtx& c) {
   const int o = c.options().add_norm_warps_per_row;
   const int cap = o > 0 ? std::min(kWarpsPerBlock, o) : kWarpsPerBlock;
   const int R = rows_per_warp(int(T));
-  return std::min(cap, vec_wpr((N + R - 1) / R, K, c));
+  return std::min(cap, vec_warps_per_row((N + R - 1) / R, K, c));
 }
 
-template <DType T, int NT, class Epi, int P = 0>
-void launch_vec(int wpr, unsigned grid, const Mats& m, int64_t K, const Rows& x, bool early, const Epi& epi,
+template <DType T, int TOKENS, class Epilogue, int P = 0>
+void launch_vec(int wpr, unsigned grid, const Mats& m, int64_t K, const Rows& x, bool early, const Epilogue& epi,
                 const VecEnds& e, const OpCtx& c) {
   if (wpr == 1)
-    launch_kernel(mat_vec_kernel<T, NT, 1, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x, early,
-                  epi, e.nrm);
+    launch_kernel(mat_vec_kernel<T, TOKENS, 1, Epilogue, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x,
+                  early, epi, e.norm_in);
   else if (wpr == 2)
-    launch_kernel(mat_vec_kernel<T, NT, 2, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x, early,
-                  epi, e.nrm);
+    launch_kernel(mat_vec_kernel<T, TOKENS, 2, Epilogue, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x,
+                  early, epi, e.norm_in);
   else
-    launch_kernel(mat_vec_kernel<T, NT, 4, Epi, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x, early,
-                  epi, e.nrm);
+    launch_kernel(mat_vec_kernel<T, TOKENS, 4, Epilogue, P>, grid, 32 * kWarpsPerBlock, 0, c.launch_stream(), m, K, x,
+                  early, epi, e.norm_in);
   WEIR_CUDA_CHECK_LAUNCH();
 }
 
 // A NORM launch, holding as many partials as fit their count (held_partials).
-template <DType T, int NT, class Epi>
-void launch_norm(int wpr, unsigned grid, const Mats& m, int64_t K, const Rows& x, bool early, const Epi& epi,
-                 const VecEnds& e, const OpCtx& c) {
-  const int p = held_partials(e.nrm.n, NT);
-  if constexpr (NT == 1) {
-    if (p == 16) return launch_vec<T, NT, Epi, 16>(wpr, grid, m, K, x, early, epi, e, c);
-    if (p == 8) return launch_vec<T, NT, Epi, 8>(wpr, grid, m, K, x, early, epi, e, c);
+template <DType T, int TOKENS, class Epilogue>
+void launch_vec_deferred_norm(int wpr, unsigned grid, const Mats& m, int64_t K, const Rows& x, bool early,
+                              const Epilogue& epi, const VecEnds& e, const OpCtx& c) {
+  const int p = held_partials(e.norm_in.n, TOKENS);
+  if constexpr (TOKENS == 1) {
+    if (p == 16) return launch_vec<T, TOKENS, Epilogue, 16>(wpr, grid, m, K, x, early, epi, e, c);
+    if (p == 8) return launch_vec<T, TOKENS, Epilogue, 8>(wpr, grid, m, K, x, early, epi, e, c);
   }
-  launch_vec<T, NT, Epi, 2>(wpr, grid, m, K, x, early, epi, e, c);
+  launch_vec<T, TOKENS, Epilogue, 2>(wpr, grid, m, K, x, early, epi, e, c);
 }
 
 // The products dsts[0..n) (same x, W type and K) in one launch, ending as e says.
-template <DType T, int NT>
-void mat_vec_nt(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds& e) {
+template <DType T, int TOKENS>
+void mat_vec_for_tokens(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds& e) {
   const Tensor& dst = *dsts[0];
   const int64_t K = dst.src[0]->ne[0];
   const Mats m = group_mats(dsts, n);
   const int64_t N = m.total;
   const Rows x = rows_of(*dst.src[1]);
   const bool early = c.weights_constant && c.options().early_weights;
-  constexpr int R = rows_per_warp(NT);
-  const bool norm = e.nrm.ss != nullptr;
+  constexpr int R = rows_per_warp(TOKENS);
+  const bool norm = e.norm_in.ss != nullptr;
   if constexpr (R == 2) {
     if (e.glu.y) {
       if (n != 2 || m.rows[0] != m.rows[1]) bad_operands("mul_mat", dst, "a GLU launch takes gate and up");
       // Like the plain launch: rows (here pairs) a warp, warps a row.
       const int64_t pairs = m.rows[0];
-      const int wpr = vec_wpr(pairs, K, c);
+      const int wpr = vec_warps_per_row(pairs, K, c);
       const unsigned grid = blocks_for(pairs, kWarpsPerBlock / wpr);
       if constexpr (has_vec_ends(T))
-        if (norm) return launch_norm<T, NT>(wpr, grid, m, K, x, early, e.glu, e, c);
-      if (!norm) return launch_vec<T, NT>(wpr, grid, m, K, x, early, e.glu, e, c);
+        if (norm) return launch_vec_deferred_norm<T, TOKENS>(wpr, grid, m, K, x, early, e.glu, e, c);
+      if (!norm) return launch_vec<T, TOKENS>(wpr, grid, m, K, x, early, e.glu, e, c);
     }
     if constexpr (has_vec_ends(T)) {
-      const int wpr = vec_wpr((N + R - 1) / R, K, c);
+      const int wpr = vec_warps_per_row((N + R - 1) / R, K, c);
       const unsigned grid = blocks_for(N, kWarpsPerBlock / wpr * R);
-      if (e.fout.s.base) {
-        if (n != 1 || norm) bad_operands("mul_mat", dst, "a folding launch takes one product of a plain x");
-        const int fw = add_norm_warps_per_row(N, K, NT, c);
-        return launch_vec<T, NT>(fw, blocks_for(N, kWarpsPerBlock / fw * R), m, K, x, early, e.fout, e, c);
+      if (e.add_norm.s.base) {
+        if (n != 1 || norm) bad_operands("mul_mat", dst, "an add+norm launch takes one product of a plain x");
+        const int aw = add_norm_warps_per_row(N, K, TOKENS, c);
+        return launch_vec<T, TOKENS>(aw, blocks_for(N, kWarpsPerBlock / aw * R), m, K, x, early, e.add_norm, e, c);
       }
       const VecJobs jobs{e.j};
-      if (e.jobs && norm) return launch_norm<T, NT>(wpr, grid, m, K, x, early, jobs, e, c);
-      if (e.jobs) return launch_vec<T, NT>(wpr, grid, m, K, x, early, jobs, e, c);
-      if (norm) return launch_norm<T, NT>(wpr, grid, m, K, x, early, VecPlain{}, e, c);
+      if (e.jobs && norm) return launch_vec_deferred_norm<T, TOKENS>(wpr, grid, m, K, x, early, jobs, e, c);
+      if (e.jobs) return launch_vec<T, TOKENS>(wpr, grid, m, K, x, early, jobs, e, c);
+      if (norm) return launch_vec_deferred_norm<T, TOKENS>(wpr, grid, m, K, x, early, VecPlain{}, e, c);
     }
   }
-  if (e.glu.y || e.jobs || norm || e.fout.s.base)
-    bad_operands("mul_mat", dst, "no float launch for this GLU, fold or row jobs (at most 4 tokens; F16, BF16, F32)");
-  const int wpr = vec_wpr((N + R - 1) / R, K, c);
-  launch_vec<T, NT>(wpr, blocks_for(N, kWarpsPerBlock / wpr * R), m, K, x, early, VecPlain{}, e, c);
+  if (e.glu.y || e.jobs || norm || e.add_norm.s.base)
+    bad_operands("mul_mat", dst,
+                 "no float launch for this GLU, deferred norm or row jobs (at most 4 tokens; F16, BF16, F32)");
+  const int wpr = vec_warps_per_row((N + R - 1) / R, K, c);
+  launch_vec<T, TOKENS>(wpr, blocks_for(N, kWarpsPerBlock / wpr * R), m, K, x, early, VecPlain{}, e, c);
 }
 
 template <DType T>
 void mat_vec(const Tensor* const* dsts, int n, const OpCtx& c, const VecEnds& e) {
   switch (dsts[0]->n_rows()) {
-    case 1: return mat_vec_nt<T, 1>(dsts, n, c, e);
-    case 2: return mat_vec_nt<T, 2>(dsts, n, c, e);
-    case 3: return mat_vec_nt<T, 3>(dsts, n, c, e);
-    case 4: return mat_vec_nt<T, 4>(dsts, n, c, e);
-    case 5: return mat_vec_nt<T, 5>(dsts, n, c, e);
-    case 6: return mat_vec_nt<T, 6>(dsts, n, c, e);
-    case 7: return mat_vec_nt<T, 7>(dsts, n, c, e);
-    default: return mat_vec_nt<T, 8>(dsts, n, c, e);
+    case 1: return mat_vec_for_tokens<T, 1>(dsts, n, c, e);
+    case 2: return mat_vec_for_tokens<T, 2>(dsts, n, c, e);
+    case 3: return mat_vec_for_tokens<T, 3>(dsts, n, c, e);
+    case 4: return mat_vec_for_tokens<T, 4>(dsts, n, c, e);
+    case 5: return mat_vec_for_tokens<T, 5>(dsts, n, c, e);
+    case 6: return mat_vec_for_tokens<T, 6>(dsts, n, c, e);
+    case 7: return mat_vec_for_tokens<T, 7>(dsts, n, c, e);
+    default: return mat_vec_for_tokens<T, 8>(dsts, n, c, e);
   }
 }
 
-// The blocks of a folding launch of `product`: its partial sums.
+// The blocks of the add+norm launch of `product`: its partial sums.
 int64_t vec_blocks(const Tensor& product, const OpCtx& c) {
   const int64_t N = product.src[0]->ne[1], K = product.src[0]->ne[0];
   const int R = rows_per_warp(int(product.n_rows()));
@@ -423,18 +429,20 @@ int64_t vec_blocks(const Tensor& product, const OpCtx& c) {
 }
 
 // The float decode kernel on dsts[0..n) (types without 8-bit kernels):
-// with c.x_norm_deferred, x is a folded norm's s * w, not yet divided by rms
-// (VecNorm); with c.row_jobs, the rows go to them; `e` says the rest (GLU,
-// folding).
+// with c.x_from DeferredNorm, x is a deferred norm's s * w, not yet divided
+// by rms (VecNorm); with c.row_jobs, the rows go to them; `e` says the rest
+// (GLU, add+norm).
 void vec_products(const Tensor* const* dsts, int n, const OpCtx& c, VecEnds e = {}) {
   const Tensor& dst = *dsts[0];
   const DType wt = dst.src[0]->dtype;
   const Tensor& x = *dst.src[1];
   if (c.x_from == ActivationSource::DeferredNorm) {
-    const int64_t T = dst.n_rows(), n = c.deferred_norm_writer ? vec_blocks(*c.deferred_norm_writer, c) : 0, ld = (n + 3) / 4 * 4;
+    const int64_t T = dst.n_rows(), n = c.deferred_norm_writer ? vec_blocks(*c.deferred_norm_writer, c) : 0,
+                  ld = (n + 3) / 4 * 4;
     if (!c.deferred_norm_writer || !c.deferred_norm || size_t(ld * T) * sizeof(float) > c.deferred_norm_capacity)
-      bad_operands("mul_mat", dst, "no folded norm to read x from");
-    e.nrm = VecNorm{static_cast<const float*>(c.deferred_norm), int(n), int(ld), float(x.ne[0]), c.deferred_norm_eps};
+      bad_operands("mul_mat", dst, "no deferred norm to read x from");
+    e.norm_in =
+        VecNorm{static_cast<const float*>(c.deferred_norm), int(n), int(ld), float(x.ne[0]), c.deferred_norm_eps};
   }
   if (c.row_jobs) {
     if (!can_run_row_jobs(dsts, n, c.row_jobs)) bad_operands("mul_mat", dst, "cannot run these rope/set_rows jobs");
@@ -526,14 +534,15 @@ void op_mul_mat_group(const Tensor* const* dsts, int n, const OpCtx& c) {
 void op_mul_mat_add_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c) {
   check(product);
-  if (!can_defer_norm_float(product, add, norm, mul)) return q8_mat_vec_add_norm(product, add, norm, mul, c);
-  if (c.x_from == ActivationSource::DeferredNorm) bad_operands("mul_mat", product, "reads the folded x it would write");
+  if (!vec_can_defer_norm(product, add, norm, mul)) return q8_mat_vec_add_norm(product, add, norm, mul, c);
+  if (c.x_from == ActivationSource::DeferredNorm)
+    bad_operands("mul_mat", product, "reads the deferred norm it would write");
   const Tensor& r = add.src[0] == &product ? *add.src[1] : *add.src[0];
   VecEnds e;
   if (!c.deferred_norm || deferred_norm_bytes(product) > c.deferred_norm_capacity)
-    bad_operands("mul_mat", product, "no memory for a folded norm");
+    bad_operands("mul_mat", product, "no memory for a deferred norm");
   const int64_t n = vec_blocks(product, c);
-  e.fout = VecAddOut{rows_of(r),
+  e.add_norm = VecAddOut{rows_of(r),
                      rows_of(add),
                      rows_of(mul),
                      static_cast<const float*>(mul.src[1]->data),

@@ -17,13 +17,13 @@
 // A warp takes R weight rows (2 up to 4 tokens; 4 where it applies a GLU:
 // gate and up rows j, j + 1) so that each load of x serves R rows: x loads
 // from L1, not DRAM, were what limited these kernels (Nsight Compute: L1 at
-// 88% of its throughput, DRAM at 42%). WPR warps per row group (more for
-// short matrices, so enough warps are in flight to cover the memory
-// latency); threads walk their chunks U at a time, all U chunks of all R
-// rows loaded before the first dot product, and the first step's loads
-// issued before pdl_wait() (weights no kernel writes), so they overlap the
-// end of the kernel ahead; the rows' sums are combined by warp shuffles
-// and, across warps, in shared memory.
+// 88% of its throughput, DRAM at 42%). WARPS_PER_ROW warps per row group
+// (more for short matrices, so enough warps are in flight to cover the memory
+// latency); threads walk their chunks U at a time, all U chunks of all R rows
+// loaded before the first dot product, and the first step's loads issued
+// before pdl_wait() (weights no kernel writes), so they overlap the end of
+// the kernel ahead; the rows' sums are combined by warp shuffles and, across
+// warps, in shared memory.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -58,8 +58,9 @@ __global__ void quantize_x_kernel(Rows x, int64_t K, int64_t T, Q8Act out) {
   q8_store_block(out, t, kb, reinterpret_cast<const float*>(x.row(t))[kb * 32 + (threadIdx.x & 31)]);
 }
 
-// The producer's side: s = W a + r (the residual stream) written, the 8-bit
-// blocks of s * w (w: the norm's weights) and each block's sum of squares of s.
+// The add+norm launch, the writer of a deferred norm (mul_mat_q8.h): s =
+// W a + r (the residual stream) written, the 8-bit blocks of s * w (w: the
+// norm's weights) and each block's sum of squares of s.
 struct AddNormOut {
   Rows r, s;
   const float* w;
@@ -67,21 +68,22 @@ struct AddNormOut {
   float* ss;
 };
 
-// The products' rows handed to rope / set_rows jobs (product_ends.cuh).
+// The products' rows given to rope / set_rows jobs instead of stored
+// (product_ends.cuh).
 struct RowJobs : ProductJobs {
   bool on;
-  DeferredNormIn fin;  // its ss may be null
+  DeferredNormIn norm_in;  // its ss may be null
 };
-// The consumer of a folded norm, its rows stored.
-struct Scaled {
-  DeferredNormIn fin;
+// A reader of a deferred norm: its rows divided by the rms, then stored.
+struct NormScaled {
+  DeferredNormIn norm_in;
 };
 // The GLU applied by the gate/up launch (mul_mat_q8.h): 32 outputs a block,
 // written only as 8-bit blocks (q8) for the product after it.
 struct GluOut {
   Q8Act q8;
   bool gelu;   // else silu
-  DeferredNormIn fin;  // its ss may be null
+  DeferredNormIn norm_in;  // its ss may be null
 };
 
 struct Plain {};
@@ -126,45 +128,48 @@ __device__ __forceinline__ void stage_slice(const Staging& st, int mi, int row0,
 
 // early: W is written by no kernel of the graph, so the first step's
 // weights are loaded before pdl_wait(), while the kernel ahead finishes.
-// WARPS warps a block; FOLD: the producer of a folded norm (32 rows a
+// WARPS warps a block; ADD_NORM: the writer of a deferred norm (32 rows a
 // block, one 8-bit block of the next product's x).
-// The end of a launch: Plain stores the rows' sums; Scaled scales them
-// first (a folded norm's consumer); AddNormOut (32 rows a block) and RowJobs as
-// above. A type, not a runtime switch, so the plain launches (most of them)
-// run the code they ran before the others came (H100: the extra parameters
-// and the consumer's runtime test in every launch made gemma3-270m decode
-// 4% slower). STAGED: weights through shared memory (above; WPR 1).
+// The end of a launch (Epilogue): Plain stores the rows' sums; NormScaled
+// divides them by the rms first (a deferred norm's reader); AddNormOut (32
+// rows a block) and RowJobs as above. A type, not a runtime switch, so the
+// plain launches (most of them) run the code they ran before the others came
+// (H100: the extra parameters and the reader's runtime test in every launch
+// made gemma3-270m decode 4% slower). STAGED: weights through shared memory
+// (above; WARPS_PER_ROW 1).
 // KS > 1: the launch's blocks are thread-block clusters of KS blocks
-// (blockIdx.x / KS: the row group), each block taking every KS-th run of
-// 32 WPR chunks of its rows (the cluster's blocks as one block of KS times
-// the threads); FOLD only: the partial row sums meet in the first block's
-// shared memory (distributed shared memory, added in rank order), which
-// folds them.
-template <class D, int NT, int WPR, int WARPS, class Epi, int CHUNKS_A_STEP = 0, bool STAGED = false, int KS = 1>
-__device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, bool early, const Epi& epi,
+// (blockIdx.x / KS: the row group), each block taking every KS-th run of 32
+// WARPS_PER_ROW chunks of its rows (the cluster's blocks as one block of KS
+// times the threads); ADD_NORM only: the partial row sums meet in the first
+// block's shared memory (distributed shared memory, added in rank order),
+// which adds the residual and writes the deferred norm.
+template <class D, int TOKENS, int WARPS_PER_ROW, int WARPS, class Epilogue, int CHUNKS_A_STEP = 0, bool STAGED = false,
+          int KS = 1>
+__device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const QuantizedX& xq, bool early, const Epilogue& epi,
                                         const Staging* st = nullptr) {
-  constexpr bool FOLD = std::is_same_v<Epi, AddNormOut>, JOBS = std::is_same_v<Epi, RowJobs>;
-  constexpr bool GLU = std::is_same_v<Epi, GluOut>;
-  constexpr bool SCALED = JOBS || GLU || std::is_same_v<Epi, Scaled>;
+  constexpr bool ADD_NORM = std::is_same_v<Epilogue, AddNormOut>, JOBS = std::is_same_v<Epilogue, RowJobs>;
+  constexpr bool GLU = std::is_same_v<Epilogue, GluOut>;
+  constexpr bool SCALED = JOBS || GLU || std::is_same_v<Epilogue, NormScaled>;
   // GLU: a warp takes gate rows j, j + 1 and up rows j, j + 1 (one step of
   // one chunk a row holds as many loads in flight as two of two rows).
-  constexpr int R = GLU ? 4 : rows_per_warp(NT);
+  constexpr int R = GLU ? 4 : rows_per_warp(TOKENS);
   // U chunks a thread a step: 4 lost 6-11% to 2 (fewer warps fit), H100; a
   // GLU warp's 4 rows take 1 (2: 8B Q4_K_M -2.7%, 1B Q4_0 +2.1%; 4 in the
-  // fold's launch: 8B Q4_K_M -8%).
-  constexpr int kRowsPerBlock = WARPS / WPR * R, kThreadsPerRow = 32 * WPR * KS;
+  // add+norm launch: 8B Q4_K_M -8%).
+  constexpr int kRowsPerBlock = WARPS / WARPS_PER_ROW * R, kThreadsPerRow = 32 * WARPS_PER_ROW * KS;
   constexpr int U = CHUNKS_A_STEP ? CHUNKS_A_STEP : GLU ? 1 : 2;
-  static_assert(!FOLD || kRowsPerBlock == 32, "a folding block makes one 32-element block of x");
-  static_assert(!GLU || (WPR == 1 && WARPS == 16), "a GLU block makes one 32-element block of x");
+  static_assert(!ADD_NORM || kRowsPerBlock == 32, "an add+norm block makes one 32-element block of x");
+  static_assert(!GLU || (WARPS_PER_ROW == 1 && WARPS == 16), "a GLU block makes one 32-element block of x");
   // Staged: the plain and scaled ends (the others ran slower staged; the
   // GLU's gate/up pairs and the jobs' row pairs would need their own maps).
-  static_assert(!STAGED || (WPR == 1 && !FOLD && !GLU && !JOBS), "staged: whole rows a warp, plain or scaled ends");
-  static_assert(KS == 1 || (FOLD && !STAGED), "clusters of blocks a row group: the folding launches");
+  static_assert(!STAGED || (WARPS_PER_ROW == 1 && !ADD_NORM && !GLU && !JOBS),
+                "staged: whole rows a warp, plain or scaled ends");
+  static_assert(KS == 1 || (ADD_NORM && !STAGED), "clusters of blocks a row group: the add+norm launches");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t grp = int64_t(blockIdx.x) / KS;  // the block's row group (its cluster's, KS > 1)
   const int rank = KS > 1 ? int(blockIdx.x % KS) : 0;
-  const int64_t row0 = grp * kRowsPerBlock + int64_t(warp / WPR) * R;
-  const int sub = (rank * WPR + warp % WPR) * 32 + lane;
+  const int64_t row0 = grp * kRowsPerBlock + int64_t(warp / WARPS_PER_ROW) * R;
+  const int sub = (rank * WARPS_PER_ROW + warp % WARPS_PER_ROW) * 32 + lane;
   const uint8_t* w[R];
   float* y[R];
   int64_t ldy[R];
@@ -218,25 +223,25 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   }
   const bool preloaded = !STAGED && early && live[0];
   if (preloaded) load_step(sub);
-  float wn = 0.0f;  // FOLD: this lane's norm weight (no kernel writes it)
-  if constexpr (FOLD)
+  float wn = 0.0f;  // ADD_NORM: this lane's norm weight (no kernel writes it)
+  if constexpr (ADD_NORM)
     if (rank == 0) wn = epi.w[grp * 32 + lane];
   pdl_wait();
   if constexpr (STAGED)
     if (!early) produce_first();
-  float fr = 0.0f;  // FOLD: warp t < NT adds token t's residual, loaded now
-  if constexpr (FOLD)
-    if (warp < NT && rank == 0) fr = reinterpret_cast<const float*>(epi.r.row(warp))[grp * 32 + lane];
-  float ss[NT];  // folded x: this lane's share of the sum of squares
-  if constexpr (SCALED) norm_partials<NT>(epi.fin, lane, ss);
-  float js[NT], jc[NT];  // row jobs: the rope's angle
+  float resid = 0.0f;  // ADD_NORM: warp t < TOKENS adds token t's residual, loaded now
+  if constexpr (ADD_NORM)
+    if (warp < TOKENS && rank == 0) resid = reinterpret_cast<const float*>(epi.r.row(warp))[grp * 32 + lane];
+  float ss[TOKENS];  // a deferred norm's x: this lane's share of the sum of squares
+  if constexpr (SCALED) norm_partials<TOKENS>(epi.norm_in, lane, ss);
+  float js[TOKENS], jc[TOKENS];  // row jobs: the rope's angle
   if constexpr (JOBS)
-    if (live[0]) job_angles<NT>(m, epi, row0, js, jc);
-  float acc[R][NT];
+    if (live[0]) job_angles<TOKENS>(m, epi, row0, js, jc);
+  float acc[R][TOKENS];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+    for (int t = 0; t < TOKENS; ++t) acc[r][t] = 0.0f;
   if constexpr (STAGED) {
     // Each chunk loaded from shared memory just before its dot products (a
     // short latency the other warps cover; fewer registers). Row r of the
@@ -256,7 +261,7 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
 #pragma unroll
             for (int r = 0; r < R; ++r)
               D::load(base + size_t(warp * R + r) * st->slot + (i / D::CHUNKS) * D::BYTES, i % D::CHUNKS, one[r]);
-            D::template dot<NT, R>(one, i % D::CHUNKS, xq, (b0 + i / D::CHUNKS) * D::QK, acc);
+            D::template dot<TOKENS, R>(one, i % D::CHUNKS, xq, (b0 + i / D::CHUNKS) * D::QK, acc);
           }
         }
       }
@@ -269,26 +274,26 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
 #pragma unroll
       for (int k = 0; k < U; ++k) {
         const int64_t i = i0 + int64_t(k) * kThreadsPerRow;
-        if (i < chunks) D::template dot<NT, R>(raw[k], int(i % D::CHUNKS), xq, i / D::CHUNKS * D::QK, acc);
+        if (i < chunks) D::template dot<TOKENS, R>(raw[k], int(i % D::CHUNKS), xq, i / D::CHUNKS * D::QK, acc);
       }
     }
   }
-  if constexpr (SCALED) deferred_norm_scale<NT, R>(epi.fin, ss, acc);
-  if constexpr (FOLD) {
+  if constexpr (SCALED) deferred_norm_scale<TOKENS, R>(epi.norm_in, ss, acc);
+  if constexpr (ADD_NORM) {
     // The block's 32 rows: the sum with the residual, then lane l of warp t
     // quantizes element l of token t's block.
-    __shared__ float sy[NT][32];
+    __shared__ float sy[TOKENS][32];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
+      for (int t = 0; t < TOKENS; ++t) {
         const float v = warp_sum(acc[r][t]);
         if (lane == 0) sy[t][warp * R + r] = v;
       }
-    float part = 0.0f;  // warp t < NT: row lane's sum, token t (the cluster's, KS > 1)
+    float part = 0.0f;  // warp t < TOKENS: row lane's sum, token t (the cluster's, KS > 1)
     if constexpr (KS > 1) {
       cluster_sync();  // every block's sy written
-      if (warp < NT && rank == 0) {
+      if (warp < TOKENS && rank == 0) {
         float p[KS];  // every block's loads in flight at once
 #pragma unroll
         for (int k = 0; k < KS; ++k) p[k] = *cluster_peer(&sy[warp][lane], unsigned(k));
@@ -299,11 +304,11 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
       if (rank != 0) return;
     } else {
       __syncthreads();
-      if (warp < NT) part = sy[warp][lane];
+      if (warp < TOKENS) part = sy[warp][lane];
     }
-    if (warp < NT) {
+    if (warp < TOKENS) {
       const int64_t row = grp * 32 + lane;
-      const float v = part + fr;
+      const float v = part + resid;
       reinterpret_cast<float*>(const_cast<char*>(epi.s.row(warp)))[row] = v;
       const float sq = warp_sum(v * v);
       q8_store_block(epi.q8, warp, grp, v * wn);
@@ -312,67 +317,71 @@ __device__ __forceinline__ void mat_vec(const Mats& m, int64_t K, const XQ& xq, 
   } else if constexpr (GLU) {
     // h = act(gate) * up for the warp's two outputs, then lane l of warp t
     // quantizes element l of token t's block.
-    __shared__ float sh[NT][32];
+    __shared__ float sh[TOKENS][32];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int t = 0; t < NT; ++t) acc[r][t] = warp_sum(acc[r][t]);
+      for (int t = 0; t < TOKENS; ++t) acc[r][t] = warp_sum(acc[r][t]);
     if (lane < 2) {
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
+      for (int t = 0; t < TOKENS; ++t) {
         const float g = lane ? acc[1][t] : acc[0][t], u = lane ? acc[3][t] : acc[2][t];
         sh[t][2 * warp + lane] = epi.gelu ? GeluMulF{}(g, u) : SiluMulF{}(g, u);
       }
     }
     __syncthreads();
-    if (warp < NT) q8_store_block(epi.q8, warp, grp, sh[warp][lane]);
+    if (warp < TOKENS) q8_store_block(epi.q8, warp, grp, sh[warp][lane]);
   } else if constexpr (JOBS) {
-    if constexpr (WPR == 1 && R == 2 && 32 % (2 * WARPS) == 0 && KS == 1) {  // an 8-bit cache's blocks
+    if constexpr (WARPS_PER_ROW == 1 && R == 2 && 32 % (2 * WARPS) == 0 && KS == 1) {  // an 8-bit cache's blocks
       int64_t l;
       if (job_of(m, epi, row0, &l).q8) {  // (the same for the whole block: its rows lie in one block of a job)
-        reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane);
-        return run_jobs_q8<NT, WARPS>(acc, m, row0, epi, js, jc);
+        reduce_row_sums<TOKENS, WARPS_PER_ROW, WARPS, R>(acc, warp, lane);
+        return run_jobs_q8<TOKENS, WARPS>(acc, m, row0, epi, js, jc);
       }
     }
-    if (reduce_row_sums<NT, WPR, WARPS, R>(acc, warp, lane) && live[0]) run_jobs<NT, R>(acc, m, row0, epi, js, jc);
+    if (reduce_row_sums<TOKENS, WARPS_PER_ROW, WARPS, R>(acc, warp, lane) && live[0])
+      run_jobs<TOKENS, R>(acc, m, row0, epi, js, jc);
   } else {
-    store_row_sums<NT, WPR, WARPS, R>(acc, warp, lane, live, y, ldy);
+    store_row_sums<TOKENS, WARPS_PER_ROW, WARPS, R>(acc, warp, lane, live, y, ldy);
   }
 }
-template <class D, int NT, int WPR, int WARPS, class Epi>
-__global__ void __launch_bounds__(32 * WARPS) q8_mat_vec_kernel(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
-  mat_vec<D, NT, WPR, WARPS, Epi>(m, K, xq, early, epi);
+template <class D, int TOKENS, int WARPS_PER_ROW, int WARPS, class Epilogue>
+__global__ void __launch_bounds__(32 * WARPS)
+    q8_mat_vec_kernel(Mats m, int64_t K, QuantizedX xq, bool early, Epilogue epi) {
+  mat_vec<D, TOKENS, WARPS_PER_ROW, WARPS, Epilogue>(m, K, xq, early, epi);
 }
 // The same with registers capped so that 6 blocks of 4 warps fit a SM: for
 // a grid that takes a second wave of blocks at the registers the compiler
 // would pick (kernel_fits_one_wave).
-template <class D, int NT, int WPR, int WARPS, class Epi>
-__global__ void __launch_bounds__(32 * WARPS, 6) q8_mat_vec_kernel6(Mats m, int64_t K, XQ xq, bool early, Epi epi) {
-  mat_vec<D, NT, WPR, WARPS, Epi>(m, K, xq, early, epi);
+template <class D, int TOKENS, int WARPS_PER_ROW, int WARPS, class Epilogue>
+__global__ void __launch_bounds__(32 * WARPS, 6)
+    q8_mat_vec_capped_kernel(Mats m, int64_t K, QuantizedX xq, bool early, Epilogue epi) {
+  mat_vec<D, TOKENS, WARPS_PER_ROW, WARPS, Epilogue>(m, K, xq, early, epi);
 }
-// A folding launch of one token with half the SMs or fewer (1B: 64 blocks
+// An add+norm launch of one token with half the SMs or fewer (1B: 64 blocks
 // on 132) and rows of two such steps or more: four chunks a thread a step,
 // twice the loads in flight a warp, where nothing else would use the
 // registers and they do not spill (q5_K and q6_K would). H100 tg128, 1B
 // Q4_0: +2.7% (down 8.7 -> 7.7 us; its o product, one step, was 0.2 us
-// slower, so short rows keep two chunks); all folds: 8B Q4_K_M -8%.
+// slower, so short rows keep two chunks); all add+norm launches: 8B Q4_K_M -8%.
 // WEIR_CUDA_ADD_NORM_DEEP=0: never (for comparisons).
 template <class D>
-__global__ void __launch_bounds__(512) q8_add_norm_deep_kernel(Mats m, int64_t K, XQ xq, bool early, AddNormOut epi) {
+__global__ void __launch_bounds__(512)
+    q8_add_norm_deep_kernel(Mats m, int64_t K, QuantizedX xq, bool early, AddNormOut epi) {
   mat_vec<D, 1, 1, 16, AddNormOut, 4>(m, K, xq, early, epi);
 }
 
-// A folding launch split in K over clusters of KS blocks
+// An add+norm launch split in K over clusters of KS blocks
 // (mat_vec): the launches of few row groups (1B: 64 groups of 32 rows on 132
 // SMs) on all the SMs, no partial sums through global memory (split K
 // through memory and a last block lost, docs/perf.md: a round trip at the
 // end and the next launch's early loads pushed off the idle SMs).
 // U chunks a thread a step (4: the deep kernel's, below); MINB blocks an
 // SM asked of the compiler (2: registers capped at 64).
-template <class D, int NT, int KS, int U, int MINB = 1>
+template <class D, int TOKENS, int KS, int U, int MINB = 1>
 __global__ void __launch_bounds__(512, MINB)
-    q8_add_norm_split_k_kernel(Mats m, int64_t K, XQ xq, bool early, AddNormOut epi) {
-  mat_vec<D, NT, 1, 16, AddNormOut, U, false, KS>(m, K, xq, early, epi);
+    q8_add_norm_split_k_kernel(Mats m, int64_t K, QuantizedX xq, bool early, AddNormOut epi) {
+  mat_vec<D, TOKENS, 1, 16, AddNormOut, U, false, KS>(m, K, xq, early, epi);
 }
 
 // The GLU launch of one token, two blocks a SM: registers capped at 64.
@@ -388,16 +397,16 @@ constexpr bool glu_two_blocks() {
          std::is_same_v<D, DotQK45<false>>;
 }
 template <class D>
-__global__ void __launch_bounds__(512, 2) q8_glu_kernel(Mats m, int64_t K, XQ xq, bool early, GluOut epi) {
+__global__ void __launch_bounds__(512, 2) q8_glu_kernel(Mats m, int64_t K, QuantizedX xq, bool early, GluOut epi) {
   mat_vec<D, 1, 1, 16, GluOut>(m, K, xq, early, epi);
 }
 
 // Weights staged through shared memory (mat_vec, STAGED): 16 warps a
 // block, a warp R rows; MINB blocks a SM asked of the compiler.
-template <class D, int NT, class Epi, int MINB>
+template <class D, int TOKENS, class Epilogue, int MINB>
 __global__ void __launch_bounds__(512, MINB)
-    q8_staged_kernel(Mats m, int64_t K, XQ xq, bool early, Epi epi, const __grid_constant__ Staging st) {
-  mat_vec<D, NT, 1, 16, Epi, 0, true>(m, K, xq, early, epi, &st);
+    q8_staged_kernel(Mats m, int64_t K, QuantizedX xq, bool early, Epilogue epi, const __grid_constant__ Staging st) {
+  mat_vec<D, TOKENS, 1, 16, Epilogue, 0, true>(m, K, xq, early, epi, &st);
 }
 
 // Warps per row: enough warps in flight to fill the GPU several times over,
@@ -406,7 +415,7 @@ int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count, int decode_wa
   // 16 per SM (H100, tg128): fewer, longer warps, more of them resident
   // early enough to load before the kernel ahead ends. With the first step
   // loaded before pdl_wait(), 24 beat 48 (8B q4_K +3.0%, 1B q4_0 +0.9%,
-  // gemma3-270m +0.4%; 16 then: 8B +3.3%, 1B -0.8%); with the norm folded
+  // gemma3-270m +0.4%; 16 then: 8B +3.3%, 1B -0.8%); with the norm deferred
   // and the GLU fused, 16 beats 24 (8B Q4_K_M +2.3%, 1B Q4_0 +0.1%; 40:
   // -2.2%, -0.5%; same call): the q/k/v launch takes one warp a row pair.
   const int64_t want = int64_t(sm_count) * mat_vec_warps_per_sm(16, decode_warps_per_sm);
@@ -415,13 +424,13 @@ int warps_per_row(int64_t warp_rows, int64_t chunks, int sm_count, int decode_wa
   return wpr;
 }
 
-// A launch's operands past the weights: x, and the folded norm's sides.
+// A launch's operands past the weights: x, and the deferred norm's sides.
 struct Launch {
   Mats m;
   int64_t K;
-  XQ xq;
-  DeferredNormIn fin;
-  AddNormOut fout;  // its ss null: not a producer
+  QuantizedX xq;
+  DeferredNormIn norm_in;
+  AddNormOut add_norm;  // its ss null: not an add+norm launch
   RowJobs jobs;  // on: the rows go to jobs
   GluOut glu;    // its q8.q null: no GLU
 };
@@ -456,18 +465,18 @@ const SmemLimits& smem_limits() {
   return l;
 }
 
-// The staged launch of Epi's product: as many stages as fit the shared
+// The staged launch of Epilogue's product: as many stages as fit the shared
 // memory of the blocks an SM is to hold at once (2 where the grid has more
 // blocks than SMs and the registers allow, else 1), at most one a slice of
 // a row. False where not even one stage fits (the caller then launches the
 // register kernel).
-template <class D, int NT, class Epi>
-bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
-  constexpr int R = rows_per_warp(NT), kRows = 16 * R, SB = slice_blocks<D>();
+template <class D, int TOKENS, class Epilogue>
+bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epilogue& epi) {
+  constexpr int R = rows_per_warp(TOKENS), kRows = 16 * R, SB = slice_blocks<D>();
   // Two blocks a SM (64 registers) where that spills nothing (ptxas -v):
   // not for 3 tokens and more.
-  constexpr int MINB = NT <= 2 ? 2 : 1;
-  constexpr auto kernel = q8_staged_kernel<D, NT, Epi, MINB>;
+  constexpr int MINB = TOKENS <= 2 ? 2 : 1;
+  constexpr auto kernel = q8_staged_kernel<D, TOKENS, Epilogue, MINB>;
   static_assert(SB * D::BYTES % 16 == 0, "a slice must be a whole number of 16-byte units");
   const uint32_t slot = uint32_t(SB * D::BYTES), box_rows = kRows;
   const int64_t row_bytes = l.K / D::QK * D::BYTES;
@@ -507,7 +516,8 @@ bool launch_staged(const Launch& l, const OpCtx& c, bool early, const Epi& epi) 
 // spills no more (CudaOptions::one_wave).
 template <auto plain, auto capped>
 bool may_cap(const OpCtx& c) {
-  return c.options().one_wave && kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
+  return c.options().one_wave &&
+         kernel_attributes<capped>().localSizeBytes <= kernel_attributes<plain>().localSizeBytes;
 }
 
 // Whether `blocks` of `threads` take the register-capped kernel: where the
@@ -519,58 +529,61 @@ bool capped_in_one_wave(int64_t blocks, int threads, const OpCtx& c) {
          blocks <= sms * resident_blocks<capped>(threads);
 }
 
-// The most blocks launch_wpr's kernel for WPR warps a row runs in one wave
-// (the register-capped kernel's, where it takes that one).
-template <class D, int NT, int WPR, class Epi>
+// The most blocks launch_with_warps_per_row's kernel for WARPS_PER_ROW warps
+// a row runs in one wave (the register-capped kernel's, where it takes that
+// one).
+template <class D, int TOKENS, int WARPS_PER_ROW, class Epilogue>
 int64_t one_wave_blocks(const OpCtx& c) {
-  constexpr auto kernel = q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>;
+  constexpr auto kernel = q8_mat_vec_kernel<D, TOKENS, WARPS_PER_ROW, kWarps, Epilogue>;
   const int64_t plain = int64_t(c.sm_count) * resident_blocks<kernel>(32 * kWarps);
-  if constexpr (NT == 1 && WPR == 1 && std::is_same_v<Epi, RowJobs>) {
-    constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
+  if constexpr (TOKENS == 1 && WARPS_PER_ROW == 1 && std::is_same_v<Epilogue, RowJobs>) {
+    constexpr auto capped = q8_mat_vec_capped_kernel<D, TOKENS, WARPS_PER_ROW, kWarps, Epilogue>;
     if (may_cap<kernel, capped>(c)) return std::max(plain, int64_t(c.sm_count) * resident_blocks<capped>(32 * kWarps));
   }
   return plain;
 }
 
-// The kernel for NT tokens with WPR warps a row and the launch's end.
-template <class D, int NT, int WPR, class Epi>
-void launch_wpr(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
-  constexpr int R = rows_per_warp(NT);
+// The kernel for TOKENS tokens with WARPS_PER_ROW warps a row and the
+// launch's end (Epilogue).
+template <class D, int TOKENS, int WARPS_PER_ROW, class Epilogue>
+void launch_with_warps_per_row(const Launch& l, const OpCtx& c, bool early, const Epilogue& epi) {
+  constexpr int R = rows_per_warp(TOKENS);
   // One token's q/k/v launch: one wave of blocks where capped registers
   // give it without spilling more (a second wave of a few blocks starts
   // only as the first ends; 8B q4_K: 768 blocks, 660 fit at 92 registers,
   // 792 at 80; H100 tg128 8B Q4_K_M +1.3%). WEIR_CUDA_ONE_WAVE=0: never
   // (for comparisons).
-  if constexpr (NT == 1 && WPR == 1 && std::is_same_v<Epi, RowJobs>) {
-    constexpr auto plain = q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>;
-    constexpr auto capped = q8_mat_vec_kernel6<D, NT, WPR, kWarps, Epi>;
-    const int64_t blocks = blocks_for(l.m.total, kWarps / WPR * R);
+  if constexpr (TOKENS == 1 && WARPS_PER_ROW == 1 && std::is_same_v<Epilogue, RowJobs>) {
+    constexpr auto plain = q8_mat_vec_kernel<D, TOKENS, WARPS_PER_ROW, kWarps, Epilogue>;
+    constexpr auto capped = q8_mat_vec_capped_kernel<D, TOKENS, WARPS_PER_ROW, kWarps, Epilogue>;
+    const int64_t blocks = blocks_for(l.m.total, kWarps / WARPS_PER_ROW * R);
     if (capped_in_one_wave<plain, capped>(blocks, 32 * kWarps, c))
       return launch_kernel(capped, unsigned(blocks), 32 * kWarps, 0, c.launch_stream(), l.m, l.K, l.xq, early, epi);
   }
-  launch_kernel(q8_mat_vec_kernel<D, NT, WPR, kWarps, Epi>, blocks_for(l.m.total, kWarps / WPR * R), 32 * kWarps, 0,
-                c.launch_stream(), l.m, l.K, l.xq, early, epi);
+  launch_kernel(q8_mat_vec_kernel<D, TOKENS, WARPS_PER_ROW, kWarps, Epilogue>,
+                blocks_for(l.m.total, kWarps / WARPS_PER_ROW * R), 32 * kWarps, 0, c.launch_stream(), l.m, l.K, l.xq,
+                early, epi);
 }
-template <class D, int NT, class Epi>
-void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
-  // Jobs into an 8-bit cache (one token: can_run_row_jobs): 32 rows (a
-  // block of a head) a launch block of 16 warps where those fill half the
-  // SMs or more in one wave (1B: 96 blocks; H100 tg128 1B Q4_0 q/k/v 6.6
-  // us, 7.0 with the f16 cache), else a cluster of 4 blocks of 4 warps (the
-  // one-token launch's blocks, capped as launch_wpr caps them; the 8B's 192
-  // blocks of 16 warps took two waves, 13.0 us against 8.9 with the f16
-  // cache, 11.6 in clusters; its q6_K v alone, 32 blocks of 16 warps, 9.1
-  // us against 5.0).
-  if constexpr (std::is_same_v<Epi, RowJobs> && NT == 1) {
+template <class D, int TOKENS, class Epilogue>
+void launch_with_epilogue(const Launch& l, const OpCtx& c, bool early, const Epilogue& epi) {
+  // Jobs into an 8-bit cache (one token: can_run_row_jobs): 32 rows (a block
+  // of a head) a launch block of 16 warps where those fill half the SMs or
+  // more in one wave (1B: 96 blocks; H100 tg128 1B Q4_0 q/k/v 6.6 us, 7.0
+  // with the f16 cache), else a cluster of 4 blocks of 4 warps (the one-token
+  // launch's blocks, capped as launch_with_warps_per_row caps them; the 8B's
+  // 192 blocks of 16 warps took two waves, 13.0 us against 8.9 with the f16
+  // cache, 11.6 in clusters; its q6_K v alone, 32 blocks of 16 warps, 9.1 us
+  // against 5.0).
+  if constexpr (std::is_same_v<Epilogue, RowJobs> && TOKENS == 1) {
     bool q8 = false;
     for (int k = 0; k < l.m.n; ++k) q8 = q8 || epi.j[k].q8;
     if (q8) {
-      constexpr auto wide = q8_mat_vec_kernel<D, NT, 1, 16, Epi>;
+      constexpr auto wide = q8_mat_vec_kernel<D, TOKENS, 1, 16, Epilogue>;
       const int64_t sms = c.sm_count, wide_blocks = blocks_for(l.m.total, 32);
       if (2 * wide_blocks >= sms && wide_blocks <= sms * resident_blocks<wide>(512))
         return launch_kernel(wide, unsigned(wide_blocks), 512, 0, c.launch_stream(), l.m, l.K, l.xq, early, epi);
-      constexpr auto plain = q8_mat_vec_kernel<D, NT, 1, kWarps, Epi>;
-      constexpr auto capped = q8_mat_vec_kernel6<D, NT, 1, kWarps, Epi>;
+      constexpr auto plain = q8_mat_vec_kernel<D, TOKENS, 1, kWarps, Epilogue>;
+      constexpr auto capped = q8_mat_vec_capped_kernel<D, TOKENS, 1, kWarps, Epilogue>;
       const int64_t blocks = blocks_for(l.m.total, 2 * kWarps);
       const bool cap = capped_in_one_wave<plain, capped>(blocks, 32 * kWarps, c);
       return launch_kernel_in_clusters(cap ? capped : plain, unsigned(blocks), 32 * kWarps, 0, c.launch_stream(),
@@ -579,28 +592,29 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
   }
   // Staged: the plain and scaled ends only (the others measured slower
   // staged, docs/perf.md; mat_vec takes them all, for trying again).
-  if constexpr (std::is_same_v<Epi, Plain> || std::is_same_v<Epi, Scaled>)
-    if (staged_mode(c.options()) != StagedMode::Never && launch_staged<D, NT>(l, c, early, epi)) return;
-  constexpr int R = rows_per_warp(NT);
-  int wpr = warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count, c.options().decode_warps_per_sm);
+  if constexpr (std::is_same_v<Epilogue, Plain> || std::is_same_v<Epilogue, NormScaled>)
+    if (staged_mode(c.options()) != StagedMode::Never && launch_staged<D, TOKENS>(l, c, early, epi)) return;
+  constexpr int R = rows_per_warp(TOKENS);
+  int wpr =
+      warps_per_row((l.m.total + R - 1) / R, (l.K / D::QK) * D::CHUNKS, c.sm_count, c.options().decode_warps_per_sm);
   // Half the warps a row where the grid would take a second wave of blocks
   // and half the warps fit one (CudaOptions::one_wave): 1B Q4_0's q/k/v,
   // 768 blocks at two warps a row pair on 660 slots, 384 at one warp in one
   // wave (H100 tg128 +4-5%, at depth 4,096 too; the launch 7.0 -> 5.8 us).
   const auto one_wave = [&](int w) {
-    return w == 1 ? one_wave_blocks<D, NT, 1, Epi>(c)
-           : w == 2 ? one_wave_blocks<D, NT, 2, Epi>(c)
-                    : one_wave_blocks<D, NT, 4, Epi>(c);
+    return w == 1 ? one_wave_blocks<D, TOKENS, 1, Epilogue>(c)
+           : w == 2 ? one_wave_blocks<D, TOKENS, 2, Epilogue>(c)
+                    : one_wave_blocks<D, TOKENS, 4, Epilogue>(c);
   };
   const auto blocks = [&](int w) { return int64_t(blocks_for(l.m.total, kWarps / w * R)); };
   while (c.options().one_wave && wpr > 1 && blocks(wpr) > one_wave(wpr) && blocks(wpr / 2) <= one_wave(wpr / 2))
     wpr /= 2;
-  if (wpr == 1) return launch_wpr<D, NT, 1>(l, c, early, epi);
-  if (wpr == 2) return launch_wpr<D, NT, 2>(l, c, early, epi);
-  launch_wpr<D, NT, 4>(l, c, early, epi);
+  if (wpr == 1) return launch_with_warps_per_row<D, TOKENS, 1>(l, c, early, epi);
+  if (wpr == 2) return launch_with_warps_per_row<D, TOKENS, 2>(l, c, early, epi);
+  launch_with_warps_per_row<D, TOKENS, 4>(l, c, early, epi);
 }
 
-// A folding launch split in K over clusters of 2 blocks
+// An add+norm launch split in K over clusters of 2 blocks
 // (q8_add_norm_split_k_kernel), CudaOptions::add_norm_split_k: 0 never; 1 (the
 // default) where the split grid runs in one wave (every cluster resident)
 // and each block keeps a step of two chunks a lane (1B's down: 64 groups),
@@ -611,10 +625,10 @@ void launch_epi(const Launch& l, const OpCtx& c, bool early, const Epi& epi) {
 // step where each block has them and that spills no more (the deep
 // kernel's rule, CudaOptions::add_norm_deep). Several tokens (up to 4): one
 // block an SM, two chunks a step, only (3 is 2 there).
-template <class D, int NT>
+template <class D, int TOKENS>
 bool launch_add_norm_split_k(const Launch& l, const OpCtx& c, bool early) {
   constexpr int KS = 2;
-  constexpr auto one = q8_add_norm_split_k_kernel<D, NT, KS, 2>;
+  constexpr auto one = q8_add_norm_split_k_kernel<D, TOKENS, KS, 2>;
   constexpr auto deep = q8_add_norm_split_k_kernel<D, 1, KS, 4>;
   constexpr auto two = q8_add_norm_split_k_kernel<D, 1, KS, 1, 2>;
   const int want = c.options().add_norm_split_k;
@@ -623,76 +637,76 @@ bool launch_add_norm_split_k(const Launch& l, const OpCtx& c, bool early) {
   const dim3 grid(unsigned(groups * KS)), cluster(KS, 1, 1);
   const int fit = active_clusters<one>(512, 0, KS);  // clusters resident at once
   if (fit < 1) return false;                          // no clusters here
-  bool pair = NT == 1 && want == 3;
+  bool pair = TOKENS == 1 && want == 3;
   if (want == 1 && !(chunks >= KS * 32 * 2 && groups <= fit)) {
     // (Not where one block an SM would hold the grid: the 1B's o, 64 chunks
     // a row, lost 5.7% split.)
-    pair = NT == 1 && D::CHUNKS == 1 && chunks >= KS * 32 && groups > fit &&
+    pair = TOKENS == 1 && D::CHUNKS == 1 && chunks >= KS * 32 && groups > fit &&
            groups <= active_clusters<two>(512, 0, KS) && kernel_attributes<two>().localSizeBytes == 0;
     if (!pair) return false;
   }
   if (pair) {
-    launch_kernel_in_clusters(two, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.fout);
-  } else if (NT == 1 && c.options().add_norm_deep && chunks >= KS * 32 * 4 &&
+    launch_kernel_in_clusters(two, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.add_norm);
+  } else if (TOKENS == 1 && c.options().add_norm_deep && chunks >= KS * 32 * 4 &&
              kernel_attributes<deep>().localSizeBytes <= kernel_attributes<one>().localSizeBytes) {
-    launch_kernel_in_clusters(deep, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.fout);
+    launch_kernel_in_clusters(deep, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.add_norm);
   } else {
-    launch_kernel_in_clusters(one, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.fout);
+    launch_kernel_in_clusters(one, grid, 512, 0, c.launch_stream(), cluster, l.m, l.K, l.xq, early, l.add_norm);
   }
   return true;
 }
 
-template <class D, int NT>
-void launch_nt(const Launch& l, const OpCtx& c) {
-  constexpr int R = rows_per_warp(NT);
+template <class D, int TOKENS>
+void launch_for_tokens(const Launch& l, const OpCtx& c) {
+  constexpr int R = rows_per_warp(TOKENS);
   const bool early = c.weights_constant && c.options().early_weights;
   if constexpr (R == 2) {
     constexpr int kWarps32 = 16;  // blocks of 32 rows (or GLU outputs): one 8-bit block of the next x
-    if (l.fout.ss) {  // one warp a row pair
+    if (l.add_norm.ss) {  // one warp a row pair
       const bool deep = c.options().add_norm_deep;
-      if (launch_add_norm_split_k<D, NT>(l, c, early)) return;
-      if constexpr (NT == 1)
+      if (launch_add_norm_split_k<D, TOKENS>(l, c, early)) return;
+      if constexpr (TOKENS == 1)
         if (deep && l.m.total / 32 <= c.sm_count / 2 && (l.K / D::QK) * D::CHUNKS >= 2 * 32 * 4 &&
             kernel_attributes<q8_add_norm_deep_kernel<D>>().localSizeBytes <=
-                kernel_attributes<q8_mat_vec_kernel<D, NT, 1, kWarps32, AddNormOut>>().localSizeBytes)
+                kernel_attributes<q8_mat_vec_kernel<D, TOKENS, 1, kWarps32, AddNormOut>>().localSizeBytes)
           return launch_kernel(q8_add_norm_deep_kernel<D>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
-                               c.launch_stream(), l.m, l.K, l.xq, early, l.fout);
-      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, AddNormOut>, unsigned(l.m.total / 32), 32 * kWarps32, 0,
-                           c.launch_stream(), l.m, l.K, l.xq, early, l.fout);
+                               c.launch_stream(), l.m, l.K, l.xq, early, l.add_norm);
+      return launch_kernel(q8_mat_vec_kernel<D, TOKENS, 1, kWarps32, AddNormOut>, unsigned(l.m.total / 32),
+                           32 * kWarps32, 0, c.launch_stream(), l.m, l.K, l.xq, early, l.add_norm);
     }
     if (l.glu.q8.q) {  // one warp two outputs
       GluOut glu = l.glu;
-      glu.fin = l.fin;
+      glu.norm_in = l.norm_in;
       const unsigned blocks = unsigned(l.m.rows[0] / 32);
-      if constexpr (NT == 1 && glu_two_blocks<D>())
+      if constexpr (TOKENS == 1 && glu_two_blocks<D>())
         return launch_kernel(q8_glu_kernel<D>, blocks, 32 * kWarps32, 0, c.launch_stream(), l.m, l.K, l.xq, early, glu);
-      return launch_kernel(q8_mat_vec_kernel<D, NT, 1, kWarps32, GluOut>, blocks, 32 * kWarps32, 0, c.launch_stream(),
-                           l.m, l.K, l.xq, early, glu);
+      return launch_kernel(q8_mat_vec_kernel<D, TOKENS, 1, kWarps32, GluOut>, blocks, 32 * kWarps32, 0,
+                           c.launch_stream(), l.m, l.K, l.xq, early, glu);
     }
     if (l.jobs.on) {
       RowJobs jobs = l.jobs;
-      jobs.fin = l.fin;
-      return launch_epi<D, NT>(l, c, early, jobs);
+      jobs.norm_in = l.norm_in;
+      return launch_with_epilogue<D, TOKENS>(l, c, early, jobs);
     }
-    if (l.fin.ss) return launch_epi<D, NT>(l, c, early, Scaled{l.fin});
+    if (l.norm_in.ss) return launch_with_epilogue<D, TOKENS>(l, c, early, NormScaled{l.norm_in});
   }
-  if (l.fout.ss || l.jobs.on || l.fin.ss || l.glu.q8.q)
-    throw Error("cuda mul_mat: folded norms, row jobs and GLUs take at most " + std::to_string(kMaxFoldTokens) +
+  if (l.add_norm.ss || l.jobs.on || l.norm_in.ss || l.glu.q8.q)
+    throw Error("cuda mul_mat: deferred norms, row jobs and GLUs take at most " + std::to_string(kMaxTwoRowTokens) +
                 " tokens");
-  launch_epi<D, NT>(l, c, early, Plain{});
+  launch_with_epilogue<D, TOKENS>(l, c, early, Plain{});
 }
 
 template <class D>
 void launch(const Tensor& dst, const Launch& l, const OpCtx& c) {
   switch (dst.n_rows()) {
-    case 1: return launch_nt<D, 1>(l, c);
-    case 2: return launch_nt<D, 2>(l, c);
-    case 3: return launch_nt<D, 3>(l, c);
-    case 4: return launch_nt<D, 4>(l, c);
-    case 5: return launch_nt<D, 5>(l, c);
-    case 6: return launch_nt<D, 6>(l, c);
-    case 7: return launch_nt<D, 7>(l, c);
-    case 8: return launch_nt<D, 8>(l, c);
+    case 1: return launch_for_tokens<D, 1>(l, c);
+    case 2: return launch_for_tokens<D, 2>(l, c);
+    case 3: return launch_for_tokens<D, 3>(l, c);
+    case 4: return launch_for_tokens<D, 4>(l, c);
+    case 5: return launch_for_tokens<D, 5>(l, c);
+    case 6: return launch_for_tokens<D, 6>(l, c);
+    case 7: return launch_for_tokens<D, 7>(l, c);
+    case 8: return launch_for_tokens<D, 8>(l, c);
     default: bad_operands("mul_mat", dst, "q8 decode kernels take at most 8 tokens");
   }
 }
@@ -704,7 +718,8 @@ void launch_type(const Tensor& dst, const Launch& l, const OpCtx& c) {
 }
 
 // The operands of the n products dsts[0..n), checked, with x quantized into
-// scratch unless the plan has it there already (or in c.deferred_norm: x_norm_deferred).
+// scratch unless the plan has it there already (c.x_from: Q8InScratch; or
+// in c.deferred_norm: DeferredNorm; or in c.glu_q8: GluQ8).
 Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   const Tensor& dst = *dsts[0];
   const Tensor& W = *dst.src[0];
@@ -717,16 +732,17 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   l.m = group_mats(dsts, n, W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2);
   if (c.x_from == ActivationSource::DeferredNorm) {
     if (!c.deferred_norm || deferred_norm_q8_bytes(K, T) > c.deferred_norm_capacity || K % 32)
-      bad_operands("mul_mat", dst, "no folded norm to read x from");
+      bad_operands("mul_mat", dst, "no deferred norm to read x from");
     const Q8Act act = Q8Act::in(c.deferred_norm, K, T);
-    l.xq = XQ{act.q, act.ds, K};
-    l.fin = DeferredNormIn{norm_sums(c.deferred_norm, K, T), int(K / 32), float(K), c.deferred_norm_eps};
+    l.xq = QuantizedX{act.q, act.ds, K};
+    l.norm_in = DeferredNormIn{norm_sums(c.deferred_norm, K, T), int(K / 32), float(K), c.deferred_norm_eps};
     return l;
   }
   if (c.x_from == ActivationSource::GluQ8) {
-    if (!c.glu_q8 || q8_act_bytes(K, T) > c.glu_q8_capacity) bad_operands("mul_mat", dst, "no 8-bit x handed to it");
+    if (!c.glu_q8 || q8_act_bytes(K, T) > c.glu_q8_capacity)
+      bad_operands("mul_mat", dst, "no GLU 8-bit blocks to read x from");
     const Q8Act act = Q8Act::in(c.glu_q8, K, T);
-    l.xq = XQ{act.q, act.ds, K};
+    l.xq = QuantizedX{act.q, act.ds, K};
     return l;
   }
   const Q8Act act = Q8Act::in(c.scratch, K, T);
@@ -734,7 +750,7 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
     const int64_t n_xb = (K / 32) * T;
     launch_kernel(quantize_x_kernel, blocks_for(n_xb, 8), 256, 0, c.launch_stream(), rows_of(*dst.src[1]), K, T, act);
   }
-  l.xq = XQ{act.q, act.ds, K};
+  l.xq = QuantizedX{act.q, act.ds, K};
   return l;
 }
 
@@ -753,15 +769,17 @@ void q8_mat_vec(const Tensor* const* dsts, int n, const OpCtx& c) {
 
 void q8_mat_vec_add_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul,
                           const OpCtx& c) {
-  if (!q8_can_defer_norm(product, add, norm, mul)) bad_operands("mul_mat", product, "cannot fold " + norm.name);
-  if (c.x_from == ActivationSource::DeferredNorm) bad_operands("mul_mat", product, "reads the folded x it would write");
+  if (!q8_can_defer_norm(product, add, norm, mul)) bad_operands("mul_mat", product, "cannot defer " + norm.name);
+  if (c.x_from == ActivationSource::DeferredNorm)
+    bad_operands("mul_mat", product, "reads the deferred norm it would write");
   const Tensor* one[1] = {&product};
   Launch l = prepare(one, 1, c);
   const int64_t K = product.ne[0], T = product.n_rows();
-  if (!c.deferred_norm || deferred_norm_q8_bytes(K, T) > c.deferred_norm_capacity) bad_operands("mul_mat", product, "no memory for a folded norm");
+  if (!c.deferred_norm || deferred_norm_q8_bytes(K, T) > c.deferred_norm_capacity)
+    bad_operands("mul_mat", product, "no memory for a deferred norm");
   const Tensor& r = add.src[0] == &product ? *add.src[1] : *add.src[0];
-  l.fout = AddNormOut{rows_of(r), rows_of(add), static_cast<const float*>(mul.src[1]->data), Q8Act::in(c.deferred_norm, K, T),
-                   norm_sums(c.deferred_norm, K, T)};
+  l.add_norm = AddNormOut{rows_of(r), rows_of(add), static_cast<const float*>(mul.src[1]->data),
+                          Q8Act::in(c.deferred_norm, K, T), norm_sums(c.deferred_norm, K, T)};
   launch_type(product, l, c);
 }
 
@@ -771,7 +789,7 @@ void q8_mat_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const O
   Launch l = prepare(mats, 2, c);
   const int64_t N = glu.ne[0], T = glu.n_rows();
   if (!c.glu_q8 || glu_q8_bytes(glu) > c.glu_q8_capacity) bad_operands("mul_mat", a, "no memory for " + glu.name);
-  if (c.x_from == ActivationSource::GluQ8) bad_operands("mul_mat", a, "reads the handed x it would write");
+  if (c.x_from == ActivationSource::GluQ8) bad_operands("mul_mat", a, "reads the GLU's 8-bit blocks it would write");
   l.glu = GluOut{Q8Act::in(c.glu_q8, N, T), glu.op == Op::GeluMul, {}};
   launch_type(*mats[0], l, c);
 }

@@ -1,7 +1,7 @@
 // What a decode product launch does with its rows besides storing them,
 // shared by the 8-bit kernels (ops_mul_mat_q8.cu) and the float kernel
-// (ops_mul_mat.cu): scale them by a folded norm's 1 / rms (the consumer's
-// side of mul_mat_q8.h's fold), and hand them to rope / set_rows jobs.
+// (ops_mul_mat.cu): divide them by a deferred norm's rms (the readers' side
+// of mul_mat_q8.h's deferred norm), and give them to rope / set_rows jobs.
 #pragma once
 #include <cstdint>
 
@@ -12,8 +12,8 @@
 
 namespace weir::cuda {
 
-// The residual norm folded into the products around it (mul_mat_q8.h says
-// why). The consumer's side: ss null, none; else its results are scaled by
+// The residual norm deferred to the products that read it (mul_mat_q8.h says
+// why). The readers' side: ss null, none; else their results are scaled by
 // 1 / sqrt(sum(ss[t][0..n)) / k + eps), the partials summed in a fixed order.
 struct DeferredNormIn {
   const float* ss;
@@ -22,10 +22,10 @@ struct DeferredNormIn {
 };
 
 // This lane's share of token t's sum of squares (loaded early: used at the end).
-template <int NT>
-__device__ __forceinline__ void norm_partials(const DeferredNormIn& f, int lane, float (&ss)[NT]) {
+template <int TOKENS>
+__device__ __forceinline__ void norm_partials(const DeferredNormIn& f, int lane, float (&ss)[TOKENS]) {
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
+  for (int t = 0; t < TOKENS; ++t) {
     ss[t] = 0.0f;
     if (f.ss)
       for (int j = lane; j < f.n; j += 32) ss[t] += f.ss[t * f.n + j];
@@ -33,18 +33,19 @@ __device__ __forceinline__ void norm_partials(const DeferredNormIn& f, int lane,
 }
 
 // The rows' partial sums (every lane's) times 1 / rms, token by token.
-template <int NT, int R>
-__device__ __forceinline__ void deferred_norm_scale(const DeferredNormIn& f, const float (&ss)[NT], float (&acc)[R][NT]) {
+template <int TOKENS, int R>
+__device__ __forceinline__ void deferred_norm_scale(const DeferredNormIn& f, const float (&ss)[TOKENS],
+                                                    float (&acc)[R][TOKENS]) {
   if (!f.ss) return;
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
+  for (int t = 0; t < TOKENS; ++t) {
     const float inv = 1.0f / sqrtf(warp_sum(ss[t]) / f.k + f.eps);
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r][t] *= inv;
   }
 }
 
-// The products' rows handed to rope / set_rows jobs (rope_job.cuh), one
+// The products' rows given to rope / set_rows jobs (rope_job.cuh), one
 // job a product, instead of stored: q and k roped (k into the KV cache), v
 // written into its cache, by the launch that computes them. A rope takes a
 // warp's two rows as a pair (rows 2i and 2i + 1: the normal mode).
@@ -62,26 +63,26 @@ __device__ __forceinline__ const RopeJob& job_of(const Mats& m, const ProductJob
 // A rope job's sin and cos for the warp's pair, by token: computed before
 // the dot products, not after them (the positions and the frequency factors
 // are two dependent loads: at the end they made the launch 2 us longer).
-template <int NT>
-__device__ __forceinline__ void job_angles(const Mats& m, const ProductJobs& jobs, int64_t row0, float (&s)[NT],
-                                           float (&c)[NT]) {
+template <int TOKENS>
+__device__ __forceinline__ void job_angles(const Mats& m, const ProductJobs& jobs, int64_t row0, float (&s)[TOKENS],
+                                           float (&c)[TOKENS]) {
   int64_t l;
   const RopeJob& J = job_of(m, jobs, row0, &l);
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
+  for (int t = 0; t < TOKENS; ++t) {
     s[t] = 0.0f, c[t] = 1.0f;
     if (J.rope) rope_angle(J.pos[t], int(l % J.D) / 2, J.theta_scale, J.freq_scale, J.ff, &s[t], &c[t]);
   }
 }
 
 // The warp's row sums (R rows from row0, summed across the warp) to its job.
-template <int NT, int R>
-__device__ __forceinline__ void run_jobs(const float (&acc)[R][NT], const Mats& m, int64_t row0, const ProductJobs& jobs,
-                                         const float (&s)[NT], const float (&co)[NT]) {
+template <int TOKENS, int R>
+__device__ __forceinline__ void run_jobs(const float (&acc)[R][TOKENS], const Mats& m, int64_t row0,
+                                         const ProductJobs& jobs, const float (&s)[TOKENS], const float (&co)[TOKENS]) {
   int64_t l;
   const RopeJob& J = job_of(m, jobs, row0, &l);
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
+  for (int t = 0; t < TOKENS; ++t) {
     if (J.rope) {
       if constexpr (R == 2) {
         const int64_t h = l / J.D;
@@ -103,18 +104,19 @@ __device__ __forceinline__ void run_jobs(const float (&acc)[R][NT], const Mats& 
 // shared memory, then warp t of the first block writes token t's block
 // (reading the others' through distributed shared memory). Every thread of
 // the launch block calls it, its acc summed across each warp's lanes.
-template <int NT, int WARPS>
-__device__ __forceinline__ void run_jobs_q8(const float (&acc)[2][NT], const Mats& m, int64_t row0,
-                                            const ProductJobs& jobs, const float (&s)[NT], const float (&co)[NT]) {
+template <int TOKENS, int WARPS>
+__device__ __forceinline__ void run_jobs_q8(const float (&acc)[2][TOKENS], const Mats& m, int64_t row0,
+                                            const ProductJobs& jobs, const float (&s)[TOKENS],
+                                            const float (&co)[TOKENS]) {
   constexpr int RB = 2 * WARPS, JC = 32 / RB;  // rows a launch block, blocks a 32-row block
   static_assert(JC * RB == 32, "launch blocks tile a 32-element block");
-  __shared__ float sh[NT][RB];
+  __shared__ float sh[TOKENS][RB];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int64_t l;
   const RopeJob& J = job_of(m, jobs, row0, &l);
   if (lane == 0)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < TOKENS; ++t) {
       sh[t][2 * warp] = J.rope ? acc[0][t] * co[t] - acc[1][t] * s[t] : acc[0][t];
       sh[t][2 * warp + 1] = J.rope ? acc[0][t] * s[t] + acc[1][t] * co[t] : acc[1][t];
     }
@@ -123,7 +125,7 @@ __device__ __forceinline__ void run_jobs_q8(const float (&acc)[2][NT], const Mat
   else
     __syncthreads();
   const unsigned rank = JC > 1 ? cluster_rank() : 0;
-  if (rank == 0 && warp < NT) {
+  if (rank == 0 && warp < TOKENS) {
     const float v = JC > 1 ? *cluster_peer(&sh[warp][lane % RB], unsigned(lane / RB)) : sh[warp][lane];
     const RopeJob& B = job_of(m, jobs, int64_t(blockIdx.x) / JC * 32, &l);
     put_q8<1>(B, warp, B.rope ? l / B.D : 0, (B.rope ? l % B.D : l) + lane, {v});

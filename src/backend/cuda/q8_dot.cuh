@@ -1,7 +1,7 @@
 // A weight type's decode chunks dotted with 8-bit activations (dp4a): the
-// activations' layout (XQ) and one struct a weight type (Dot*), shared by
-// the decode products (ops_mul_mat_q8.cu, whose header comment says how the
-// chunks are read) and the expert products (ops_moe_q8.cu).
+// activations' layout (QuantizedX) and one struct a weight type (Dot*),
+// shared by the decode products (ops_mul_mat_q8.cu, whose header comment says
+// how the chunks are read) and the expert products (ops_moe_q8.cu).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -12,7 +12,7 @@
 namespace weir::cuda {
 
 // x quantized: quants [T][K] int8, then (d, d * sum) [T][K/32].
-struct XQ {
+struct QuantizedX {
   const int8_t* q;
   const __half2* ds;
   int64_t K;
@@ -23,14 +23,14 @@ struct XQ {
     return __half22float2(ds[t * (K / 32) + blk32]);
   }
 };
-// The same with the NT tokens at rows of their own (the experts' products:
+// The same with its TOKENS tokens at rows of their own (the experts' products:
 // the tokens routed to one expert, or a token's per-slot rows).
-template <int NT>
-struct XQRows {
+template <int TOKENS>
+struct QuantizedXRows {
   const int8_t* q;
   const __half2* ds;
   int64_t K;
-  int64_t row[NT];
+  int64_t row[TOKENS];
   __device__ __forceinline__ const int4* q16(int t, int64_t k) const {
     return reinterpret_cast<const int4*>(q + row[t] * K + k);
   }
@@ -76,21 +76,21 @@ __device__ __forceinline__ uint32_t spread4(uint32_t t) { return ((t * 0x0020408
 // A type's chunks: CHUNKS per block of QK weights. load(b, c, raw) reads
 // chunk c of the block at b into registers, as stored; dot(raw, c, x, e0,
 // acc) adds the chunk's products of R weight rows (raw[r]) with tokens
-// 0..NT-1 into acc[r][t]. The kernel loads every chunk of an unrolled step
+// 0..TOKENS-1 into acc[r][t]. The kernel loads every chunk of an unrolled step
 // before the first dot, so the step costs one memory latency, not one per
 // chunk (the compiler, left to itself, issued the second row's loads only
 // after the first row's dot products). The rows share the x loads: a warp
 // takes R rows so that each x load serves R of them.
-template <int R, int NT>
-using Acc = float[R][NT];
+template <int R, int TOKENS>
+using Acc = float[R][TOKENS];
 
 // A 32-weight block of R rows, unsigned quants lo (elements 0..15) and hi
-// (16..31), scale d, offset -off, with tokens 0..NT-1.
-template <int NT, int R, class X>
+// (16..31), scale d, offset -off, with tokens 0..TOKENS-1.
+template <int TOKENS, int R, class X>
 __device__ __forceinline__ void legacy_dot(const uint32_t (&lo)[R][4], const uint32_t (&hi)[R][4], const float (&d)[R],
-                                           float off, const X& x, int64_t e0, Acc<R, NT>& acc) {
+                                           float off, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
+  for (int t = 0; t < TOKENS; ++t) {
     const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
     const float2 ds = x.ds_of(t, e0 / 32);
 #pragma unroll
@@ -108,8 +108,8 @@ struct DotQ4_0 {
     __half d;
   };
   __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 2), w.d = h_at(b); }
-  template <int NT, int R, class X>
-  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, NT>& acc) {
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
     uint32_t lo[R][4], hi[R][4];
     float d[R];
 #pragma unroll
@@ -120,7 +120,7 @@ struct DotQ4_0 {
 #pragma unroll
       for (int i = 0; i < 4; ++i) lo[r][i] = q[i] & 0x0F0F0F0Fu, hi[r][i] = (q[i] >> 4) & 0x0F0F0F0Fu;
     }
-    legacy_dot<NT, R>(lo, hi, d, 8.0f, x, e0, acc);
+    legacy_dot<TOKENS, R>(lo, hi, d, 8.0f, x, e0, acc);
   }
 };
 struct DotQ5_0 {
@@ -130,8 +130,8 @@ struct DotQ5_0 {
     __half d;
   };
   __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 2), w.d = h_at(b); }
-  template <int NT, int R, class X>
-  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, NT>& acc) {
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
     uint32_t lo[R][4], hi[R][4];
     float d[R];
 #pragma unroll
@@ -145,7 +145,7 @@ struct DotQ5_0 {
         hi[r][i] = ((q[1 + i] >> 4) & 0x0F0F0F0Fu) | spread4((q[0] >> (16 + 4 * i)) & 15);
       }
     }
-    legacy_dot<NT, R>(lo, hi, d, 16.0f, x, e0, acc);
+    legacy_dot<TOKENS, R>(lo, hi, d, 16.0f, x, e0, acc);
   }
 };
 struct DotQ8_0 {
@@ -155,8 +155,8 @@ struct DotQ8_0 {
     __half d;
   };
   __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 2), w.d = h_at(b); }
-  template <int NT, int R, class X>
-  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, NT>& acc) {
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
     uint32_t q[R][8];
     float d[R];
 #pragma unroll
@@ -165,7 +165,7 @@ struct DotQ8_0 {
       d[r] = __half2float(w[r].d);
     }
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < TOKENS; ++t) {
       const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
       const float dx = x.ds_of(t, e0 / 32).x;
 #pragma unroll
@@ -187,8 +187,8 @@ struct DotQK45 {
     w.hd = *reinterpret_cast<const uint4*>(b);
     if constexpr (Five) w.h = *reinterpret_cast<const uint4*>(b + 16 + 16 * (c % 2));
   }
-  template <int NT, int R, class X>
-  __device__ static void dot(const Raw (&w)[R], int c, const X& x, int64_t e0, Acc<R, NT>& acc) {
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int c, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
     const int g = c / 2, p = 16 * (c % 2), jl = 2 * g, jh = 2 * g + 1;
     // The 6-bit scales and mins of sub-blocks 2g and 2g + 1 (scale_min_k4
     // for a pair): g < 2 keeps them whole in bytes 2g.. (scales) and 4 + 2g..
@@ -225,7 +225,7 @@ struct DotQK45 {
     }
     const int64_t bl = e0 / 32 + jl, bh = e0 / 32 + jh;  // x blocks of the two sub-blocks
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < TOKENS; ++t) {
       const int4 xlo = *x.q16(t, bl * 32 + p), xhi = *x.q16(t, bh * 32 + p);
       const float2 xl = x.ds_of(t, bl), xh = x.ds_of(t, bh);
 #pragma unroll
@@ -261,8 +261,8 @@ struct DotQ6K {
   // 32 comes off as 32 times the sum of the 16 x quants, once a token for all
   // R rows. (A per-byte __vsubss4 is 7 instructions on sm_90: it made q6_K
   // the slowest type to decode.)
-  template <int NT, int R, class X>
-  __device__ static void dot(const Raw (&w)[R], int c, const X& x, int64_t e0, Acc<R, NT>& acc) {
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int c, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
     const int h = c / 4, sa = (c / 2) % 2, sb = sa + 2, l = 16 * (c % 2);
     uint32_t a[R][4], z[R][4];
     float fa[R], fb[R];
@@ -282,7 +282,7 @@ struct DotQ6K {
     }
     const int64_t ba = e0 / 32 + 4 * h + sa, bb = e0 / 32 + 4 * h + sb;
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < TOKENS; ++t) {
       const int4 xa = *x.q16(t, ba * 32 + l), xb = *x.q16(t, bb * 32 + l);
       const float da = x.ds_of(t, ba).x, db = x.ds_of(t, bb).x;
       constexpr int kOnes = 0x01010101;

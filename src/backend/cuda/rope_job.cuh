@@ -31,7 +31,7 @@ __device__ __forceinline__ void rope_angle(int32_t pos, int p, float theta_scale
 // (set_rows, or a rope written straight into the KV cache when set_rows was
 // its only reader). An 8-bit cache (q8) holds 32-element blocks instead
 // (element a in block a / 32 of the head, kQ8Bytes a block): its writers
-// hand over whole blocks from a warp's lanes (put_q8).
+// write whole blocks from a warp's lanes (put_q8).
 struct RopeJob {
   Rows x;  // rope: row h + H t of [D, H, T]; copy: row t of [D, T] (H = 1)
   char* out;

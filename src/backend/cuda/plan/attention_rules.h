@@ -12,18 +12,21 @@
 
 namespace weir::cuda::attention {
 
+// (kMaxSms: the scratch bound. kWideThreads: one split of a short span, a
+// head a block; kWiderThreads: the same for 256-dim heads, a warp a key.
+// kMaxClusterBlocks: Hopper's non-portable cluster size.)
 inline constexpr int kThreads = 128;                          // both kernels
 inline constexpr int kMaxSplits = 128;                        // attn_combine keeps the split weights in shared memory
 inline constexpr int kMinSplitKeys = 64;                      // keys per split at least
-inline constexpr int kMaxSms = 160;                           // splits are planned for at most this many SMs (scratch bound)
+inline constexpr int kMaxSms = 160;                           // splits are planned for this many SMs at most
 inline constexpr size_t kMaxPartialBytes = size_t(16) << 20;  // cap on split partials
 inline constexpr int kRangeChunk = 4096;                      // keys per attn_ranges block
 inline constexpr int kBM = 64;                                // attn_mma rows per block
 inline constexpr int kVecMaxRows = 8;                         // attn_vec rows per block, and the mma threshold
-inline constexpr int kWideThreads = 256;                      // attn_vec for one split over a short span, a head a block
-inline constexpr int kWiderThreads = 512;                     // the same for 256-dim heads (a warp a key: attn_head_blocks 3)
+inline constexpr int kWideThreads = 256;                      // attn_vec, one split of a short span: a head a block
+inline constexpr int kWiderThreads = 512;                     // the same for 256-dim heads (attn_head_blocks 3)
 inline constexpr int kDecRows = 8;                            // attn_dec: query rows per block (the mma's n8)
-inline constexpr int kMaxClusterBlocks = 16;                  // attn_dec: blocks a cluster at most (Hopper's non-portable size)
+inline constexpr int kMaxClusterBlocks = 16;                  // attn_dec: blocks a cluster at most (non-portable)
 // Scratch: a token's range of unmasked keys (attn_ranges: an int2, first
 // and last + 1) and a split's (max, sum) of a row (a float2).
 inline constexpr size_t kRangeBytes = 8, kMaxSumBytes = 8;

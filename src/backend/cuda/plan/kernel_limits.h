@@ -18,14 +18,13 @@ inline constexpr int kMaxMats = 3;
 inline constexpr int kMaxVecTokens = 8;
 // The most tokens the 8-bit decode products take.
 inline constexpr int64_t kMaxQ8Tokens = 8;
-// The most tokens of the launches that do more than store their rows (a
-// deferred norm's writer, a GLU, row jobs): theirs is the two-row warp.
-inline constexpr int64_t kMaxFoldTokens = 4;
 // Weight rows a decode warp takes: 2 (sharing the x loads) while the
-// accumulators stay few (up to kMaxFoldTokens tokens), else 1. Both decode
-// kernels, the float one and the 8-bit ones.
-constexpr int rows_per_warp(int NT) { return NT <= 4 ? 2 : 1; }
-static_assert(rows_per_warp(int(kMaxFoldTokens)) == 2 && rows_per_warp(int(kMaxFoldTokens) + 1) == 1);
+// accumulators stay few (up to kMaxTwoRowTokens tokens), else 1. Both decode
+// kernels, the float one and the 8-bit ones. The launches that do more than
+// store their rows (a deferred norm's writer and readers, a GLU, row jobs)
+// need the two-row warp, so they take at most kMaxTwoRowTokens tokens.
+inline constexpr int64_t kMaxTwoRowTokens = 4;
+constexpr int rows_per_warp(int tokens) { return tokens <= kMaxTwoRowTokens ? 2 : 1; }
 // The types whose float decode launches take deferred norms and row jobs
 // (the float models'; the others keep their instantiations few).
 constexpr bool has_vec_ends(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }

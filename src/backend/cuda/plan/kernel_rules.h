@@ -47,7 +47,7 @@ bool mul_mat_quantizes_x(const Tensor& dst);
 // products on the same x with weights of one type and width.
 bool can_group_mul_mat(const Tensor& a, const Tensor& b, const CudaOptions& o);
 int mul_mat_max_group();
-// Whether the decode products dsts[0..n) can hand their results to jobs
+// Whether the decode products dsts[0..n) can give their results to jobs
 // (jobs[k] reads product k's result: q and k roped in the normal mode, k
 // into the KV cache, v written into its cache), so that no rope/store
 // launch runs after them.
@@ -57,16 +57,16 @@ bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* job
 // deferred_norm_bytes: the memory (OpCtx::deferred_norm) it needs.
 bool can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
 // Whether taker (a product launched after the add+norm launch, reading
-// mul's result) can read it as the producer's kernel writes it: 8-bit
-// blocks for the 8-bit kernels (with OpCtx::x_q8_in_scratch), F32 rows of
-// s * w for the float kernel (F16, BF16, F32).
+// mul's result) can read the deferred norm as the writer's kernel writes it
+// (OpCtx::x_from DeferredNorm): 8-bit blocks for the 8-bit kernels, F32
+// rows of s * w for the float kernel (F16, BF16, F32).
 bool mul_mat_takes_deferred_norm(const Tensor& producer, const Tensor& taker);
 size_t deferred_norm_bytes(const Tensor& product);
 // gate and up (the decode products a and b, either order) and the GLU
 // glu = act(gate) * up that alone reads them, in one launch: each block
 // takes 32 rows of gate and the same of up, applies the GLU to its 32
 // outputs and writes them only as 8-bit blocks into OpCtx::glu_q8
-// (glu_q8_bytes) for the product after it (OpCtx::x_from_glu). No GLU
+// (glu_q8_bytes) for the product after it (OpCtx::x_from GluQ8). No GLU
 // kernel runs; gate, up and glu are not written.
 bool can_fuse_glu(const Tensor& a, const Tensor& b, const Tensor& glu);
 // The same for the float decode kernel (F16, BF16, ...; up to 4 tokens): the
@@ -88,8 +88,9 @@ bool can_fuse_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tens
 // written, the first mul's is not.
 bool can_fuse_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,
                             const Tensor& mul);
-// Whether out (a norm's or GLU's result) can be handed to product as 8-bit
-// blocks in scratch (OpCtx::quantize_out), the product then skipping its own
+// Whether out (a norm's, GLU's or attention's result) can also be written
+// as 8-bit blocks in scratch for product (OpCtx::quantize_out; the product's
+// OpCtx::x_from Q8InScratch), the product then skipping its own
 // quantization of x.
 bool can_quantize_for(const Tensor& out, const Tensor& product);
 
@@ -132,7 +133,7 @@ size_t expert_scratch_bytes(const Tensor& mul_mat_id);  // 0 where !has_expert_q
 // gate and up (mul_mat_id nodes a and b, either order, same x and ids) and
 // the GLU that alone reads them in one launch, the GLU's result written
 // only as 8-bit blocks into OpCtx::glu_q8 for the down product
-// (OpCtx::x_from_glu).
+// (OpCtx::x_from GluQ8).
 bool can_fuse_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu);
 size_t expert_glu_q8_bytes(const Tensor& glu);
 // down and the moe_sum that alone reads it (decode: up to 64 pairs) in one

@@ -14,7 +14,7 @@ namespace weir::cuda {
 // up to `tile` pairs of one expert (each expert's last tile may be short):
 // for the smaller tile by default.
 int64_t expert_max_tiles(int64_t P, int64_t E, int tile = std::min(kExpertGluTile, kExpertProductTile));
-// Scratch: x's 8-bit blocks (unless handed) or, for the MMA tiles, x in
+// Scratch: x's 8-bit blocks (unless the GLU's) or, for the MMA tiles, x in
 // fp16 (expert_x_bytes); then, for more than kExpertDirectPairs pairs, the
 // sort's order, tiles and count.
 size_t expert_x_bytes(int64_t K, int64_t x_rows);

@@ -103,14 +103,14 @@ size_t mul_mat_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   return xb + slice_rows(dst) * K * 2;
 }
 
-// ---- The residual norm folded into the products around it ----
+// ---- Deferred norms ----
 
 size_t deferred_norm_q8_bytes(int64_t K, int64_t T) {
   return (q8_act_bytes(K, T) + 255) / 256 * 256 + size_t(K / 32) * size_t(T) * sizeof(float);
 }
 
-float* norm_sums(void* fold, int64_t K, int64_t T) {
-  return reinterpret_cast<float*>(static_cast<char*>(fold) + (q8_act_bytes(K, T) + 255) / 256 * 256);
+float* norm_sums(void* deferred_norm, int64_t K, int64_t T) {
+  return reinterpret_cast<float*>(static_cast<char*>(deferred_norm) + (q8_act_bytes(K, T) + 255) / 256 * 256);
 }
 
 bool q8_can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
@@ -118,7 +118,7 @@ bool q8_can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& n
   if (product.op != Op::MulMat || !W || !product.src[1] || !has_q8_mat_vec(W->dtype)) return false;
   const int64_t T = product.n_rows();
   const Tensor* r = add.src[0] == &product ? add.src[1] : add.src[1] == &product ? add.src[0] : nullptr;
-  return T >= 1 && T <= kMaxFoldTokens && W->ne[1] % 32 == 0 && product.ne[0] == W->ne[1] && r && r != &product &&
+  return T >= 1 && T <= kMaxTwoRowTokens && W->ne[1] % 32 == 0 && product.ne[0] == W->ne[1] && r && r != &product &&
          can_fuse_add_rms_norm_mul(add, norm, mul) && add.ne[0] == W->ne[1] && add.n_rows() == T &&
          reinterpret_cast<uintptr_t>(mul.src[1]->data) % 4 == 0;
 }
@@ -129,7 +129,7 @@ const Tensor* rms_norm_of(const Tensor& x) {
   return norm;
 }
 
-bool can_defer_norm_float(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
+bool vec_can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
   const Tensor* W = product.src[0];
   if (product.op != Op::MulMat || !W || !product.src[1] || !uses_vec(product) || has_q8_mat_vec(W->dtype) ||
       !has_vec_ends(W->dtype))
@@ -143,7 +143,7 @@ bool can_defer_norm_float(const Tensor& product, const Tensor& add, const Tensor
 }
 
 bool can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
-  return q8_can_defer_norm(product, add, norm, mul) || can_defer_norm_float(product, add, norm, mul);
+  return q8_can_defer_norm(product, add, norm, mul) || vec_can_defer_norm(product, add, norm, mul);
 }
 
 bool mul_mat_takes_deferred_norm(const Tensor& producer, const Tensor& taker) {
@@ -207,9 +207,10 @@ bool can_fuse_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
   const Tensor* W = gate->src[0];
   const int64_t T = gate->n_rows(), N = gate->ne[0];
   return gate->op == Op::MulMat && up->op == Op::MulMat && W && up->src[0] && has_q8_mat_vec(W->dtype) &&
-         up->src[0]->dtype == W->dtype && gate->src[1] && gate->src[1] == up->src[1] && T >= 1 && T <= kMaxFoldTokens &&
-         up->n_rows() == T && up->ne[0] == N && N % 32 == 0 && W->ne[1] == N && up->src[0]->ne[1] == N &&
-         gate->is_contiguous() && up->is_contiguous() && glu.dtype == DType::F32 && glu.ne[0] == N && glu.n_rows() == T;
+         up->src[0]->dtype == W->dtype && gate->src[1] && gate->src[1] == up->src[1] && T >= 1 &&
+         T <= kMaxTwoRowTokens && up->n_rows() == T && up->ne[0] == N && N % 32 == 0 && W->ne[1] == N &&
+         up->src[0]->ne[1] == N && gate->is_contiguous() && up->is_contiguous() && glu.dtype == DType::F32 &&
+         glu.ne[0] == N && glu.n_rows() == T;
 }
 
 bool can_fuse_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {

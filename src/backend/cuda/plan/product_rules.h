@@ -49,18 +49,21 @@ size_t tile_scratch_bytes(const Tensor& dst);
 // Rows of W dequantized to fp16 at once for cuBLAS (kSliceBytes).
 size_t slice_rows(const Tensor& dst);
 
-// ---- The residual norm folded into the products around it (mul_mat_q8.h) ----
-// Fold memory for K elements of T tokens: the 8-bit blocks, then the sums.
+// ---- Deferred norms (mul_mat_q8.h says how) ----
+// The 8-bit kernels' deferred norm memory for K elements of T tokens: the
+// 8-bit blocks, then the sums of squares (at norm_sums).
 size_t deferred_norm_q8_bytes(int64_t K, int64_t T);
-float* norm_sums(void* fold, int64_t K, int64_t T);
-// Whether the 8-bit kernels can run this fold (can_defer_norm, kernel_rules.h).
+float* norm_sums(void* deferred_norm, int64_t K, int64_t T);
+// Whether the 8-bit kernels can run this add+norm launch (can_defer_norm,
+// kernel_rules.h).
 bool q8_can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
-// The float kernel's fold: its launch writes add's and mul's results (mul's
-// not yet divided by rms) and its blocks' sums of squares into fold memory;
-// the products reading mul's result divide theirs by rms.
-bool can_defer_norm_float(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
-// The norm whose result x is (x = mul(rms_norm(s), w): the float kernel's
-// fold), or null.
+// The same for the float kernel: its launch writes add's and mul's results
+// (mul's not yet divided by rms) and its blocks' sums of squares into the
+// deferred norm's memory; the products reading mul's result divide theirs
+// by rms.
+bool vec_can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul);
+// The norm whose result x is (x = mul(rms_norm(s), w): what the float
+// kernel's deferred norm takes), or null.
 const Tensor* rms_norm_of(const Tensor& x);
 
 }  // namespace weir::cuda
