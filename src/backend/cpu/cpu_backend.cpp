@@ -340,7 +340,11 @@ void CpuBackend::plan_segments(Plan& p) const {
 // The repacked copy of weight w, made (by every thread, groups split among
 // them) the first time a plan asks; null where w has no repacked layout or
 // repacking is off.
-bool CpuBackend::amx_on() const { return opts_.amx && cpu::amx_support().usable() && cpu::amx_support().bf16; }
+// Not in exact mode (llama_rounding off): bf16 tiles round x and the
+// weights, and that mode promises the float reference's numerics.
+bool CpuBackend::amx_on() const {
+  return opts_.amx && opts_.llama_rounding && cpu::amx_support().usable() && cpu::amx_support().bf16;
+}
 
 const cpu::RepackedWeight* CpuBackend::repacked_for(const Tensor& w) {
   if (!opts_.repack || numa_.place_weights || w.op != Op::Leaf || !w.data || w.ne[2] * w.ne[3] != 1 ||

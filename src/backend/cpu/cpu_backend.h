@@ -56,7 +56,8 @@ struct CpuOptions {
   // host weights (op offload streams them).
   bool release_file_pages = true;
   // Prefill products (32 tokens or more) on AMX-BF16 tiles where the CPU has
-  // them (amx_product.h); off: the vector kernels (WEIR_CPU_AMX=0).
+  // them (amx_product.h), with llama_rounding only (bf16 rounds x: not the
+  // exact mode's numerics); off: the vector kernels (WEIR_CPU_AMX=0).
   bool amx = true;
   // Time every node, summed per kind, printed when the backend goes
   // (cpu_profile.h; WEIR_CPU_PROFILE=1). Adds a barrier around every node.
@@ -128,7 +129,7 @@ class CpuBackend final : public Backend {
   };
   std::map<RepackKey, std::unique_ptr<cpu::RepackedWeight>> repacked_;
   const cpu::RepackedWeight* repacked_for(const Tensor& w);
-  bool amx_on() const;  // CpuOptions::amx and the CPU has AMX-BF16
+  bool amx_on() const;  // CpuOptions::amx, llama_rounding and the CPU has AMX-BF16
   std::unique_ptr<cpu::CpuProfile> profile_;  // with CpuOptions::profile
   std::unique_ptr<Queue> queue_;
   BackendStats stats_;
