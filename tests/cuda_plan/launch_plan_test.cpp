@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
@@ -77,6 +78,7 @@ struct Case {
   const char* arch;
   FileType ft;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.arch << " " << file_type_name(c.ft); }
 
 class LaunchPlanTest : public ::testing::TestWithParam<Case> {};
 
