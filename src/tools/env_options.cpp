@@ -29,11 +29,8 @@ void flag(const char* name, bool* out) {
   else if (v == "0" || v == "off" || v == "false" || v == "no") *out = false;
   else throw UsageError(std::string(name) + "=" + v + ": expected 1 or 0 (on or off)");
 }
-// Whole numbers in [lo, hi].
-void number(const char* name, int* out, int lo, int hi) {
-  const char* e = var(name);
-  if (!e) return;
-  const std::string v = e;
+// NAME's value v as a whole number in [lo, hi], or a usage error naming it.
+long whole_number(const char* name, const std::string& v, long lo, long hi) {
   size_t used = 0;
   long n = 0;
   try {
@@ -44,7 +41,10 @@ void number(const char* name, int* out, int lo, int hi) {
   if (used != v.size() || n < lo || n > hi)
     throw UsageError(std::string(name) + "=" + v + ": expected a whole number from " + std::to_string(lo) + " to " +
                      std::to_string(hi));
-  *out = int(n);
+  return n;
+}
+void number(const char* name, int* out, int lo, int hi) {
+  if (const char* e = var(name)) *out = int(whole_number(name, e, lo, hi));
 }
 
 // WEIR_CUDA_PDL_OFF_OPS=op,op: every name one of the IR's ops.
@@ -143,35 +143,15 @@ void apply_cpu_env(CpuOptions* o) {
 }
 
 void apply_load_env(LoaderOptions* o) {
-  auto positive = [](const char* name, const char* e) {
-    const std::string v = e;
-    size_t used = 0;
-    long n = 0;
-    try {
-      n = std::stol(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != v.size() || n < 1 || n > 4096) throw UsageError(std::string(name) + "=" + v + ": expected 1 to 4096");
-    return size_t(n);
-  };
-  if (const char* e = var("WEIR_LOAD_BUFFER_MB")) o->buffer_bytes = positive("WEIR_LOAD_BUFFER_MB", e) << 20;
-  if (const char* e = var("WEIR_LOAD_THREADS")) o->readers = int(positive("WEIR_LOAD_THREADS", e));
+  if (const char* e = var("WEIR_LOAD_BUFFER_MB"))
+    o->buffer_bytes = size_t(whole_number("WEIR_LOAD_BUFFER_MB", e, 1, 4096)) << 20;
+  number("WEIR_LOAD_THREADS", &o->readers, 1, 4096);
 }
 
 GpuCommOptions gpu_comm_options_from_env() {
   GpuCommOptions o;
-  if (const char* e = var("WEIR_NVLINK_MAX_KB")) {
-    const std::string v = e;
-    size_t used = 0;
-    long n = -1;
-    try {
-      n = std::stol(v, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != v.size() || n < 0 || n > (1 << 20)) throw UsageError("WEIR_NVLINK_MAX_KB=" + v + ": expected 0 to 1048576");
-    o.nvlink_max_bytes = size_t(n) << 10;
-  }
+  if (const char* e = var("WEIR_NVLINK_MAX_KB"))
+    o.nvlink_max_bytes = size_t(whole_number("WEIR_NVLINK_MAX_KB", e, 0, 1 << 20)) << 10;
   if (const char* e = var("WEIR_NCCL")) o.nccl_library = {e};
   return o;
 }
@@ -205,18 +185,9 @@ void apply_process_env() {
     }
     cpu::set_prefetch(p);
   }
-  if (const char* e = var("WEIR_AMX_PREFETCH")) {  // steps ahead, 0: none
-    const std::string v = e;
-    size_t used = 0;
-    int steps = -1;
-    try {
-      steps = std::stoi(v, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != v.size() || steps < 0 || steps > 64)
-      throw UsageError("WEIR_AMX_PREFETCH=" + v + ": expected the steps ahead, 0 to 64");
-    cpu::set_amx_prefetch_steps(steps);
-  }
+  int amx_steps = -1;  // WEIR_AMX_PREFETCH: steps ahead, 0: none
+  number("WEIR_AMX_PREFETCH", &amx_steps, 0, 64);
+  if (amx_steps >= 0) cpu::set_amx_prefetch_steps(amx_steps);
   const char* s = var("WEIR_SIMD");
   if (!s) return;
   const std::string v = s;
