@@ -23,6 +23,7 @@
 #include "backend/cuda/plan/launch_plan.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "cuda_plan/tiny_models.h"
 #include "test_env.h"
 
 namespace weir::cuda {
@@ -57,17 +58,7 @@ CudaOptions options(int knob) {
   return o;
 }
 
-std::unique_ptr<Model> tiny(const std::string& arch, FileType ft) {
-  const std::string path = test::own_dir() + "/" + arch + "-" + file_type_name(ft) + ".gguf";
-  if (!std::ifstream(path)) {
-    SynthOptions o;
-    o.file_type = ft;
-    o.seed = 3;
-    o.sync = false;
-    write_synth_model(find_synth_preset(arch, "tiny"), o, path);
-  }
-  return Model::load(path);
-}
+using test_models::tiny;
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -17,20 +17,13 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "cuda_plan/tiny_models.h"
 #include "test_env.h"
 
 namespace weir::cuda {
 namespace {
 
-std::unique_ptr<Model> tiny(const std::string& arch, FileType ft) {
-  const std::string path = test::own_dir() + "/" + arch + "-" + file_type_name(ft) + ".gguf";
-  SynthOptions o;
-  o.file_type = ft;
-  o.seed = 3;
-  o.sync = false;
-  write_synth_model(find_synth_preset(arch, "tiny"), o, path);
-  return Model::load(path);
-}
+using test_models::tiny;
 
 // A step's graph: T tokens over n_kv cells, the last token's logits.
 struct Step {
