@@ -25,7 +25,10 @@ namespace weir::server {
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;       // 0: any free port (bind() says which)
-  std::string api_key;   // empty: none asked for
+  // Asked of every request but /health's (Authorization: Bearer KEY,
+  // compared in constant time); empty: none asked for.
+  std::string api_key;
+  bool open_chat_page = false;  // with a key: the chat page (GET /) served without it
   std::string model_name = "weir";
   int64_t n_ctx = 4096;  // for the "too long" message
   // Requests handled at once (worker threads): a streaming answer holds one

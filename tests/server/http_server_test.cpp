@@ -37,7 +37,7 @@ struct Running {
   std::thread thread;
   int port = 0;
 
-  explicit Running(const std::string& api_key = "") {
+  explicit Running(const std::string& api_key = "", bool open_chat_page = false) {
     model = Model::load(test::synth_tiny("llama", "http"));
     SessionParams sp;
     sp.n_ctx = 512;
@@ -53,6 +53,7 @@ struct Running {
     HttpOptions ho;
     ho.port = 0;
     ho.api_key = api_key;
+    ho.open_chat_page = open_chat_page;
     ho.model_name = "tiny";
     ho.n_ctx = sp.n_ctx;
     server = std::make_unique<HttpServer>(*engine, model->tokenizer(), chat.get(), ho);
@@ -312,19 +313,54 @@ TEST(HttpServer, ErrorsAndEndpoints) {
   auto models = cli.Get("/v1/models", auth);
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "tiny");
-  auto health = cli.Get("/health");  // no key needed outside /v1
+  auto health = cli.Get("/health");  // the one endpoint without the key
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
-  auto tk = cli.Post("/tokenize", R"({"content": "hello"})", "application/json");
+  // Every other endpoint asks for it: a 401 in the OpenAI error shape
+  // without it, with a wrong one, or with one that is the key's prefix.
+  for (const httplib::Headers& h : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer sekreT"}},
+                                    httplib::Headers{{"Authorization", "Bearer sekre"}},
+                                    httplib::Headers{{"Authorization", "Bearer sekret2"}}}) {
+    for (const char* path : {"/", "/metrics", "/v1/models", "/no/such/thing"}) {
+      auto got = cli.Get(path, h);
+      ASSERT_TRUE(got) << path;
+      EXPECT_EQ(got->status, 401) << path;
+      EXPECT_EQ(json::parse(got->body)["error"]["type"], "authentication_error") << path;
+    }
+    for (const char* path : {"/tokenize", "/detokenize", "/v1/completions"}) {
+      auto got = cli.Post(path, h, R"({"content": "hello"})", "application/json");
+      ASSERT_TRUE(got) << path;
+      EXPECT_EQ(got->status, 401) << path;
+    }
+  }
+  auto page = cli.Get("/", auth);
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  auto tk = cli.Post("/tokenize", auth, R"({"content": "hello"})", "application/json");
   ASSERT_TRUE(tk);
   const json ids = json::parse(tk->body)["tokens"];
-  auto dt = cli.Post("/detokenize", json{{"tokens", ids}}.dump(), "application/json");
+  auto dt = cli.Post("/detokenize", auth, json{{"tokens", ids}}.dump(), "application/json");
   ASSERT_TRUE(dt);
   EXPECT_NE(json::parse(dt->body)["content"].get<std::string>().find("hello"), std::string::npos);
-  auto metrics = cli.Get("/metrics");
+  auto metrics = cli.Get("/metrics", auth);
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("weir_requests_total"), std::string::npos);
   EXPECT_NE(metrics->body.find("weir_kv_cells_used"), std::string::npos);
+}
+
+// --open-chat-page: with a key, the page is served without it; the API is not.
+TEST(HttpServer, OpenChatPageLeavesTheApiKeyed) {
+  Running r("sekret", true);
+  httplib::Client cli("127.0.0.1", r.port);
+  auto page = cli.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  auto models = cli.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 401);
+  auto metrics = cli.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 401);
 }
 
 // A stop that comes after bind() and before run() (a signal right after
