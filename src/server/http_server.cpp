@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <set>
 
 #include "core/error.h"
 #include "server/chat_page.h"
@@ -107,6 +110,8 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
   int port = -1;
   int listen_fd = -1;
+  std::mutex unknown_m;
+  std::set<std::string> unknown_logged;  // unknown request fields said on stderr
 
   Impl(Batcher& e, const Tokenizer& t, const ChatTemplate* c, HttpOptions opts)
       : engine(e), tok(t), chat(c), o(std::move(opts)) {
@@ -185,11 +190,26 @@ struct HttpServer::Impl {
       for (const json& t : b["tokens"]) text += tok.token_to_piece(token_id(t, tok.vocab().n_tokens(), "tokens"), false);
       res.set_content(dump(json{{"content", text}}), "application/json");
     });
-    post("/v1/chat/completions", [this](const json& b, httplib::Response& res) { generate(parse_chat_request(b), res); });
-    post("/v1/completions", [this](const json& b, httplib::Response& res) { generate(parse_completion_request(b), res); });
+    post("/v1/chat/completions", [this](const json& b, httplib::Response& res) {
+      generate(logged(parse_chat_request(b, o.accept_unknown_fields)), res);
+    });
+    post("/v1/completions", [this](const json& b, httplib::Response& res) {
+      generate(logged(parse_completion_request(b, o.accept_unknown_fields)), res);
+    });
   }
 
   static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+  // The unknown fields a request came with (--accept-unknown-fields), each
+  // name said once on stderr.
+  GenerationRequest logged(GenerationRequest r) {
+    if (r.unknown_fields.empty()) return r;
+    std::lock_guard<std::mutex> lk(unknown_m);
+    for (const std::string& f : r.unknown_fields)
+      if (unknown_logged.size() < 256 && unknown_logged.insert(f).second)
+        std::fprintf(stderr, "weir serve: took a request with the unknown field '%s' (not used)\n", f.c_str());
+    return r;
+  }
 
   // The response says the connection ends with it (its body was not read).
   static void close_after(httplib::Response& res) {

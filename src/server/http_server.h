@@ -29,6 +29,10 @@ struct HttpOptions {
   // compared in constant time); empty: none asked for.
   std::string api_key;
   bool open_chat_page = false;  // with a key: the chat page (GET /) served without it
+  // Request fields weir does not know (engine/openai/request_fields.h): a
+  // 400 naming them, as OpenAI's API answers; on: taken, each name logged
+  // once (for clients that send extras).
+  bool accept_unknown_fields = false;
   std::string model_name = "weir";
   int64_t n_ctx = 4096;  // for the "too long" message
   // Requests handled at once (worker threads): a streaming answer holds one

@@ -1,5 +1,6 @@
 // Request bodies as the openai package and curl users send them: the fields
-// land where they should, unknown fields are ignored, and every wrong type
+// land where they should (request_fields_test.cpp: every field honoured or
+// refused, unknown ones refused), and every wrong type
 // or range is a 400 naming the field.
 #include "engine/openai/request.h"
 

@@ -1,8 +1,11 @@
 #include "engine/openai/request.h"
 
+#include "engine/openai/request_fields.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace weir::openai {
 
@@ -137,8 +140,10 @@ int32_t token_id(const json& v, int64_t n_vocab, const std::string& field) {
   return int32_t(v.get<int64_t>());
 }
 
-GenerationRequest parse_chat_request(const json& body) {
+GenerationRequest parse_chat_request(const json& body, bool accept_unknown) {
+  std::vector<std::string> unknown = check_fields(body, Endpoint::Chat, accept_unknown);
   GenerationRequest r = read_common(body);
+  r.unknown_fields = std::move(unknown);
   r.chat = true;
   const json* m = field(body, "messages");
   if (!m) throw bad_request("messages", "'messages' is required");
@@ -168,8 +173,10 @@ GenerationRequest parse_chat_request(const json& body) {
   return r;
 }
 
-GenerationRequest parse_completion_request(const json& body) {
+GenerationRequest parse_completion_request(const json& body, bool accept_unknown) {
+  std::vector<std::string> unknown = check_fields(body, Endpoint::Completions, accept_unknown);
   GenerationRequest r = read_common(body);
+  r.unknown_fields = std::move(unknown);
   const json* p = field(body, "prompt");
   if (!p) throw bad_request("prompt", "'prompt' is required");
   if (p->is_string()) {

@@ -1,7 +1,8 @@
 // OpenAI's request bodies for /v1/chat/completions and /v1/completions,
-// checked and turned into one GenerationRequest. Unknown fields are
-// ignored, as OpenAI's API does; a field of the wrong type or out of range
-// is an ApiError (HTTP 400) naming it, shaped as OpenAI's errors are.
+// checked and turned into one GenerationRequest. A field of the wrong type
+// or out of range, one weir does not implement (but at its default), and an
+// unknown one are each an ApiError (HTTP 400) naming it, shaped as OpenAI's
+// errors are (request_fields.h lists every field and what weir does with it).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,7 @@ struct GenerationRequest {
   int top_logprobs = 0;           // chat: 0..20 with logprobs; completions: logprobs = N
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
+  std::vector<std::string> unknown_fields;  // taken with accept_unknown (for the log)
 };
 
 // A token id given in JSON: an integer from 0 to n_vocab - 1 (n_vocab 0:
@@ -55,7 +57,8 @@ struct GenerationRequest {
 // ApiError (400) naming `field` and quoting the value as sent.
 int32_t token_id(const nlohmann::json& v, int64_t n_vocab, const std::string& field);
 
-GenerationRequest parse_chat_request(const nlohmann::json& body);
-GenerationRequest parse_completion_request(const nlohmann::json& body);
+// accept_unknown: fields of no rule are listed in unknown_fields, not refused.
+GenerationRequest parse_chat_request(const nlohmann::json& body, bool accept_unknown = false);
+GenerationRequest parse_completion_request(const nlohmann::json& body, bool accept_unknown = false);
 
 }  // namespace weir::openai

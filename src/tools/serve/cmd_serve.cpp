@@ -48,7 +48,7 @@ int fit_open_files(int want) {
 
 int cmd_serve(int argc, char** argv) {
   std::string model_path, host = "127.0.0.1", api_key, template_file, alias, step_log;
-  bool open_chat_page = false;
+  bool open_chat_page = false, accept_unknown_fields = false;
   int port = 8080, parallel = 4, queue = 64, kept = 32;
   const server::HttpOptions defaults;
   int64_t max_body = 0, max_request_tokens = 0;  // 0: set from -c
@@ -70,6 +70,7 @@ int cmd_serve(int argc, char** argv) {
       .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache: every prompt computed whole)")
       .opt("--log-steps", &step_log, "FILE", "a CSV line a forward step: time, running, tokens, decode tokens, prompt tokens, out rows, KV extent, free cells, seconds")
       .opt("--api-key", &api_key, "KEY", "ask every request but /health's for Authorization: Bearer KEY")
+      .flag("--accept-unknown-fields", &accept_unknown_fields, "take request fields weir does not know (each name logged once) instead of answering 400 naming them")
       .flag("--open-chat-page", &open_chat_page, "with --api-key: serve the chat page (GET /) without the key (it asks for the key itself)")
       .opt("--alias", &alias, "NAME", "the model's name in responses (default: the file's name)")
       .opt("--chat-template-file", &template_file, "FILE", "a Jinja chat template instead of the model's")
@@ -137,6 +138,7 @@ int cmd_serve(int argc, char** argv) {
   ho.port = port;
   ho.api_key = api_key;
   ho.open_chat_page = open_chat_page;
+  ho.accept_unknown_fields = accept_unknown_fields;
   ho.n_ctx = n_ctx;
   ho.connections = workers;
   ho.max_connections = max_connections;

@@ -1,0 +1,115 @@
+#include "engine/openai/request_fields.h"
+
+#include "engine/openai/request.h"
+
+namespace weir::openai {
+namespace {
+
+using nlohmann::json;
+
+bool empty_object(const json& v) { return v.is_object() && v.empty(); }
+bool empty_array(const json& v) { return v.is_array() && v.empty(); }
+bool one(const json& v) { return v.is_number_integer() && v.get<int64_t>() == 1; }
+bool empty_string(const json& v) { return v.is_string() && v.get_ref<const std::string&>().empty(); }
+bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_bool(const json& v) { return v.is_boolean(); }
+bool text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
+bool text_only(const json& v) { return v == json::array({"text"}); }
+bool no_tool_choice(const json& v) { return v == "none" || v == "auto"; }
+bool default_tier(const json& v) { return v == "auto" || v == "default"; }
+
+constexpr const char* kNotYet = "is not supported yet";
+
+const std::vector<FieldRule> kCommon = {
+    {"model", FieldUse::Taken},
+    {"temperature", FieldUse::Taken},
+    {"top_p", FieldUse::Taken},
+    {"top_k", FieldUse::Taken},      // extension (llama-server, vLLM)
+    {"min_p", FieldUse::Taken},      // extension
+    {"ignore_eos", FieldUse::Taken},  // extension
+    {"presence_penalty", FieldUse::Taken},
+    {"frequency_penalty", FieldUse::Taken},
+    {"seed", FieldUse::Taken},
+    {"n", FieldUse::Taken},  // 1 (request.cpp refuses more)
+    {"stream", FieldUse::Taken},
+    {"stream_options", FieldUse::Taken},
+    {"stop", FieldUse::Taken},
+    {"max_tokens", FieldUse::Taken},
+    {"logprobs", FieldUse::Taken},
+    {"user", FieldUse::Label},
+    {"logit_bias", FieldUse::DefaultOnly, empty_object, "is not supported yet (only {})"},
+};
+
+std::vector<FieldRule> chat_rules() {
+  std::vector<FieldRule> r = kCommon;
+  const std::vector<FieldRule> more = {
+      {"messages", FieldUse::Taken},
+      {"max_completion_tokens", FieldUse::Taken},
+      {"top_logprobs", FieldUse::Taken},
+      {"metadata", FieldUse::Label},
+      {"safety_identifier", FieldUse::Label},
+      {"prompt_cache_key", FieldUse::Label},  // prompts that begin alike share cache cells anyway
+      {"store", FieldUse::DefaultOnly, is_false, "is not supported: weir stores no answers"},
+      {"service_tier", FieldUse::DefaultOnly, default_tier, "takes auto or default here"},
+      {"modalities", FieldUse::DefaultOnly, text_only, "takes [\"text\"] only"},
+      {"response_format", FieldUse::DefaultOnly, text_format, "is not supported yet (only {\"type\": \"text\"})"},
+      {"tools", FieldUse::DefaultOnly, empty_array, kNotYet},
+      {"tool_choice", FieldUse::DefaultOnly, no_tool_choice, "takes none or auto while tools are not supported"},
+      {"parallel_tool_calls", FieldUse::DefaultOnly, is_bool, "must be a boolean"},
+      {"functions", FieldUse::DefaultOnly, empty_array, kNotYet},
+      {"function_call", FieldUse::DefaultOnly, no_tool_choice, "takes none or auto while functions are not supported"},
+      {"audio", FieldUse::Refused, nullptr, "is not supported: text only"},
+      {"prediction", FieldUse::Refused, nullptr, kNotYet},
+      {"reasoning_effort", FieldUse::Refused, nullptr, kNotYet},
+      {"verbosity", FieldUse::Refused, nullptr, kNotYet},
+      {"web_search_options", FieldUse::Refused, nullptr, "is not supported: no web search"},
+  };
+  r.insert(r.end(), more.begin(), more.end());
+  return r;
+}
+
+std::vector<FieldRule> completion_rules() {
+  std::vector<FieldRule> r = kCommon;
+  const std::vector<FieldRule> more = {
+      {"prompt", FieldUse::Taken},
+      {"echo", FieldUse::Taken},  // false (request.cpp refuses true)
+      {"best_of", FieldUse::DefaultOnly, one, "takes 1 only"},
+      {"suffix", FieldUse::DefaultOnly, empty_string, "is not supported yet (fill-in-the-middle)"},
+  };
+  r.insert(r.end(), more.begin(), more.end());
+  return r;
+}
+
+const char* endpoint_path(Endpoint e) { return e == Endpoint::Chat ? "/v1/chat/completions" : "/v1/completions"; }
+
+}  // namespace
+
+const std::vector<FieldRule>& field_rules(Endpoint e) {
+  static const std::vector<FieldRule> chat = chat_rules(), completions = completion_rules();
+  return e == Endpoint::Chat ? chat : completions;
+}
+
+std::vector<std::string> check_fields(const json& body, Endpoint e, bool accept_unknown) {
+  std::vector<std::string> unknown;
+  if (!body.is_object()) return unknown;  // request.cpp says what it must be
+  const std::vector<FieldRule>& rules = field_rules(e);
+  for (const auto& [key, v] : body.items()) {
+    const std::string name = key.size() > 200 ? key.substr(0, 200) + "..." : key;
+    const FieldRule* rule = nullptr;
+    for (const FieldRule& r : rules)
+      if (key == r.name) rule = &r;
+    if (!rule) {
+      if (!accept_unknown)
+        throw bad_request(name, "'" + name + "' is not a field of " + endpoint_path(e) +
+                                    " (weir serve --accept-unknown-fields takes such fields and logs them)");
+      unknown.push_back(name);
+      continue;
+    }
+    if (v.is_null()) continue;
+    if (rule->use == FieldUse::Refused || (rule->use == FieldUse::DefaultOnly && !rule->is_default(v)))
+      throw bad_request(name, "'" + name + "' " + rule->why);
+  }
+  return unknown;
+}
+
+}  // namespace weir::openai

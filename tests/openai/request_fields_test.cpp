@@ -1,0 +1,188 @@
+// Every field of OpenAI's chat and completions request bodies (and the
+// extras weir takes), each with a value that asks for something: weir
+// either does it (the request carries it) or answers 400 naming the field.
+// Fields weir does not implement are taken at their default value. An
+// unknown field is a 400 naming it, or with accept_unknown listed. The list
+// is written here by hand from OpenAI's API reference, not read from
+// request_fields.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/openai/request.h"
+#include "engine/openai/request_fields.h"
+
+namespace weir::openai {
+namespace {
+
+using nlohmann::json;
+
+enum class Expect { Honoured, Refused };
+
+struct FieldCase {
+  const char* name;
+  const char* value;    // JSON: a value that asks for something
+  Expect expect;
+  const char* at_default = nullptr;  // Refused fields weir takes at this value (JSON)
+};
+
+const json kMessages = json::parse(R"([{"role": "user", "content": "Hi"}])");
+
+const FieldCase kChat[] = {
+    {"model", R"("m")", Expect::Honoured},
+    {"temperature", "0.5", Expect::Honoured},
+    {"top_p", "0.5", Expect::Honoured},
+    {"top_k", "5", Expect::Honoured},
+    {"min_p", "0.1", Expect::Honoured},
+    {"ignore_eos", "true", Expect::Honoured},
+    {"presence_penalty", "1", Expect::Honoured},
+    {"frequency_penalty", "1", Expect::Honoured},
+    {"seed", "3", Expect::Honoured},
+    {"stream", "true", Expect::Honoured},
+    {"stop", R"(["x"])", Expect::Honoured},
+    {"max_tokens", "5", Expect::Honoured},
+    {"max_completion_tokens", "5", Expect::Honoured},
+    {"logprobs", "true", Expect::Honoured},
+    {"user", R"("u")", Expect::Honoured},
+    {"metadata", R"({"k": "v"})", Expect::Honoured},
+    {"safety_identifier", R"("s")", Expect::Honoured},
+    {"prompt_cache_key", R"("p")", Expect::Honoured},
+    {"n", "2", Expect::Refused, "1"},
+    {"logit_bias", R"({"5": -100})", Expect::Refused, "{}"},
+    {"response_format", R"({"type": "json_object"})", Expect::Refused, R"({"type": "text"})"},
+    {"tools", R"([{"type": "function", "function": {"name": "f"}}])", Expect::Refused, "[]"},
+    {"tool_choice", R"("required")", Expect::Refused, R"("none")"},
+    {"functions", R"([{"name": "f"}])", Expect::Refused, "[]"},
+    {"function_call", R"({"name": "f"})", Expect::Refused, R"("auto")"},
+    {"parallel_tool_calls", R"("yes")", Expect::Refused, "true"},
+    {"store", "true", Expect::Refused, "false"},
+    {"service_tier", R"("flex")", Expect::Refused, R"("auto")"},
+    {"modalities", R"(["text", "audio"])", Expect::Refused, R"(["text"])"},
+    {"audio", R"({"voice": "alloy", "format": "wav"})", Expect::Refused},
+    {"prediction", R"({"type": "content", "content": "x"})", Expect::Refused},
+    {"reasoning_effort", R"("low")", Expect::Refused},
+    {"verbosity", R"("low")", Expect::Refused},
+    {"web_search_options", "{}", Expect::Refused},
+};
+
+const FieldCase kCompletions[] = {
+    {"model", R"("m")", Expect::Honoured},
+    {"temperature", "0.5", Expect::Honoured},
+    {"top_p", "0.5", Expect::Honoured},
+    {"top_k", "5", Expect::Honoured},
+    {"min_p", "0.1", Expect::Honoured},
+    {"ignore_eos", "true", Expect::Honoured},
+    {"presence_penalty", "1", Expect::Honoured},
+    {"frequency_penalty", "1", Expect::Honoured},
+    {"seed", "3", Expect::Honoured},
+    {"stream", "true", Expect::Honoured},
+    {"stop", R"("x")", Expect::Honoured},
+    {"max_tokens", "5", Expect::Honoured},
+    {"logprobs", "2", Expect::Honoured},
+    {"user", R"("u")", Expect::Honoured},
+    {"n", "2", Expect::Refused, "1"},
+    {"echo", "true", Expect::Refused, "false"},
+    {"best_of", "2", Expect::Refused, "1"},
+    {"suffix", R"("end")", Expect::Refused, R"("")"},
+    {"logit_bias", R"({"5": -100})", Expect::Refused, "{}"},
+};
+
+GenerationRequest parse(bool chat, const json& body, bool accept_unknown = false) {
+  return chat ? parse_chat_request(body, accept_unknown) : parse_completion_request(body, accept_unknown);
+}
+
+json base(bool chat) { return chat ? json{{"messages", kMessages}} : json{{"prompt", "Once"}}; }
+
+void check_cases(bool chat, const FieldCase* cases, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const FieldCase& c = cases[i];
+    json body = base(chat);
+    body[c.name] = json::parse(c.value);
+    SCOPED_TRACE(std::string(chat ? "chat " : "completions ") + c.name + " = " + c.value);
+    if (c.expect == Expect::Honoured) {
+      EXPECT_NO_THROW(parse(chat, body));
+    } else {
+      try {
+        parse(chat, body);
+        ADD_FAILURE() << "taken";
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        EXPECT_EQ(e.param, c.name) << e.what();
+        EXPECT_NE(std::string(e.what()).find(c.name), std::string::npos) << e.what();
+      }
+      if (c.at_default) {
+        body[c.name] = json::parse(c.at_default);
+        EXPECT_NO_THROW(parse(chat, body)) << "at " << c.at_default;
+      }
+    }
+    body[c.name] = nullptr;  // null: the default, for every field
+    EXPECT_NO_THROW(parse(chat, body)) << "null";
+  }
+}
+
+TEST(OpenAiRequestFields, EveryChatFieldIsHonouredOrRefused) { check_cases(true, kChat, std::size(kChat)); }
+
+TEST(OpenAiRequestFields, EveryCompletionsFieldIsHonouredOrRefused) {
+  check_cases(false, kCompletions, std::size(kCompletions));
+}
+
+// What the honoured fields do lands in the request (the fields' own tests
+// in request_test.cpp check each value).
+TEST(OpenAiRequestFields, HonouredFieldsReachTheRequest) {
+  json body = base(true);
+  body["top_k"] = 5;
+  body["ignore_eos"] = true;
+  body["max_completion_tokens"] = 7;
+  const GenerationRequest r = parse(true, body);
+  EXPECT_EQ(r.top_k, 5);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.max_tokens, 7);
+}
+
+// Every rule of the table is one of the cases above (a rule added without a
+// case, or a case with no rule, fails here).
+TEST(OpenAiRequestFields, TheTableAndTheCasesAgree) {
+  for (bool chat : {true, false}) {
+    const FieldCase* cases = chat ? kChat : kCompletions;
+    const size_t n = chat ? std::size(kChat) : std::size(kCompletions);
+    const std::vector<FieldRule>& rules = field_rules(chat ? Endpoint::Chat : Endpoint::Completions);
+    for (const FieldRule& r : rules) {
+      const std::string name = r.name;
+      if (name == "messages" || name == "prompt" || name == "stream_options" || name == "top_logprobs") continue;
+      bool found = false;
+      for (size_t i = 0; i < n; ++i) found |= name == cases[i].name;
+      EXPECT_TRUE(found) << (chat ? "chat " : "completions ") << name << " has no case";
+    }
+    for (size_t i = 0; i < n; ++i) {
+      bool found = false;
+      for (const FieldRule& r : rules) found |= std::string(r.name) == cases[i].name;
+      EXPECT_TRUE(found) << cases[i].name << " has no rule";
+    }
+  }
+}
+
+TEST(OpenAiRequestFields, UnknownFieldsAreRefusedOrListed) {
+  for (bool chat : {true, false}) {
+    json body = base(chat);
+    body["frobnicate"] = 1;
+    try {
+      parse(chat, body);
+      ADD_FAILURE() << "taken";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, "frobnicate");
+    }
+    const GenerationRequest r = parse(chat, body, true);
+    EXPECT_EQ(r.unknown_fields, std::vector<std::string>{"frobnicate"});
+    body[std::string(100000, 'k')] = 1;  // a long name is cut in the message
+    try {
+      parse(chat, body);
+      ADD_FAILURE() << "taken";
+    } catch (const ApiError& e) {
+      EXPECT_LT(std::string(e.what()).size(), 1000u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weir::openai
