@@ -17,6 +17,7 @@
 #include "engine/openai/answer.h"
 #include "engine/openai/request.h"
 #include "engine/openai/response.h"
+#include "text/utf8_streamer.h"
 
 namespace weir::server {
 
@@ -175,14 +176,41 @@ struct HttpServer::Impl {
       res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics(), "text/plain; version=0.0.4"); });
+    // llama-server's /tokenize: content, add_special (BOS and the like,
+    // default false), parse_special (special tokens written as text, default
+    // true), with_pieces ({"id", "piece"} a token; a piece that is not
+    // whole UTF-8 as its bytes).
     post("/tokenize", [this](const json& b, httplib::Response& res) {
+      for (const auto& [k, v] : b.items())
+        if (k != "content" && k != "add_special" && k != "parse_special" && k != "with_pieces")
+          throw bad_request(k.substr(0, 200), "'" + k.substr(0, 200) + "' is not a field of /tokenize");
       if (!b.contains("content") || !b["content"].is_string()) throw bad_request("content", "'content' must be a string");
+      const auto flag = [&](const char* name, bool dflt) {
+        auto it = b.find(name);
+        if (it == b.end() || it->is_null()) return dflt;
+        if (!it->is_boolean()) throw bad_request(name, "'" + std::string(name) + "' must be a boolean");
+        return it->get<bool>();
+      };
+      const bool add_special = flag("add_special", false), parse_special = flag("parse_special", true);
+      const bool with_pieces = flag("with_pieces", false);
       const std::vector<int32_t> ids =
-          encode_limited(tok, b["content"].get_ref<const std::string&>(), false, true, size_t(o.max_request_tokens),
-                         "content", "the server's --max-request-tokens");
-      std::string out = "{\"tokens\":[";
-      for (size_t i = 0; i < ids.size(); ++i) (out += i ? "," : "") += std::to_string(ids[i]);
-      res.set_content(out + "]}", "application/json");
+          encode_limited(tok, b["content"].get_ref<const std::string&>(), add_special, parse_special,
+                         size_t(o.max_request_tokens), "content", "the server's --max-request-tokens");
+      if (!with_pieces) {
+        std::string out = "{\"tokens\":[";
+        for (size_t i = 0; i < ids.size(); ++i) (out += i ? "," : "") += std::to_string(ids[i]);
+        res.set_content(out + "]}", "application/json");
+        return;
+      }
+      json tokens = json::array();
+      for (int32_t id : ids) {
+        const std::string piece = tok.token_to_piece(id, true);
+        json p = is_valid_utf8(piece) ? json(piece) : json::array();
+        if (!p.is_string())
+          for (unsigned char c : piece) p.push_back(int(c));
+        tokens.push_back(json{{"id", id}, {"piece", p}});
+      }
+      res.set_content(dump(json{{"tokens", tokens}}), "application/json");
     });
     post("/detokenize", [this](const json& b, httplib::Response& res) {
       if (!b.contains("tokens") || !b["tokens"].is_array()) throw bad_request("tokens", "'tokens' must be an array of ids");

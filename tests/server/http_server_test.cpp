@@ -348,6 +348,48 @@ TEST(HttpServer, ErrorsAndEndpoints) {
   EXPECT_NE(metrics->body.find("weir_kv_cells_used"), std::string::npos);
 }
 
+// /tokenize as llama-server's: add_special puts the vocabulary's BOS first,
+// with_pieces gives each id its text (the pieces make the content again),
+// and any other field is a 400 naming it.
+TEST(HttpServer, TokenizeTakesLlamaServersFields) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  const auto post = [&](const json& body) {
+    auto got = cli.Post("/tokenize", body.dump(), "application/json");
+    EXPECT_TRUE(got);
+    return got ? std::make_pair(got->status, got->body) : std::make_pair(0, std::string());
+  };
+  const auto [st, plain] = post({{"content", "hello world"}});
+  ASSERT_EQ(st, 200) << plain;
+  const json ids = json::parse(plain)["tokens"];
+  const auto [st2, special] = post({{"content", "hello world"}, {"add_special", true}});
+  ASSERT_EQ(st2, 200) << special;
+  const json with_bos = json::parse(special)["tokens"];
+  const Vocab& v = r.model->tokenizer().vocab();
+  if (v.add_bos) {
+    ASSERT_EQ(with_bos.size(), ids.size() + 1);
+    EXPECT_EQ(with_bos[0], v.bos);
+  } else {
+    EXPECT_EQ(with_bos, ids);
+  }
+  const auto [st3, pieces] = post({{"content", "hello world"}, {"with_pieces", true}});
+  ASSERT_EQ(st3, 200) << pieces;
+  std::string text;
+  const json tp = json::parse(pieces)["tokens"];
+  ASSERT_EQ(tp.size(), ids.size());
+  for (size_t i = 0; i < tp.size(); ++i) {
+    EXPECT_EQ(tp[i]["id"], ids[i]);
+    text += tp[i]["piece"].get<std::string>();
+  }
+  EXPECT_NE(text.find("hello world"), std::string::npos) << text;
+  const auto [st4, bad] = post({{"content", "x"}, {"with_piece", true}});
+  EXPECT_EQ(st4, 400);
+  EXPECT_EQ(json::parse(bad)["error"]["param"], "with_piece");
+  const auto [st5, bad2] = post({{"content", "x"}, {"add_special", "yes"}});
+  EXPECT_EQ(st5, 400);
+  EXPECT_EQ(json::parse(bad2)["error"]["param"], "add_special");
+}
+
 // --open-chat-page: with a key, the page is served without it; the API is not.
 TEST(HttpServer, OpenChatPageLeavesTheApiKeyed) {
   Running r("sekret", true);
