@@ -1,7 +1,9 @@
 // libFuzzer target for what a client's bytes reach in weir serve before the
 // model: the request body (JSON, then the chat or completion request's
 // fields), the messages through a chat template, and token ids through the
-// detokenizer's checks. The first byte picks the path:
+// detokenizer's checks. The first byte picks the path (its value % 5; from
+// 128 on, the request parsers take unknown fields, as weir serve
+// --accept-unknown-fields does, so the fields after one are reached too):
 //   0: a chat request body;  1: a completion request body;
 //   2: a chat template and messages ("<template>\0<messages json>"), rendered;
 //   3: a request body whose messages go through the built-in Gemma 3,
@@ -69,12 +71,13 @@ void run(const uint8_t* data, size_t size) {
     g_sink = g_sink + weir::openai::error_json(e).dump().size();
     return;
   }
+  const bool accept_unknown = data[0] >= 128;
   if (path == 1) {
-    const weir::openai::GenerationRequest r = weir::openai::parse_completion_request(body);
+    const weir::openai::GenerationRequest r = weir::openai::parse_completion_request(body, accept_unknown);
     g_sink = g_sink + r.prompt.size() + r.prompt_tokens.size() + r.stop.size();
     return;
   }
-  const weir::openai::GenerationRequest r = weir::openai::parse_chat_request(body);
+  const weir::openai::GenerationRequest r = weir::openai::parse_chat_request(body, accept_unknown);
   g_sink = g_sink + r.messages.size() + r.stop.size();
   if (path == 3) {
     static const weir::jinja::Template gemma(weir::builtin_chat_template("gemma")),

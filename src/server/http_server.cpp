@@ -183,7 +183,8 @@ struct HttpServer::Impl {
     post("/tokenize", [this](const json& b, httplib::Response& res) {
       for (const auto& [k, v] : b.items())
         if (k != "content" && k != "add_special" && k != "parse_special" && k != "with_pieces")
-          throw bad_request(k.substr(0, 200), "'" + k.substr(0, 200) + "' is not a field of /tokenize");
+          throw bad_request(k.size() > 200 ? "" : k,
+                            "'" + utf8_or_replacement(k.substr(0, 200)) + "' is not a field of /tokenize");
       if (!b.contains("content") || !b["content"].is_string()) throw bad_request("content", "'content' must be a string");
       const auto flag = [&](const char* name, bool dflt) {
         auto it = b.find(name);

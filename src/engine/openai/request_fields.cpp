@@ -80,6 +80,15 @@ std::vector<FieldRule> completion_rules() {
   return r;
 }
 
+// A field's name for a message: whole up to 200 bytes, else its first 200
+// cut at a character's start (the message stays UTF-8) and "...".
+std::string shortened(const std::string& key) {
+  if (key.size() <= 200) return key;
+  size_t n = 200;
+  while (n > 0 && (static_cast<unsigned char>(key[n]) & 0xC0) == 0x80) --n;
+  return key.substr(0, n) + "...";
+}
+
 const char* endpoint_path(Endpoint e) { return e == Endpoint::Chat ? "/v1/chat/completions" : "/v1/completions"; }
 
 }  // namespace
@@ -94,7 +103,7 @@ std::vector<std::string> check_fields(const json& body, Endpoint e, bool accept_
   if (!body.is_object()) return unknown;  // request.cpp says what it must be
   const std::vector<FieldRule>& rules = field_rules(e);
   for (const auto& [key, v] : body.items()) {
-    const std::string name = key.size() > 200 ? key.substr(0, 200) + "..." : key;
+    const std::string name = shortened(key);
     const FieldRule* rule = nullptr;
     for (const FieldRule& r : rules)
       if (key == r.name) rule = &r;
