@@ -175,6 +175,24 @@ struct HttpServer::Impl {
       json m = {{"id", o.model_name}, {"object", "model"}, {"created", now_seconds()}, {"owned_by", "weir"}};
       res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
     });
+    // llama-server's /props, read only: the context, the sampling defaults
+    // a request starts from, the slots, the model and its chat template.
+    svr.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+      const GenerationRequest d;  // the defaults
+      const json params = {{"temperature", d.temperature}, {"top_p", d.top_p},
+                           {"top_k", d.top_k},             {"min_p", d.min_p},
+                           {"presence_penalty", d.presence_penalty}, {"frequency_penalty", d.frequency_penalty},
+                           {"n_predict", d.max_tokens},   {"ignore_eos", d.ignore_eos}};
+      const json props = {
+          {"default_generation_settings", {{"n_ctx", o.n_ctx}, {"params", params}}},
+          {"total_slots", o.slots},
+          {"model_alias", o.model_name},
+          {"model_path", o.model_path},
+          {"chat_template", chat ? json(chat->source()) : json(nullptr)},
+          {"modalities", {{"vision", false}, {"audio", false}}},
+      };
+      res.set_content(dump(props), "application/json");
+    });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics(), "text/plain; version=0.0.4"); });
     // llama-server's /tokenize: content, add_special (BOS and the like,
     // default false), parse_special (special tokens written as text, default

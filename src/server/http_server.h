@@ -34,6 +34,8 @@ struct HttpOptions {
   // once (for clients that send extras).
   bool accept_unknown_fields = false;
   std::string model_name = "weir";
+  std::string model_path;  // GET /props says it
+  int slots = 1;           // requests generated side by side (GET /props: total_slots)
   int64_t n_ctx = 4096;  // for the "too long" message
   // Requests handled at once (worker threads): a streaming answer holds one
   // for its whole length, so at least the requests running plus those that

@@ -55,6 +55,8 @@ struct Running {
     ho.api_key = api_key;
     ho.open_chat_page = open_chat_page;
     ho.model_name = "tiny";
+    ho.model_path = "tiny.gguf";
+    ho.slots = 3;
     ho.n_ctx = sp.n_ctx;
     server = std::make_unique<HttpServer>(*engine, model->tokenizer(), chat.get(), ho);
     port = server->bind();
@@ -321,7 +323,7 @@ TEST(HttpServer, ErrorsAndEndpoints) {
   for (const httplib::Headers& h : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer sekreT"}},
                                     httplib::Headers{{"Authorization", "Bearer sekre"}},
                                     httplib::Headers{{"Authorization", "Bearer sekret2"}}}) {
-    for (const char* path : {"/", "/metrics", "/v1/models", "/no/such/thing"}) {
+    for (const char* path : {"/", "/metrics", "/props", "/v1/models", "/no/such/thing"}) {
       auto got = cli.Get(path, h);
       ASSERT_TRUE(got) << path;
       EXPECT_EQ(got->status, 401) << path;
@@ -388,6 +390,28 @@ TEST(HttpServer, TokenizeTakesLlamaServersFields) {
   const auto [st5, bad2] = post({{"content", "x"}, {"add_special", "yes"}});
   EXPECT_EQ(st5, 400);
   EXPECT_EQ(json::parse(bad2)["error"]["param"], "add_special");
+}
+
+// GET /props, as llama-server's: the context, the sampling defaults, the
+// slots, the model's names and its chat template; read only.
+TEST(HttpServer, PropsSayWhatTheServerRuns) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  auto got = cli.Get("/props");
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  const json p = json::parse(got->body);
+  EXPECT_EQ(p["default_generation_settings"]["n_ctx"], 512);
+  EXPECT_EQ(p["default_generation_settings"]["params"]["temperature"], 1.0);
+  EXPECT_EQ(p["default_generation_settings"]["params"]["top_k"], 0);
+  EXPECT_EQ(p["total_slots"], 3);
+  EXPECT_EQ(p["model_alias"], "tiny");
+  EXPECT_EQ(p["model_path"], "tiny.gguf");
+  EXPECT_NE(p["chat_template"].get<std::string>().find("assistant:"), std::string::npos);
+  auto post = cli.Post("/props", "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 404);  // read only
+  EXPECT_TRUE(json::parse(post->body).contains("error"));
 }
 
 // --open-chat-page: with a key, the page is served without it; the API is not.

@@ -149,6 +149,8 @@ int cmd_serve(int argc, char** argv) {
   ho.template_max_output = template_max_output;
   ho.template_max_work = template_max_work;
   ho.model_name = !alias.empty() ? alias : model_path.substr(model_path.find_last_of('/') + 1);
+  ho.model_path = model_path;
+  ho.slots = parallel;
   server::HttpServer http(engine, tok, chat.get(), ho);
   const int bound = http.bind();
   engine.start();
