@@ -125,8 +125,9 @@ size_t Session::activation_bytes() const {
   return n;
 }
 
-Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate) {
-  const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample, separate);
+Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate,
+                                 bool hidden) {
+  const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample, separate, hidden);
   auto it = steps_.find(key);
   if (it != steps_.end()) {
     it->second->last_used = ++use_clock_;
@@ -149,7 +150,7 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
   auto st = std::make_unique<Step>();
   ++graphs_built_;
   st->last_used = ++use_clock_;
-  st->fg = model_.build(n_tokens, n_kv, n_out, kv_, separate, p_.tp);
+  st->fg = model_.build(n_tokens, n_kv, n_out, kv_, separate, p_.tp, hidden ? ForwardOutput::Hidden : ForwardOutput::Logits);
   ForwardGraph& fg = st->fg;
   if (sample) {
     Graph& g = *fg.graph;
@@ -228,7 +229,7 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
 
 Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
                                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
-                                  const void* token_from) {
+                                  const void* token_from, bool hidden) {
   const size_t T = tokens.size();
   if (p_.stop && p_.stop->load(std::memory_order_relaxed)) throw Cancelled("interrupted");
   const auto host_t0 = std::chrono::steady_clock::now();
@@ -266,7 +267,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     std::vector<int32_t> distinct = seq;
     std::sort(distinct.begin(), distinct.end());
     const bool separate = T > 1 && std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
-    Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate);
+    Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate, hidden);
     st.turn ^= 1;
     ForwardGraph& fg = st.fg;
     std::memcpy(st.host(fg.tokens), tokens.data(), T * sizeof(int32_t));
@@ -411,6 +412,21 @@ void Session::step_logits(std::span<const int32_t> tokens, std::span<const int32
   q.copy_to_host(logits_->data(), st.fg.logits->data, n_out * row_bytes);
   q.synchronize();
   n_logits_ = n_out;
+}
+
+void Session::step_hidden(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                          std::span<const int32_t> out_rows) {
+  if (on_all_ranks([&](Session& r) { r.step_hidden(tokens, seqs, out_rows); })) return;
+  check_step(tokens, seqs, out_rows);
+  const size_t row_bytes = size_t(n_embd()) * sizeof(float), n_out = out_rows.size();
+  if (!hidden_ || hidden_->size() < n_out * row_bytes) hidden_ = backend_.alloc_host(n_out * row_bytes);
+  n_hidden_ = 0;
+  Step& st = run_batch(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()),
+                       std::vector<int32_t>(out_rows.begin(), out_rows.end()), false, nullptr, nullptr, true);
+  Queue& q = backend_.queue();
+  q.copy_to_host(hidden_->data(), st.fg.hidden->data, n_out * row_bytes);
+  q.synchronize();
+  n_hidden_ = n_out;
 }
 
 std::vector<int32_t> Session::sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,

@@ -105,6 +105,12 @@ class Session {
   // (logits(k) for the k-th), after one host wait. For sampling on the host
   // (penalties, log-probabilities).
   void step_logits(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int32_t> out_rows);
+  // The same step with the model's hidden states in place of logits: the
+  // out rows' last-layer outputs after the output norm, before the LM head
+  // (ForwardOutput::Hidden), hidden(k) for the k-th ([n_embd] floats),
+  // after one host wait. Out rows here may be every token of a sequence
+  // (embeddings pool them).
+  void step_hidden(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int32_t> out_rows);
   // Frees sequence seq's cells at once (a finished or cancelled request).
   void remove_seq(int32_t seq);
   // Sequence `to` (holding nothing) begins with the first n tokens of
@@ -139,6 +145,11 @@ class Session {
   void prepare(int64_t n_tokens);
   const float* logits(size_t i = 0) const { return logits_host() + i * size_t(n_vocab_); }
   size_t n_logits() const { return n_logits_; }
+  const float* hidden(size_t k = 0) const {
+    return hidden_ ? static_cast<const float*>(hidden_->data()) + k * size_t(n_embd()) : nullptr;
+  }
+  size_t n_hidden() const { return n_hidden_; }
+  int64_t n_embd() const { return model_.hparams().n_embd; }
   int64_t n_vocab() const { return n_vocab_; }
 
   int64_t n_past() const { return seq_len(0); }  // tokens of sequence 0
@@ -146,6 +157,7 @@ class Session {
     return seq >= 0 && size_t(seq) < seq_len_.size() ? seq_len_[size_t(seq)] : 0;
   }
   int64_t n_ctx() const { return p_.n_ctx; }
+  int64_t n_batch() const { return p_.n_batch; }  // tokens a step takes at most
   void reset();
 
   const Model& model() const { return model_; }
@@ -163,16 +175,17 @@ class Session {
 
  private:
   struct Step;
-  Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate);
+  Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate, bool hidden = false);
   void fill_masks(Step& st, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq);
   void drop_steps();  // releases the graphs' plans, then the graphs
   // Claims cache cells for tokens[i] at the end of sequence seq[i], fills
   // and copies the step's inputs and runs it; the sequences grow.
   // token_from: backend memory the (one) token is copied from on the
-  // device, after tokens[0] (a placeholder) is copied in.
+  // device, after tokens[0] (a placeholder) is copied in. hidden: a graph
+  // that ends in the hidden states (ForwardOutput::Hidden).
   Step& run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
-                  const void* token_from = nullptr);
+                  const void* token_from = nullptr, bool hidden = false);
   // run_batch of a step that samples out_rows (5 values each in params),
   // then the ids back after one host wait.
   std::vector<int32_t> sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,
@@ -195,6 +208,8 @@ class Session {
   std::vector<int64_t> seq_len_;  // tokens of each sequence in the cache
   std::unique_ptr<Buffer> logits_;   // host, n_logits_ rows (alloc_host)
   size_t n_logits_ = 0;
+  std::unique_ptr<Buffer> hidden_;   // host, n_hidden_ rows of n_embd (step_hidden)
+  size_t n_hidden_ = 0;
   std::unique_ptr<Buffer> sampled_;  // host, the sampled token id
   // Pipelined steps: the last sampled id (backend memory, the next queued
   // step's input; null: none to continue from), and the queued steps: an
@@ -211,8 +226,8 @@ class Session {
   Rng rng_;                          // the backend sampler's draws
   uint64_t rng_seed_ = 0;
   bool rng_seeded_ = false;
-  // Graphs by (tokens, keys, outputs, sample, one token per sequence).
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<Step>> steps_;
+  // Graphs by (tokens, keys, outputs, sample, one token per sequence, hidden states).
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<Step>> steps_;
   uint64_t use_clock_ = 0;  // for evicting the least recently used step
   uint64_t graphs_built_ = 0;
   double graph_build_seconds_ = 0, host_seconds_ = 0;

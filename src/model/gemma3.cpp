@@ -55,7 +55,7 @@ class Gemma3 final : public Model {
   }
 
   ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens,
-                     const TensorParallel& tp) const override {
+                     const TensorParallel& tp, ForwardOutput out) const override {
     const HParams& h = hp_;
     const int64_t Dk = h.head_dim_k, Dv = h.head_dim_v;
     const HeadShard hs = shard_heads(h, tp);  // this rank's share (all of it without tensor parallelism)
@@ -103,7 +103,12 @@ class Gemma3 final : public Model {
       cur = row_parallel_join(g, row_parallel_product(g, *L.down, cur, ff, tp), h.n_embd, tp);
       x = g.add(norm(cur, L.post_ffn_norm), sa);
     }
-    x = norm(x, output_norm_);
+    x = norm(x, output_norm_);  // [E, n_out]
+    if (out == ForwardOutput::Hidden) {
+      fg.hidden = x;
+      g.mark_output(fg.hidden);
+      return fg;
+    }
     if (split) {  // this rank's vocab rows, then every rank's
       const Range vr = split_range(h.n_vocab, tp.size, tp.rank);
       fg.logits = g.all_gather(g.mul_mat(leaf_rows(g, *output_, vr.begin, vr.end), x), h.n_vocab, tp.comm);

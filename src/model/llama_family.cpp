@@ -9,6 +9,7 @@
 //               x += Wo attention(q, k, v; scale 1/sqrt(head_dim)) (+bo)
 //               x += W_down (silu(W_gate h2) * W_up h2),  h2 = rms_norm(x) * ffn_norm
 //   logits = output (or token_embd when absent) @ (rms_norm(x) * output_norm)
+//   (ForwardOutput::Hidden: the rows rms_norm(x) * output_norm themselves, no logits)
 // Mixture of experts (mixtral: llama with llama.expert_count; qwen3moe:
 // qwen3's attention): every layer's FFN is
 //               ids = the expert_used_count largest of Wr h2 (Wr: ffn_gate_inp)
@@ -97,7 +98,7 @@ class LlamaFamily final : public Model {
   }
 
   ForwardGraph build(int64_t T, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens,
-                     const TensorParallel& tp) const override {
+                     const TensorParallel& tp, ForwardOutput out) const override {
     const HParams& h = hp_;
     const int64_t Dk = h.head_dim_k, Dv = h.head_dim_v;
     // This rank's share (all of it without tensor parallelism).
@@ -158,7 +159,12 @@ class LlamaFamily final : public Model {
                        g.mul_mat(leaf_rows(g, *L.up, ff.begin, ff.end), cur));  // [F, T]
       x = g.add(row_parallel_join(g, row_parallel_product(g, *L.down, cur, ff, tp), h.n_embd, tp), x);
     }
-    x = norm(x, output_norm_);
+    x = norm(x, output_norm_);  // [E, n_out]
+    if (out == ForwardOutput::Hidden) {
+      fg.hidden = x;
+      g.mark_output(fg.hidden);
+      return fg;
+    }
     if (split) {  // this rank's vocab rows, then every rank's
       const Range vr = split_range(h.n_vocab, tp.size, tp.rank);
       fg.logits = g.all_gather(g.mul_mat(leaf_rows(g, *output_, vr.begin, vr.end), x), h.n_vocab, tp.comm);

@@ -16,8 +16,14 @@
 
 namespace weir {
 
+// What a forward graph ends in: the logits of its out rows, or their hidden
+// states (the last layer's output after the output norm, before the LM
+// head: what embeddings are pooled from).
+enum class ForwardOutput { Logits, Hidden };
+
 // One forward step's graph and its inputs. The caller fills the inputs,
-// runs the graph and reads `logits` ([n_vocab, n_out]).
+// runs the graph and reads `logits` ([n_vocab, n_out]), or `hidden`
+// ([n_embd, n_out]) in a graph built for ForwardOutput::Hidden.
 struct ForwardGraph {
   std::unique_ptr<Graph> graph;
   int64_t n_tokens = 0, n_kv = 0, n_out = 0;
@@ -28,7 +34,8 @@ struct ForwardGraph {
   Tensor* mask = nullptr;      // F32 [n_kv, n_tokens]: 0 or -inf
   Tensor* mask_swa = nullptr;  // F32 [n_kv, n_tokens], sliding-window layers (or null)
   Tensor* out_rows = nullptr;  // I32 [n_out]: batch rows whose logits are wanted
-  Tensor* logits = nullptr;    // F32 [n_vocab, n_out]
+  Tensor* logits = nullptr;    // F32 [n_vocab, n_out] (ForwardOutput::Logits)
+  Tensor* hidden = nullptr;    // F32 [n_embd, n_out] (ForwardOutput::Hidden)
 };
 
 class Model {
@@ -50,8 +57,10 @@ class Model {
   // share of the heads, FFN and vocab, with the row-parallel products'
   // collectives (tp.row_parallel's form) and the logits' all-gather through
   // tp.comm. The KV cache holds the rank's kv heads.
+  // out: Hidden ends the graph at the output norm (no LM head): `hidden`
+  // instead of `logits` (every rank gets the whole rows).
   virtual ForwardGraph build(int64_t n_tokens, int64_t n_kv, int64_t n_out, KVCache& kv, bool separate_tokens,
-                             const TensorParallel& tp) const = 0;
+                             const TensorParallel& tp, ForwardOutput out = ForwardOutput::Logits) const = 0;
 
  protected:
   explicit Model(GGUFFile f);
