@@ -48,16 +48,21 @@ def round_q8_0(h):
 
 
 class Forward:
-    def __init__(self, path, round_acts=False):
+    def __init__(self, path, round_acts=False, lazy=False):
+        """lazy: each weight dequantized when first used, and of the token
+        embeddings only the rows of the tokens run (a real model's hidden
+        states in seconds, not its whole vocabulary in float64)."""
         self.round_acts = round_acts
         self.types = {}
         r = GGUFReader(path)
         self.kv = {k: f.contents() for k, f in r.fields.items() if not k.startswith("tokenizer.ggml.")}
         self.t = {}
+        self.raw = {}
         for t in r.tensors:
-            a = dequantize(t.data, t.tensor_type)
             self.types[t.name] = t.tensor_type.name
-            self.t[t.name] = np.asarray(a, dtype=np.float64).reshape([int(x) for x in reversed(t.shape)])
+            self.raw[t.name] = t
+            if not lazy:
+                self.W(t.name)
         self.arch = self.kv["general.architecture"]
         p = self.arch + "."
         g = lambda k, d=None: self.kv.get(p + k, d)
@@ -79,7 +84,21 @@ class Forward:
         self.router_margin = math.inf
 
     def W(self, name):
+        if name not in self.t:
+            t = self.raw[name]
+            a = dequantize(t.data, t.tensor_type)
+            self.t[name] = np.asarray(a, dtype=np.float64).reshape([int(x) for x in reversed(t.shape)])
         return self.t[name]
+
+    def has(self, name):
+        return name in self.types
+
+    def embd_rows(self, ids):
+        """Rows ids of token_embd.weight (only those dequantized when lazy)."""
+        if "token_embd.weight" in self.t:
+            return self.t["token_embd.weight"][ids]
+        t = self.raw["token_embd.weight"]
+        return np.asarray(dequantize(t.data[ids], t.tensor_type), dtype=np.float64).reshape(len(ids), -1)
 
     def rms(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -88,8 +107,8 @@ class Forward:
         """x [T, H, D]: rotate the first n_rot dims of every head."""
         n = self.n_rot
         inv = base ** (-np.arange(0, n // 2, dtype=np.float64) * 2.0 / n)
-        if "rope_freqs.weight" in self.t:
-            inv = inv / self.t["rope_freqs.weight"]
+        if self.has("rope_freqs.weight"):
+            inv = inv / self.W("rope_freqs.weight")
         ang = (pos * self.pos_scale)[:, None] * inv[None, :]  # [T, n/2]
         c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
         out = x.copy()
@@ -148,8 +167,8 @@ class Forward:
 
     def lin(self, h, prefix):
         y = self.mm(h, prefix + ".weight")
-        if prefix + ".bias" in self.t:
-            y = y + self.t[prefix + ".bias"]
+        if self.has(prefix + ".bias"):
+            y = y + self.W(prefix + ".bias")
         return y
 
     def attention(self, q, k, v, allowed):
@@ -166,11 +185,17 @@ class Forward:
 
     def forward(self, ids):
         """Logits [T, n_vocab] for every position of ids (causal)."""
+        x = self.hidden(ids)
+        return self.mm(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+
+    def hidden(self, ids):
+        """Hidden states [T, n_embd] for every position of ids (causal): the
+        last layer's output after the output norm, before the LM head."""
         T, D, Hq, Hkv = len(ids), self.head_dim, self.n_head, self.n_head_kv
         pos = np.arange(T, dtype=np.float64)
         i, j = np.arange(T)[:, None], np.arange(T)[None, :]
         causal = j <= i
-        x = self.W("token_embd.weight")[ids]
+        x = self.embd_rows(ids)
         if self.gemma:
             x = x * math.sqrt(self.n_embd)
         gelu = lambda u: 0.5 * u * (1 + np.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u**3)))
@@ -181,7 +206,7 @@ class Forward:
             q = self.lin(h, b + "attn_q").reshape(T, Hq, D)
             k = self.lin(h, b + "attn_k").reshape(T, Hkv, D)
             v = self.lin(h, b + "attn_v").reshape(T, Hkv, -1)
-            if b + "attn_q_norm.weight" in self.t:  # qwen3, gemma3: per-head RMS norm before rope
+            if self.has(b + "attn_q_norm.weight"):  # qwen3, gemma3: per-head RMS norm before rope
                 q = self.rms(q, self.W(b + "attn_q_norm.weight"))
                 k = self.rms(k, self.W(b + "attn_k_norm.weight"))
             allowed, base = causal, self.rope_base
@@ -194,14 +219,13 @@ class Forward:
             else:
                 x = x + a
             h = self.rms(x, self.W(b + "ffn_norm.weight"))
-            if b + "ffn_gate_inp.weight" in self.t:  # qwen3moe, Mixtral: every layer's FFN is MoE
+            if self.has(b + "ffn_gate_inp.weight"):  # qwen3moe, Mixtral: every layer's FFN is MoE
                 x = x + self.moe(h, b, silu)
                 continue
             gate, up = self.mm(h, b + "ffn_gate.weight"), self.mm(h, b + "ffn_up.weight")
             f = self.mm((gelu(gate) if self.gemma else silu(gate)) * up, b + "ffn_down.weight")
             x = x + (self.rms(f, self.W(b + "post_ffw_norm.weight")) if self.gemma else f)
-        x = self.rms(x, self.W("output_norm.weight"))
-        return self.mm(x, "output.weight" if "output.weight" in self.t else "token_embd.weight")
+        return self.rms(x, self.W("output_norm.weight"))
 
 
 if __name__ == "__main__":

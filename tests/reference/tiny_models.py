@@ -65,6 +65,9 @@ MODELS = {
     "qwen3moe-q8_0": dict(arch="qwen3moe", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96,
                           key_length=16, rope_base=1e6, qk_norm=True, n_expert=8, n_expert_used=3, n_ff_exp=32,
                           quant="Q8_0"),
+    # Qwen3 as an embedding model's file says it: pooling_type 2 (CLS).
+    "qwen3-cls": dict(arch="qwen3", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96,
+                      key_length=32, rope_base=1e6, qk_norm=True, tied=True, pooling_type=2),
     # Mixtral, architecture "llama" as llama.cpp writes it: llama attention
     # (adjacent-pair rope, GQA 4:2), every layer's FFN 4 experts of width
     # feed_forward_length (96), 2 used per token.
@@ -170,6 +173,8 @@ def write_model(path, spec, rng, broken=None):
         w.add_float32(p + "rope.scaling.factor", spec["linear"])
     if "window" in spec:
         w.add_uint32(p + "attention.sliding_window", spec["window"])
+    if "pooling_type" in spec:
+        w.add_uint32(p + "pooling_type", spec["pooling_type"])
     add_vocab(w, bos=N_VOCAB + 1000 if broken == "broken-bos" else 1, eos=0 if broken == "flat-logits-eos0" else 2)
 
     def mat(name, n_out, n_in, scale=1.0):
