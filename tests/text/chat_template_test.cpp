@@ -52,8 +52,68 @@ TEST(ChatTemplate, RealGemmaGetsTheBuiltInOne) {
 }
 
 TEST(ChatTemplate, BuiltInGemmaIsTheTestedText) {
-  EXPECT_EQ(builtin_chat_template("gemma"), read_file(test::data_dir() + "/gemma3-chat-template.jinja"));
+  EXPECT_EQ(builtin_chat_template("gemma"), read_file(test::data_dir() + "/gemma3-builtin-chat-template.jinja"));
   EXPECT_TRUE(builtin_chat_template("nothing").empty());
+}
+
+// Without tools the built-in Gemma template is Google's: the same text for
+// every conversation Google's renders, the same refusals.
+TEST(ChatTemplate, BuiltInGemmaWithoutToolsIsGoogles) {
+  const jinja::Template google(read_file(test::data_dir() + "/gemma3-chat-template.jinja"));
+  const jinja::Template builtin(builtin_chat_template("gemma"));
+  const char* conversations[] = {
+      kConversation,
+      R"([{"role": "user", "content": "Hi"}])",
+      R"([{"role": "system", "content": [{"type": "text", "text": "S"}]}, {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " D "}]}])",
+      R"([{"role": "user", "content": "a"}, {"role": "critic", "content": "b"}])",
+      R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])",
+      R"([{"role": "assistant", "content": "a"}])",
+      R"([{"role": "user", "content": null}])",
+      R"([{"role": "system", "content": "only"}])",
+  };
+  for (const char* m : conversations) {
+    for (bool gen : {false, true}) {
+      const jinja::Value ctx = jinja::value_from_json(std::string(R"({"bos_token": "<bos>", "add_generation_prompt": )") +
+                                                      (gen ? "true" : "false") + R"(, "messages": )" + m + "}");
+      std::string want, got, want_error, got_error;
+      try {
+        want = google.render(ctx);
+      } catch (const Error& e) {
+        want_error = e.what();
+      }
+      try {
+        got = builtin.render(ctx);
+      } catch (const Error& e) {
+        got_error = e.what();
+      }
+      EXPECT_EQ(got, want) << m;
+      EXPECT_EQ(got_error.empty(), want_error.empty()) << m << "\n" << got_error << "\n" << want_error;
+    }
+  }
+}
+
+// A tool-calling conversation on the built-in Gemma template: the tools in
+// the first user turn, the call in the model's turn (content null), the
+// results of two calls in one user turn. The expected text is written out.
+TEST(ChatTemplate, BuiltInGemmaRendersToolTurns) {
+  const jinja::Template t(builtin_chat_template("gemma"));
+  const std::string got = t.render(jinja::value_from_json(R"({"bos_token": "<bos>", "add_generation_prompt": true,
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+      "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": null, "tool_calls": [
+          {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
+          {"id": "2", "type": "function", "function": {"name": "f", "arguments": {"x": 2}}}]},
+        {"role": "tool", "tool_call_id": "1", "content": " one "}, {"role": "tool", "tool_call_id": "2", "content": "two"}]})"));
+  EXPECT_EQ(got,
+            "<bos><start_of_turn>user\nS\n\nYou may call one or more functions to answer. Their signatures, within "
+            "<tools></tools> tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+            "{\"type\": \"object\"}}}\n</tools>\n\nFor each call, answer with a JSON object of the function's name and "
+            "arguments within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+            "<args-json-object>}\n</tool_call>\n\nQ<end_of_turn>\n"
+            "<start_of_turn>model\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>\n"
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 2}}\n</tool_call><end_of_turn>\n"
+            "<start_of_turn>user\n<tool_response>\none\n</tool_response>\n<tool_response>\ntwo\n</tool_response>"
+            "<end_of_turn>\n<start_of_turn>model\n");
 }
 
 TEST(ChatTemplate, FileTemplateComesFirst) {

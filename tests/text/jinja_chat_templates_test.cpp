@@ -1,8 +1,12 @@
 // Real chat templates, rendered over many conversations and compared byte
 // for byte with Python's jinja2: the DeepSeek-R1 (Qwen2) template stored in
 // the reference GGUF, Gemma 3's, and ChatML (Qwen style, with tools), Llama 3,
-// Mistral and Hermes (tool use) style templates from tests/data. A conversation a template
-// refuses (roles that do not alternate) must fail in both.
+// Mistral and Hermes (tool use) style templates from tests/data; and the
+// tool-calling templates as the models publish them (tokenizer_config.json):
+// Qwen 2.5, Qwen 3 (chatml-tools), Llama 3.1, Llama 3.2, Mistral 7B v0.3,
+// Hermes 2 Pro (hermes-tools), and weir's built-in Gemma one with tools. A
+// conversation a template refuses (roles that do not alternate) must fail in
+// both.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -71,6 +75,21 @@ const Conversation kConversations[] = {
     {"chunks", R"([{"role": "system", "content": [{"type": "text", "text": "System in chunks"}]},
         {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " Describe this. "}]},
         {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]}])"},
+    {"mistral_ids", R"([{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Paris and Rome?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+          {"type": "function", "id": "a1b2c3d4e", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+          {"type": "function", "id": "f5g6h7i8j", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+        {"role": "tool", "tool_call_id": "a1b2c3d4e", "content": "21"},
+        {"role": "tool", "tool_call_id": "f5g6h7i8j", "content": "25"}])"},
+    {"one_call_then_answer", R"([{"role": "user", "content": "Weather in Zürich?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "id": "zzzzzzzz9",
+          "function": {"name": "get_weather", "arguments": "{\"city\": \"Z\u00fcrich\", \"unit\": \"celsius\"}"}}]},
+        {"role": "tool", "tool_call_id": "zzzzzzzz9", "content": "{\"temp\": -3, \"sky\": \"snow {heavy}\"}"},
+        {"role": "assistant", "content": "It is -3 and snowing."}, {"role": "user", "content": "And tomorrow?"}])"},
+    {"call_pending", R"([{"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "id": "q1w2e3r4t",
+          "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+        {"role": "tool", "tool_call_id": "q1w2e3r4t", "content": "cold"}])"},
     {"system_only", R"([{"role": "system", "content": "Only a system prompt"}])"},
     {"broken_two_users", R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])"},
     {"broken_assistant_first", R"([{"role": "assistant", "content": "I start"}, {"role": "user", "content": "no"}])"},
@@ -106,6 +125,11 @@ const std::vector<ChatTemplate>& templates() {
         {"llama3", read_data("llama3-chat-template.jinja"), "<|begin_of_text|>", "<|eot_id|>", true},
         {"mistral", read_data("mistral-chat-template.jinja"), "<s>", "</s>", true},
         {"hermes", read_data("hermes-tools-chat-template.jinja"), "<s>", "<|im_end|>", true},
+        {"qwen2.5", read_data("qwen2.5-chat-template.jinja"), "", "<|im_end|>", true},
+        {"llama3.1", read_data("llama3.1-chat-template.jinja"), "<|begin_of_text|>", "<|eot_id|>", true},
+        {"llama3.2", read_data("llama3.2-chat-template.jinja"), "<|begin_of_text|>", "<|eot_id|>", true},
+        {"mistral0.3", read_data("mistral-v0.3-chat-template.jinja"), "<s>", "</s>", true},
+        {"gemma3_builtin", read_data("gemma3-builtin-chat-template.jinja"), "<bos>", "<eos>", true},
     };
   }();
   return all;
@@ -147,6 +171,16 @@ class JinjaChatTemplates : public testing::Test {
     all.push_back({"llama3/tools_in_system", source_of("llama3"),
                    std::string(R"({"messages": [{"role": "user", "content": "hi"}], "tools_in_user_message": false,
                                    "date_string": "01 Jan 2025", "add_generation_prompt": true, "tools": )") + kTools + "}"});
+    // Llama 3.1's built-in tools: the call as <|python_tag|>name.call(...).
+    all.push_back({"llama3.1/builtin_tools", source_of("llama3.1"),
+                   R"({"messages": [{"role": "user", "content": "Search for weir"},
+                       {"role": "assistant", "tool_calls": [{"type": "function", "id": "b1",
+                         "function": {"name": "brave_search", "arguments": {"query": "weir"}}}]},
+                       {"role": "tool", "content": {"results": ["a", "b"]}}],
+                       "builtin_tools": ["brave_search", "code_interpreter"], "add_generation_prompt": true})"});
+    all.push_back({"llama3.1/tools_in_system", source_of("llama3.1"),
+                   std::string(R"({"messages": [{"role": "system", "content": " S "}, {"role": "user", "content": "hi"}],
+                                   "tools_in_user_message": false, "add_generation_prompt": true, "tools": )") + kTools + "}"});
     all.push_back({"chatml/no_thinking", source_of("chatml"),
                    R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true, "enable_thinking": false})"});
     results_ = new std::map<std::string, test::JinjaResult>(test::render_with_jinja2(all));
@@ -185,6 +219,11 @@ TEST_F(JinjaChatTemplates, ChatMLWithTools) { check("chatml"); }
 TEST_F(JinjaChatTemplates, Llama3) { check("llama3"); }
 TEST_F(JinjaChatTemplates, Mistral) { check("mistral"); }
 TEST_F(JinjaChatTemplates, HermesTools) { check("hermes"); }
+TEST_F(JinjaChatTemplates, Qwen25Tools) { check("qwen2.5"); }
+TEST_F(JinjaChatTemplates, Llama31Tools) { check("llama3.1"); }
+TEST_F(JinjaChatTemplates, Llama32Tools) { check("llama3.2"); }
+TEST_F(JinjaChatTemplates, Mistral03Tools) { check("mistral0.3"); }
+TEST_F(JinjaChatTemplates, Gemma3BuiltInTools) { check("gemma3_builtin"); }
 
 // The Gemma 3 template as Google describes it: bos, the system prompt
 // folded into the first user turn, 'assistant' as 'model'.
