@@ -50,8 +50,8 @@ const FieldCase kChat[] = {
     {"n", "2", Expect::Refused, "1"},
     {"logit_bias", R"({"5": -100})", Expect::Refused, "{}"},
     {"response_format", R"({"type": "json_object"})", Expect::Refused, R"({"type": "text"})"},
-    {"tools", R"([{"type": "function", "function": {"name": "f"}}])", Expect::Refused, "[]"},
-    {"tool_choice", R"("required")", Expect::Refused, R"("none")"},
+    {"tools", R"([{"type": "function", "function": {"name": "f"}}])", Expect::Honoured},
+    {"tool_choice", R"("required")", Expect::Refused, R"("none")"},  // required without tools (with: honoured below)
     {"functions", R"([{"name": "f"}])", Expect::Refused, "[]"},
     {"function_call", R"({"name": "f"})", Expect::Refused, R"("auto")"},
     {"parallel_tool_calls", R"("yes")", Expect::Refused, "true"},
@@ -137,6 +137,23 @@ TEST(OpenAiRequestFields, HonouredFieldsReachTheRequest) {
   EXPECT_EQ(r.top_k, 5);
   EXPECT_TRUE(r.ignore_eos);
   EXPECT_EQ(r.max_tokens, 7);
+}
+
+// The tool fields: the tools for the template, the choice, and a forced
+// call's schema as the output's format (tool_request_test.cpp checks their
+// shapes, forced_tool_calls_test.cpp the schema).
+TEST(OpenAiRequestFields, ToolFieldsReachTheRequest) {
+  json body = base(true);
+  body["tools"] = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+  body["tool_choice"] = "required";
+  body["parallel_tool_calls"] = false;
+  const GenerationRequest r = parse(true, body);
+  EXPECT_EQ(r.tools, body["tools"]);
+  EXPECT_EQ(r.tool_choice, "required");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.format.kind, OutputFormat::Kind::JsonSchema);
+  body["tool_choice"] = "auto";
+  EXPECT_EQ(parse(true, body).format.kind, OutputFormat::Kind::Text);
 }
 
 // Every rule of the table is one of the cases above (a rule added without a

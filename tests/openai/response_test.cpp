@@ -30,6 +30,33 @@ TEST(OpenAiResponse, ChatCompletionShape) {
   EXPECT_NO_THROW(json::parse(j.dump()));
 }
 
+// Tool calls as OpenAI sends them: message.tool_calls with the arguments as
+// JSON text, content null when only white space is left; streamed, a chunk
+// opening each call (id, type, name, empty arguments), then its arguments.
+TEST(OpenAiResponse, ToolCallsShape) {
+  const ResponseHead h{"chatcmpl-2", 1764000000, "gemma"};
+  const std::vector<ToolCall> calls = {{"call_a", "get_weather", "{\"city\":\"Paris\"}"}, {"call_b", "now", "{}"}};
+  json j = chat_completion(h, "\n ", "tool_calls", Usage{5, 2, 0}, nullptr, &calls);
+  const json& m = j["choices"][0]["message"];
+  EXPECT_TRUE(m["content"].is_null());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(m["tool_calls"], json::parse(R"([
+      {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+      {"id": "call_b", "type": "function", "function": {"name": "now", "arguments": "{}"}}])"));
+  j = chat_completion(h, "Checking.", "tool_calls", Usage{}, nullptr, &calls);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Checking.");
+  EXPECT_FALSE(chat_completion(h, "x", "stop", Usage{}, nullptr)["choices"][0]["message"].contains("tool_calls"));
+
+  const std::vector<json> chunks = tool_call_chunks(h, 1, calls[0]);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"], json::parse(R"({"tool_calls": [{"index": 1, "id": "call_a",
+      "type": "function", "function": {"name": "get_weather", "arguments": ""}}]})"));
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"],
+            json::parse(R"({"tool_calls": [{"index": 1, "function": {"arguments": "{\"city\":\"Paris\"}"}}]})"));
+  EXPECT_TRUE(chunks[1]["choices"][0]["finish_reason"].is_null());
+}
+
 TEST(OpenAiResponse, StreamChunks) {
   const ResponseHead h{"chatcmpl-2", 1, "m"};
   const std::string role = "assistant";

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <random>
 
+#include "engine/openai/forced_tool_calls.h"
+#include "engine/openai/tool_request.h"
 #include "text/jinja/template.h"
 
 namespace weir::openai {
@@ -122,7 +124,9 @@ std::vector<int32_t> prompt_tokens(const AnswerContext& c, const GenerationReque
   std::string text;
   try {
     const jinja::RenderLimits defaults;
-    text = c.chat->render(jinja::value_from_json(r.messages.dump()), true, jinja::Value(),
+    const bool with_tools = r.tools.is_array() && !r.tools.empty();
+    text = c.chat->render(jinja::value_from_json(messages_for_template(r.messages).dump()), true,
+                          with_tools ? jinja::value_from_json(r.tools.dump()) : jinja::Value(),
                           c.render_limits ? *c.render_limits : defaults);
   } catch (const Cancelled&) {  // its stop flag: the server is stopping
     throw ApiError(503, "server_overloaded", "", "the server is shutting down");
@@ -140,6 +144,13 @@ std::shared_ptr<Answer> Answer::start(const AnswerContext& c, const GenerationRe
   a->chat_ = r.chat;
   a->include_usage_ = r.include_usage;
   a->head_ = ResponseHead{new_id(r.chat ? "chatcmpl" : "cmpl"), now_seconds(), r.model.empty() ? c.model_name : r.model};
+  a->tools_ = r.chat && r.tools.is_array() && !r.tools.empty() && r.tool_choice != "none";
+  if (a->tools_) {
+    a->parallel_tools_ = r.parallel_tool_calls;
+    a->tool_syntax_ = c.chat ? tool_syntax_of(c.chat->source()) : ToolSyntax::Json;
+    if (forces_tool_call(r.tool_choice)) a->forced_choice_ = r.tool_choice;
+    a->tool_stream_ = std::make_unique<ToolCallStream>(a->tool_syntax_, a->forced_choice_);
+  }
   a->id_ = c.engine.submit(job_from(r, std::move(prompt), a->pr_, c.tok));
   return a;
 }
@@ -175,6 +186,12 @@ void Answer::detach() {
   engine_ = nullptr;
 }
 
+ParsedAnswer Answer::read_calls(const std::string& text) const {
+  ParsedAnswer p = parse_answer(text, tool_syntax_, forced_choice_);
+  if (!parallel_tools_ && p.calls.size() > 1) p.calls.resize(1);
+  return p;
+}
+
 bool Answer::wait_done(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lk(pr_->m);
   return pr_->cv.wait_for(lk, wait, [&] { return pr_->done; });
@@ -186,6 +203,10 @@ json Answer::whole() {
   if (!pr_->error.empty()) throw ApiError(500, "server_error", "", pr_->error);
   const Usage u{pr_->counts.prompt_tokens, pr_->counts.completion_tokens, pr_->counts.cached_tokens};
   const std::vector<TokenLogprob>* lp = pr_->want_logprobs ? &pr_->logprobs : nullptr;
+  if (chat_ && tools_) {
+    const ParsedAnswer p = read_calls(pr_->text);
+    if (!p.calls.empty()) return chat_completion(head_, p.content, "tool_calls", u, lp, &p.calls);
+  }
   return chat_ ? chat_completion(head_, pr_->text, pr_->finish_reason, u, lp)
                : text_completion(head_, pr_->text, pr_->finish_reason, u, lp);
 }
@@ -204,10 +225,13 @@ std::vector<json> Answer::next_chunks(std::chrono::milliseconds wait) {
   // chunk, for tokens whose text a stop string held back).
   std::vector<TokenLogprob> lps;
   const std::vector<TokenLogprob>* lp = pr_->want_logprobs ? &lps : nullptr;
-  if (!pr_->text.empty()) {
+  // With tools, text from where a call may begin is held to the end (its
+  // log-probabilities go with the last chunk).
+  const std::string text = tools_ ? tool_stream_->push(pr_->text) : pr_->text;
+  pr_->text.clear();
+  if (!text.empty()) {
     lps.swap(pr_->logprobs);
-    out.push_back(chat_ ? chat_chunk(head_, nullptr, pr_->text, "", lp) : text_chunk(head_, pr_->text, "", lp));
-    pr_->text.clear();
+    out.push_back(chat_ ? chat_chunk(head_, nullptr, text, "", lp) : text_chunk(head_, text, "", lp));
     lps.clear();
   }
   if (!pr_->done) return out;
@@ -219,8 +243,17 @@ std::vector<json> Answer::next_chunks(std::chrono::milliseconds wait) {
   } else if (!pr_->error.empty()) {
     out.push_back(error_json(ApiError(500, "server_error", "", pr_->error)));
   } else {
-    out.push_back(chat_ ? chat_chunk(head_, nullptr, "", pr_->finish_reason, lp)
-                        : text_chunk(head_, "", pr_->finish_reason, lp));
+    std::string finish = pr_->finish_reason;
+    if (tools_) {
+      ParsedAnswer p = tool_stream_->finish();
+      if (!parallel_tools_ && p.calls.size() > 1) p.calls.resize(1);
+      const bool blank = p.content.find_first_not_of(" \t\r\n") == std::string::npos;
+      if (!p.content.empty() && !(blank && !p.calls.empty())) out.push_back(chat_chunk(head_, nullptr, p.content, "", nullptr));
+      for (size_t i = 0; i < p.calls.size(); ++i)
+        for (json& chunk : tool_call_chunks(head_, i, p.calls[i])) out.push_back(std::move(chunk));
+      if (!p.calls.empty()) finish = "tool_calls";
+    }
+    out.push_back(chat_ ? chat_chunk(head_, nullptr, "", finish, lp) : text_chunk(head_, "", finish, lp));
     if (include_usage_) out.push_back(usage_chunk(head_, chat_, u));
   }
   ended_ = true;

@@ -2,8 +2,12 @@
 // carries it: weir serve's HTTP handlers and the Python package's Llama
 // both start an Answer and read it either whole (chat.completion /
 // text_completion) or as stream chunks (chat.completion.chunk, ...).
-// The prompt is the chat template's rendering of the messages, or the
-// completion's text or token ids.
+// The prompt is the chat template's rendering of the messages (and the
+// request's tools), or the completion's text or token ids. With tools (and
+// tool_choice not "none") the answer is read back for tool calls in the
+// syntax the template teaches (tool_calls.h): message.tool_calls and
+// finish_reason "tool_calls"; streamed, text goes out until a call may
+// begin and the calls come at the end (tool_call_stream.h).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -17,6 +21,7 @@
 #include "engine/batcher.h"
 #include "engine/openai/request.h"
 #include "engine/openai/response.h"
+#include "engine/openai/tool_call_stream.h"
 #include "text/chat_template.h"
 #include "text/jinja/template.h"
 #include "text/tokenizer.h"
@@ -93,6 +98,12 @@ class Answer {
   uint64_t id_ = 0;
   bool chat_ = false, include_usage_ = false;
   bool role_sent_ = false, ended_ = false;
+  // Tool calls (chats with tools, tool_choice not "none").
+  bool tools_ = false, parallel_tools_ = true;
+  ToolSyntax tool_syntax_ = ToolSyntax::Json;
+  nlohmann::json forced_choice_;  // tool_choice when it forces a call, else null
+  std::unique_ptr<ToolCallStream> tool_stream_;
+  ParsedAnswer read_calls(const std::string& text) const;
 };
 
 }  // namespace weir::openai

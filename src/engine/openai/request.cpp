@@ -1,6 +1,7 @@
 #include "engine/openai/request.h"
 
 #include "engine/openai/request_fields.h"
+#include "engine/openai/tool_request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -161,6 +162,7 @@ GenerationRequest parse_chat_request(const json& body, bool accept_unknown) {
     if (const json* c = field(msg, "content"); c && !c->is_string() && !c->is_array())
       wrong_type(at + ".content", *c, "a string or an array of content parts");
   }
+  check_tool_messages(*m);
   r.messages = *m;
   int max_tokens = -1;
   read_int(body, "max_tokens", 1, 1 << 30, &max_tokens);
@@ -170,6 +172,7 @@ GenerationRequest parse_chat_request(const json& body, bool accept_unknown) {
   read_int(body, "top_logprobs", 0, 20, &r.top_logprobs);
   if (r.top_logprobs > 0 && !r.logprobs)
     throw bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  read_tool_fields(body, r);
   return r;
 }
 

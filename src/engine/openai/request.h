@@ -30,6 +30,14 @@ ApiError bad_request(const std::string& param, const std::string& message);
 // (503), "server_error" (5xx).
 const char* error_type(int status);
 
+// What the output must match, by constrained decoding (engine/grammar.h):
+// each step's tokens are masked to those the grammar allows next.
+struct OutputFormat {
+  enum class Kind { Text, JsonObject, JsonSchema, Grammar };
+  Kind kind = Kind::Text;
+  std::string text;  // JsonSchema: the schema as JSON text; Grammar: GBNF
+};
+
 struct GenerationRequest {
   bool chat = false;
   nlohmann::json messages;        // chat: as given, for the chat template
@@ -49,6 +57,10 @@ struct GenerationRequest {
   int top_logprobs = 0;           // chat: 0..20 with logprobs; completions: logprobs = N
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
+  OutputFormat format;            // response_format, grammar, or a forced tool call's schema
+  nlohmann::json tools;           // chat: the tools as given (null: none), for the template
+  nlohmann::json tool_choice;     // chat: "none", "auto", "required" or {"type":"function",...} (null: auto)
+  bool parallel_tool_calls = true;  // chat: false: one call at most
   std::vector<std::string> unknown_fields;  // taken with accept_unknown (for the log)
 };
 

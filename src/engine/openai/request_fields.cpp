@@ -12,10 +12,9 @@ bool empty_array(const json& v) { return v.is_array() && v.empty(); }
 bool one(const json& v) { return v.is_number_integer() && v.get<int64_t>() == 1; }
 bool empty_string(const json& v) { return v.is_string() && v.get_ref<const std::string&>().empty(); }
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
-bool is_bool(const json& v) { return v.is_boolean(); }
 bool text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
 bool text_only(const json& v) { return v == json::array({"text"}); }
-bool no_tool_choice(const json& v) { return v == "none" || v == "auto"; }
+bool no_function_call(const json& v) { return v == "none" || v == "auto"; }
 bool default_tier(const json& v) { return v == "auto" || v == "default"; }
 
 constexpr const char* kNotYet = "is not supported yet";
@@ -53,11 +52,11 @@ std::vector<FieldRule> chat_rules() {
       {"service_tier", FieldUse::DefaultOnly, default_tier, "takes auto or default here"},
       {"modalities", FieldUse::DefaultOnly, text_only, "takes [\"text\"] only"},
       {"response_format", FieldUse::DefaultOnly, text_format, "is not supported yet (only {\"type\": \"text\"})"},
-      {"tools", FieldUse::DefaultOnly, empty_array, kNotYet},
-      {"tool_choice", FieldUse::DefaultOnly, no_tool_choice, "takes none or auto while tools are not supported"},
-      {"parallel_tool_calls", FieldUse::DefaultOnly, is_bool, "must be a boolean"},
-      {"functions", FieldUse::DefaultOnly, empty_array, kNotYet},
-      {"function_call", FieldUse::DefaultOnly, no_tool_choice, "takes none or auto while functions are not supported"},
+      {"tools", FieldUse::Taken},  // tool_request.cpp checks them
+      {"tool_choice", FieldUse::Taken},
+      {"parallel_tool_calls", FieldUse::Taken},
+      {"functions", FieldUse::DefaultOnly, empty_array, "is not supported (the legacy form): send 'tools'"},
+      {"function_call", FieldUse::DefaultOnly, no_function_call, "is not supported (the legacy form): send 'tool_choice'"},
       {"audio", FieldUse::Refused, nullptr, "is not supported: text only"},
       {"prediction", FieldUse::Refused, nullptr, kNotYet},
       {"reasoning_effort", FieldUse::Refused, nullptr, kNotYet},

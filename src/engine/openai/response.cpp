@@ -82,10 +82,18 @@ json usage_json(const Usage& u) {
 }
 
 json chat_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason, const Usage& u,
-                     const std::vector<TokenLogprob>* logprobs) {
+                     const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls) {
   json j = head(h, "chat.completion");
+  json message = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  if (calls && !calls->empty()) {
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) message["content"] = nullptr;
+    json list = json::array();
+    for (const ToolCall& c : *calls)
+      list.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    message["tool_calls"] = list;
+  }
   json choice = {{"index", 0},
-                 {"message", {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}}},
+                 {"message", message},
                  {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
                  {"finish_reason", finish(finish_reason)}};
   j["choices"] = json::array({choice});
@@ -128,6 +136,22 @@ json text_chunk(const ResponseHead& h, const std::string& text, const std::strin
                  {"finish_reason", finish(finish_reason)}};
   j["choices"] = json::array({choice});
   return j;
+}
+
+std::vector<json> tool_call_chunks(const ResponseHead& h, size_t index, const ToolCall& call) {
+  std::vector<json> out;
+  const json opened = {{"index", index},
+                       {"id", call.id},
+                       {"type", "function"},
+                       {"function", {{"name", call.name}, {"arguments", ""}}}};
+  const json arguments = {{"index", index}, {"function", {{"arguments", call.arguments}}}};
+  for (const json& d : {opened, arguments}) {
+    json j = head(h, "chat.completion.chunk");
+    j["choices"] = json::array({{{"index", 0}, {"delta", {{"tool_calls", json::array({d})}}}, {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 json usage_chunk(const ResponseHead& h, bool chat, const Usage& u) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/openai/tool_calls.h"
+
 namespace weir::openai {
 
 struct TokenLogprob {
@@ -29,9 +31,13 @@ struct ResponseHead {
 int64_t now_seconds();
 
 nlohmann::json usage_json(const Usage& u);
-// A whole answer. finish_reason: "stop" or "length".
+// A whole answer. finish_reason: "stop" or "length" ("tool_calls" with
+// calls). With calls (non-empty): message.tool_calls, each {"id", "type":
+// "function", "function": {"name", "arguments"}}, and the content null when
+// the text outside them is only white space.
 nlohmann::json chat_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
-                               const Usage& u, const std::vector<TokenLogprob>* logprobs);
+                               const Usage& u, const std::vector<TokenLogprob>* logprobs,
+                               const std::vector<ToolCall>* calls = nullptr);
 nlohmann::json text_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
                                const Usage& u, const std::vector<TokenLogprob>* logprobs);
 // Stream chunks: the first carries the role; the last an empty delta and
@@ -41,6 +47,10 @@ nlohmann::json chat_chunk(const ResponseHead& h, const std::string* role, const 
                           const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs);
 nlohmann::json text_chunk(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
                           const std::vector<TokenLogprob>* logprobs);
+// A streamed tool call, as OpenAI streams one: a chunk whose delta opens
+// call `index` ({"index", "id", "type", "function": {"name", "arguments":
+// ""}}), then one with its arguments ({"index", "function": {"arguments"}}).
+std::vector<nlohmann::json> tool_call_chunks(const ResponseHead& h, size_t index, const ToolCall& call);
 nlohmann::json usage_chunk(const ResponseHead& h, bool chat, const Usage& u);
 
 // "data: {json}\n\n", and the stream's end "data: [DONE]\n\n".
