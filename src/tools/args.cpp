@@ -167,6 +167,13 @@ Args& Args::opt_list(const std::string& names, std::vector<std::string>* out, co
   return *this;
 }
 
+Args& Args::opt_each(const std::string& names, std::vector<std::string>* out, const std::string& meta,
+                     const std::string& help) {
+  specs_.push_back({split_names(names), meta, help, true,
+                    [out](const std::string&, const std::string& v) { out->push_back(v); }});
+  return *this;
+}
+
 Args& Args::positional(const std::string& meta, std::string* out, const std::string& help) {
   positionals_.push_back({{}, meta, help, true, [out](const std::string&, const std::string& v) { *out = v; }});
   return *this;

@@ -41,6 +41,10 @@ class Args {
   // Comma-separated strings (or repeats); same replace-then-append rule.
   Args& opt_list(const std::string& names, std::vector<std::string>* out, const std::string& meta,
                  const std::string& help);
+  // A repeatable option whose every occurrence is one whole value, commas
+  // and all (weir embed -p TEXT -p TEXT), appended in order.
+  Args& opt_each(const std::string& names, std::vector<std::string>* out, const std::string& meta,
+                 const std::string& help);
   // A positional argument (in order).
   Args& positional(const std::string& meta, std::string* out, const std::string& help);
 

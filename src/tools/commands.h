@@ -8,6 +8,7 @@ int cmd_run(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_embed(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);

@@ -39,6 +39,7 @@ constexpr Command kCommands[] = {
     {"chat", weir::tools::cmd_chat, "talk with a model in the terminal (its chat template, streaming)"},
     {"bench", weir::tools::cmd_bench, "measure prompt and generation speed (llama-bench compatible)"},
     {"tokenize", weir::tools::cmd_tokenize, "print the tokens of a text"},
+    {"embed", weir::tools::cmd_embed, "print the embeddings of texts (pooled hidden states)"},
     {"perplexity", weir::tools::cmd_perplexity, "score a text file (llama-perplexity compatible)"},
     {"synth", weir::tools::cmd_synth, "write a random-weight model shaped like a real one (benchmarks)"},
     {"inspect", weir::tools::cmd_inspect, "show a GGUF file's metadata, tensors and parameter count"},
