@@ -303,13 +303,27 @@ class Llama:
         logprobs: Optional[bool] = None,
         top_logprobs: Optional[int] = None,
         model: Optional[str] = None,
+        tools: Optional[List[Dict[str, Any]]] = None,
+        tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
+        parallel_tool_calls: Optional[bool] = None,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """An answer to messages ([{"role": ..., "content": ...}]) through the
         model's chat template: a chat.completion dict, or with stream=True
-        an iterator of chat.completion.chunk dicts."""
+        an iterator of chat.completion.chunk dicts. tools ([{"type":
+        "function", "function": {"name", "description", "parameters"}}]) go
+        to the template; calls the model makes come back as
+        message["tool_calls"] (streamed: delta["tool_calls"]) with
+        finish_reason "tool_calls". tool_choice: "none", "auto", "required"
+        or {"type": "function", "function": {"name": ...}}, as OpenAI's."""
         body = self._sampling(max_tokens, temperature, top_p, min_p, top_k, stop, frequency_penalty,
                               presence_penalty, repeat_penalty, seed, model)
         body["messages"] = messages
+        if tools is not None:
+            body["tools"] = tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+        if parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = parallel_tool_calls
         if logprobs:
             body["logprobs"] = True
         if top_logprobs is not None:

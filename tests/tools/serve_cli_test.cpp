@@ -62,6 +62,25 @@ TEST(Serve, OpenAiClientOnTheRealModel) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
 }
 
+// Tool calling as the openai package runs it (tests/server/
+// openai_tools_client.py, beside openai_client.py): tools sent, the answer
+// read, the call and its result sent back and answered, whole and streamed.
+TEST(Serve, OpenAiToolCallingOnTheRealModel) {
+  WEIR_REQUIRE_MODEL(model);
+  if (std::system("python3 -c 'import openai' >/dev/null 2>&1") != 0)
+    FAIL() << "the openai package is missing (scripts/setup.sh installs it)";
+  std::string script = WEIR_OPENAI_CLIENT;
+  script = script.substr(0, script.rfind('/') + 1) + "openai_tools_client.py";
+  ServeProcess serve(model, {"--api-key", "test-key"});
+  ASSERT_TRUE(serve.wait_up()) << "weir serve did not come up";
+  const auto [rc, out] = run("python3 " + script + " " + serve.base() + "/v1 test-key");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("ok"), std::string::npos) << out;
+  std::printf("%s", out.c_str());
+  const int st = serve.stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+}
+
 // The chat page at / in headless Chromium (tests/server/chat_page_test.py):
 // a message typed, the answer streamed in, the API's answer; the screenshot
 // stays in the build's test-artifacts/.
