@@ -74,7 +74,7 @@ void run(const uint8_t* data, size_t size) {
   const bool accept_unknown = data[0] >= 128;
   if (path == 1) {
     const weir::openai::GenerationRequest r = weir::openai::parse_completion_request(body, accept_unknown);
-    g_sink = g_sink + r.prompt.size() + r.prompt_tokens.size() + r.stop.size();
+    g_sink = g_sink + r.prompts.size() + size_t(r.best_of) + r.suffix.size() + r.stop.size();
     return;
   }
   const weir::openai::GenerationRequest r = weir::openai::parse_chat_request(body, accept_unknown);

@@ -93,25 +93,41 @@ void Batcher::stop() {
 }
 
 uint64_t Batcher::submit(Job job) {
-  if (job.prompt.empty()) throw Error("the prompt is empty");
-  if (int64_t(job.prompt.size()) + 1 > s_.n_ctx())
-    throw Error("the prompt has " + std::to_string(job.prompt.size()) + " tokens and the context " +
-                std::to_string(s_.n_ctx()) + ": it does not fit");
-  auto a = std::make_unique<Active>();
-  a->rng.reseed(job.seed);
-  a->stops = std::make_unique<StopStrings>(job.stop);
-  a->prefill = job.prompt;
-  a->job = std::move(job);
+  std::vector<Job> one;
+  one.push_back(std::move(job));
+  return submit_all(std::move(one)).front();
+}
+
+std::vector<uint64_t> Batcher::submit_all(std::vector<Job> jobs) {
+  std::vector<std::unique_ptr<Active>> made;
+  for (Job& job : jobs) {
+    if (job.prompt.empty()) throw Error("the prompt is empty");
+    if (int64_t(job.prompt.size()) + 1 > s_.n_ctx())
+      throw Error("the prompt has " + std::to_string(job.prompt.size()) + " tokens and the context " +
+                  std::to_string(s_.n_ctx()) + ": it does not fit");
+    auto a = std::make_unique<Active>();
+    a->rng.reseed(job.seed);
+    a->stops = std::make_unique<StopStrings>(job.stop);
+    a->prefill = job.prompt;
+    a->job = std::move(job);
+    made.push_back(std::move(a));
+  }
   std::lock_guard<std::mutex> lk(m_);
   if (stopping_) throw QueueFull("the server is shutting down");
-  if (queue_.size() >= o_.queue_limit)
-    throw QueueFull(std::to_string(queue_.size()) + " requests are waiting already (the limit)");
-  a->id = next_id_++;
-  const uint64_t id = a->id;
-  queue_.push_back(std::move(a));
-  ++stats_.requests;
+  if (queue_.size() + made.size() > o_.queue_limit)
+    throw QueueFull(std::to_string(queue_.size()) + " requests are waiting already (the limit" +
+                    (made.size() > 1 ? " is " + std::to_string(o_.queue_limit) + "; this request's choices are " +
+                                           std::to_string(made.size()) + ")"
+                                     : std::string(")")));
+  std::vector<uint64_t> ids;
+  for (auto& a : made) {
+    a->id = next_id_++;
+    ids.push_back(a->id);
+    queue_.push_back(std::move(a));
+    ++stats_.requests;
+  }
   cv_.notify_all();
-  return id;
+  return ids;
 }
 
 void Batcher::cancel(uint64_t id) {

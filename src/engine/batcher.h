@@ -118,6 +118,10 @@ class Batcher {
   // Queues a job; returns its id. Throws QueueFull, or Error when the
   // prompt does not fit the context (naming both lengths).
   uint64_t submit(Job job);
+  // Queues jobs together (the choices of one request): all of them or none
+  // (QueueFull when the queue lacks room for all); their ids in order.
+  std::vector<uint64_t> submit_all(std::vector<Job> jobs);
+  size_t queue_limit() const { return o_.queue_limit; }  // jobs that may wait at once
   // Stops a job (a client that went away): on_done("cancelled") comes
   // (here if it was still waiting, else from the engine's thread before its
   // next step) and its cells are freed. Unknown ids are ignored.

@@ -47,7 +47,7 @@ const FieldCase kChat[] = {
     {"metadata", R"({"k": "v"})", Expect::Honoured},
     {"safety_identifier", R"("s")", Expect::Honoured},
     {"prompt_cache_key", R"("p")", Expect::Honoured},
-    {"n", "2", Expect::Refused, "1"},
+    {"n", "2", Expect::Honoured},
     {"logit_bias", R"({"5": -100})", Expect::Refused, "{}"},
     {"response_format", R"({"type": "json_object"})", Expect::Refused, R"({"type": "text"})"},
     {"tools", R"([{"type": "function", "function": {"name": "f"}}])", Expect::Honoured},
@@ -80,10 +80,10 @@ const FieldCase kCompletions[] = {
     {"max_tokens", "5", Expect::Honoured},
     {"logprobs", "2", Expect::Honoured},
     {"user", R"("u")", Expect::Honoured},
-    {"n", "2", Expect::Refused, "1"},
-    {"echo", "true", Expect::Refused, "false"},
-    {"best_of", "2", Expect::Refused, "1"},
-    {"suffix", R"("end")", Expect::Refused, R"("")"},
+    {"n", "2", Expect::Honoured},
+    {"echo", "true", Expect::Honoured},
+    {"best_of", "2", Expect::Honoured},
+    {"suffix", R"("end")", Expect::Honoured},  // (a model without fill-in-the-middle tokens refuses it when it runs)
     {"logit_bias", R"({"5": -100})", Expect::Refused, "{}"},
 };
 
@@ -133,10 +133,22 @@ TEST(OpenAiRequestFields, HonouredFieldsReachTheRequest) {
   body["top_k"] = 5;
   body["ignore_eos"] = true;
   body["max_completion_tokens"] = 7;
+  body["n"] = 3;
   const GenerationRequest r = parse(true, body);
   EXPECT_EQ(r.top_k, 5);
   EXPECT_TRUE(r.ignore_eos);
   EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.n, 3);
+  json c = base(false);
+  c["n"] = 2;
+  c["best_of"] = 4;
+  c["echo"] = true;
+  c["suffix"] = "end";
+  const GenerationRequest t = parse(false, c);
+  EXPECT_EQ(t.n, 2);
+  EXPECT_EQ(t.best_of, 4);
+  EXPECT_TRUE(t.echo);
+  EXPECT_EQ(t.suffix, "end");
 }
 
 // The tool fields: the tools for the template, the choice, and a forced

@@ -50,12 +50,19 @@ TEST(OpenAiRequest, Defaults) {
   EXPECT_FALSE(c.seed.has_value());
   const GenerationRequest t = parse_completion_request(json::parse(R"({"prompt": "Once", "stop": "\n", "temperature": null})"));
   EXPECT_FALSE(t.chat);
-  EXPECT_EQ(t.prompt, "Once");
+  ASSERT_EQ(t.prompts.size(), 1u);
+  EXPECT_EQ(t.prompts[0].text, "Once");
+  EXPECT_TRUE(t.prompts[0].tokens.empty());
+  EXPECT_EQ(t.n, 1);
+  EXPECT_EQ(t.best_of, 1);
+  EXPECT_FALSE(t.echo);
+  EXPECT_EQ(t.suffix, "");
   EXPECT_EQ(t.max_tokens, 16);
   EXPECT_EQ(t.temperature, 1.0f);
   EXPECT_EQ(t.stop, std::vector<std::string>{"\n"});
   const GenerationRequest ids = parse_completion_request(json::parse(R"({"prompt": [1, 2, 3], "logprobs": 2})"));
-  EXPECT_EQ(ids.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(ids.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_TRUE(ids.logprobs);
   EXPECT_EQ(ids.top_logprobs, 2);
 }
@@ -81,7 +88,12 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
       {true, R"({"messages": [{"role": "user", "content": "x"}], "top_p": -0.1})", "top_p"},
       {true, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
       {true, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5})", "max_tokens"},
-      {true, R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "n"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", "n"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "n": 129})", "n"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "n": 1.5})", "n"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "best_of": 2})", "best_of"},  // not a chat field
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo"},
+      {true, R"({"messages": [{"role": "user", "content": "x"}], "suffix": "y"})", "suffix"},
       {true, R"({"messages": [{"role": "user", "content": "x"}], "stop": 3})", "stop"},
       {true, R"({"messages": [{"role": "user", "content": "x"}], "stop": ["a","b","c","d","e"]})", "stop"},
       {true, R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
@@ -93,9 +105,24 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
       {true, R"({"messages": [{"role": "user", "content": "x"}], "model": 4})", "model"},
       {false, R"({})", "prompt"},
       {false, R"({"prompt": 4})", "prompt"},
-      {false, R"({"prompt": ["a", "b"]})", "prompt"},
+      {false, R"({"prompt": []})", "prompt"},
+      {false, R"({"prompt": ["a", 1]})", "prompt"},
+      {false, R"({"prompt": ["a", ["b"]]})", "prompt"},
+      {false, R"({"prompt": [[1, 2], []]})", "prompt"},
+      {false, R"({"prompt": [[1, 2], "a"]})", "prompt"},
+      {false, R"({"prompt": [[1, 2.5]]})", "prompt"},
+      {false, R"({"prompt": [[-1]]})", "prompt"},
+      {false, R"({"prompt": [1, [2]]})", "prompt"},
+      {false, R"({"prompt": ["a", "b", "c"], "n": 50})", "prompt"},  // 150 choices, over 128
+      {false, R"({"prompt": "x", "best_of": 1, "n": 2})", "best_of"},
+      {false, R"({"prompt": "x", "best_of": 0})", "best_of"},
+      {false, R"({"prompt": "x", "best_of": 129})", "best_of"},
+      {false, R"({"prompt": "x", "best_of": 2, "stream": true})", "best_of"},
+      {false, R"({"prompt": "x", "suffix": 3})", "suffix"},
+      {false, R"({"prompt": "x", "echo": "yes"})", "echo"},
+      {false, R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+      {false, R"({"prompt": "x", "echo": true, "logprobs": 0})", "echo"},
       {false, R"({"prompt": "x", "logprobs": 30})", "logprobs"},
-      {false, R"({"prompt": "x", "echo": true})", "echo"},
   };
   for (const Bad& b : cases) {
     const json body = json::parse(b.body);
@@ -132,11 +159,54 @@ TEST(OpenAiRequest, TokenIdsOutsideInt32AreRefusedNotWrapped) {
       EXPECT_NE(std::string(e.what()).find(id), std::string::npos) << e.what();
     }
   }
-  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": [0, 2147483647]})")).prompt_tokens,
+  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": [0, 2147483647]})")).prompts.at(0).tokens,
             (std::vector<int32_t>{0, 2147483647}));
+  EXPECT_THROW(parse_completion_request(json::parse(R"({"prompt": [[1], [4294976555]]})")), ApiError);
   EXPECT_EQ(token_id(json(262143), 262144, "tokens"), 262143);
   EXPECT_THROW(token_id(json(262144), 262144, "tokens"), ApiError);
   EXPECT_THROW(token_id(json(1.0), 262144, "tokens"), ApiError);
+}
+
+// n, best_of, echo, suffix and prompt lists as OpenAI's API takes them.
+TEST(OpenAiRequest, ChoicesEchoSuffixAndPromptLists) {
+  const GenerationRequest chat = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "n": 4})"));
+  EXPECT_EQ(chat.n, 4);
+  EXPECT_EQ(chat.best_of, 4);  // as many candidates as choices
+  GenerationRequest r = parse_completion_request(json::parse(R"({"prompt": "x", "n": 128})"));
+  EXPECT_EQ(r.n, 128);
+  r = parse_completion_request(json::parse(R"({"prompt": "x", "n": 2, "best_of": 5})"));
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.best_of, 5);
+  r = parse_completion_request(json::parse(R"({"prompt": "x", "best_of": 3})"));
+  EXPECT_EQ(r.n, 1);
+  EXPECT_EQ(r.best_of, 3);
+  r = parse_completion_request(json::parse(R"({"prompt": "x", "stream": true, "best_of": 1})"));
+  EXPECT_EQ(r.best_of, 1);  // best_of 1 streams
+  r = parse_completion_request(json::parse(R"({"prompt": "x", "n": 3, "stream": true})"));
+  EXPECT_EQ(r.n, 3);  // n streams, each choice at its index
+  r = parse_completion_request(json::parse(R"({"prompt": "def f(", "suffix": "\n    return x\n", "echo": true})"));
+  EXPECT_EQ(r.suffix, "\n    return x\n");
+  EXPECT_TRUE(r.echo);
+  r = parse_completion_request(json::parse(R"({"prompt": "x", "suffix": null, "echo": false, "best_of": null})"));
+  EXPECT_EQ(r.suffix, "");
+  EXPECT_FALSE(r.echo);
+  EXPECT_EQ(r.best_of, 1);
+
+  r = parse_completion_request(json::parse(R"({"prompt": ["a", "", "b c"], "n": 2})"));
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[0].text, "a");
+  EXPECT_EQ(r.prompts[1].text, "");
+  EXPECT_EQ(r.prompts[2].text, "b c");
+  EXPECT_EQ(r.n, 2);
+  r = parse_completion_request(json::parse(R"({"prompt": [[5, 6], [7]]})"));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(r.prompts[1].tokens, (std::vector<int32_t>{7}));
+  r = parse_completion_request(json::parse(R"({"prompt": ["one"]})"));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "one");
+  r = parse_completion_request(json::parse(R"({"prompt": ["a", "b"], "n": 64})"));  // 128 choices: the most
+  EXPECT_EQ(r.prompts.size(), 2u);
 }
 
 TEST(OpenAiRequest, HugeIntegersAreOutOfRangeAsSent) {

@@ -13,7 +13,7 @@ using nlohmann::json;
 TEST(OpenAiResponse, ChatCompletionShape) {
   const ResponseHead h{"chatcmpl-1", 1764000000, "gemma"};
   std::vector<TokenLogprob> lp = {{"Hi", -0.25f, {{"Hi", -0.25f}, {"Hello", -1.5f}}}, {"\xE2\x82", -0.5f, {}}};
-  const json j = chat_completion(h, "Hi\xE2\x82\xAC", "stop", Usage{5, 2, 3}, &lp);
+  const json j = chat_completion(h, json::array({chat_choice(0, "Hi\xE2\x82\xAC", "stop", &lp)}), Usage{5, 2, 3});
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["id"], "chatcmpl-1");
   EXPECT_EQ(j["created"], 1764000000);
@@ -36,20 +36,21 @@ TEST(OpenAiResponse, ChatCompletionShape) {
 TEST(OpenAiResponse, ToolCallsShape) {
   const ResponseHead h{"chatcmpl-2", 1764000000, "gemma"};
   const std::vector<ToolCall> calls = {{"call_a", "get_weather", "{\"city\":\"Paris\"}"}, {"call_b", "now", "{}"}};
-  json j = chat_completion(h, "\n ", "tool_calls", Usage{5, 2, 0}, nullptr, &calls);
+  json j = chat_completion(h, json::array({chat_choice(0, "\n ", "tool_calls", nullptr, &calls)}), Usage{5, 2, 0});
   const json& m = j["choices"][0]["message"];
   EXPECT_TRUE(m["content"].is_null());
   EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_EQ(m["tool_calls"], json::parse(R"([
       {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
       {"id": "call_b", "type": "function", "function": {"name": "now", "arguments": "{}"}}])"));
-  j = chat_completion(h, "Checking.", "tool_calls", Usage{}, nullptr, &calls);
+  j = chat_completion(h, json::array({chat_choice(0, "Checking.", "tool_calls", nullptr, &calls)}), Usage{});
   EXPECT_EQ(j["choices"][0]["message"]["content"], "Checking.");
-  EXPECT_FALSE(chat_completion(h, "x", "stop", Usage{}, nullptr)["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_FALSE(chat_choice(0, "x", "stop", nullptr)["message"].contains("tool_calls"));
 
-  const std::vector<json> chunks = tool_call_chunks(h, 1, calls[0]);
+  const std::vector<json> chunks = tool_call_chunks(h, 2, 1, calls[0]);
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks[0]["choices"][0]["index"], 2);  // the choice's index; the call's is in the delta
   EXPECT_EQ(chunks[0]["choices"][0]["delta"], json::parse(R"({"tool_calls": [{"index": 1, "id": "call_a",
       "type": "function", "function": {"name": "get_weather", "arguments": ""}}]})"));
   EXPECT_EQ(chunks[1]["choices"][0]["delta"],
@@ -60,12 +61,12 @@ TEST(OpenAiResponse, ToolCallsShape) {
 TEST(OpenAiResponse, StreamChunks) {
   const ResponseHead h{"chatcmpl-2", 1, "m"};
   const std::string role = "assistant";
-  const json first = chat_chunk(h, &role, "", "", nullptr);
+  const json first = chat_chunk(h, 0, &role, "", "", nullptr);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(first["choices"][0]["delta"]["content"], "");
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
-  const json last = chat_chunk(h, nullptr, "", "length", nullptr);
+  const json last = chat_chunk(h, 0, nullptr, "", "length", nullptr);
   EXPECT_TRUE(last["choices"][0]["delta"].empty());
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
   const json u = usage_chunk(h, true, Usage{3, 4, 0});
@@ -73,9 +74,27 @@ TEST(OpenAiResponse, StreamChunks) {
   EXPECT_EQ(u["usage"]["completion_tokens"], 4);
   EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
   EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
-  const json t = text_chunk(ResponseHead{"cmpl-3", 1, "m"}, "abc", "", nullptr);
+  const json t = text_chunk(ResponseHead{"cmpl-3", 1, "m"}, 5, "abc", "", nullptr);
   EXPECT_EQ(t["object"], "text_completion");
   EXPECT_EQ(t["choices"][0]["text"], "abc");
+  EXPECT_EQ(t["choices"][0]["index"], 5);
+}
+
+// Several choices (n, best_of, prompt lists): each at its index, the usage
+// of all of them once.
+TEST(OpenAiResponse, SeveralChoices) {
+  const ResponseHead h{"cmpl-4", 1, "m"};
+  const json j = text_completion(h, json::array({text_choice(0, "a", "stop", nullptr), text_choice(1, "b", "length", nullptr)}),
+                                 Usage{4, 7, 3});
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["text"], "b");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"], json::parse(R"({"prompt_tokens": 4, "completion_tokens": 7, "total_tokens": 11,
+                                       "prompt_tokens_details": {"cached_tokens": 3}})"));
+  const json c = chat_chunk(h, 3, nullptr, "x", "", nullptr);
+  EXPECT_EQ(c["choices"][0]["index"], 3);
+  EXPECT_EQ(c["choices"][0]["delta"]["content"], "x");
 }
 
 }  // namespace

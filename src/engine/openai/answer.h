@@ -3,7 +3,11 @@
 // both start an Answer and read it either whole (chat.completion /
 // text_completion) or as stream chunks (chat.completion.chunk, ...).
 // The prompt is the chat template's rendering of the messages (and the
-// request's tools), or the completion's text or token ids. With tools (and
+// request's tools), or the completion's text or token ids (a list of them:
+// each prompt its own choices; with a suffix, the fill-in-the-middle
+// prompt). Each choice is a job of its own on the engine (n a prompt, or
+// best_of candidates of which the n best return); choices of one prompt
+// share its cache cells through the engine's prefix cache. With tools (and
 // tool_choice not "none") the answer is read back for tool calls in the
 // syntax the template teaches (tool_calls.h): message.tool_calls and
 // finish_reason "tool_calls"; streamed, text goes out until a call may
@@ -48,28 +52,33 @@ std::vector<int32_t> encode_limited(const Tokenizer& tok, std::string_view text,
 // "'prompt' is 600 tokens, over the limit of 511 (the context holds 512 tokens)"
 ApiError over_token_limit(const std::string& field, const std::string& count, size_t max_tokens, const std::string& why);
 
-// The prompt's token ids: the chat template applied to the messages, or the
-// completion's text (BOS as the vocabulary asks) or ids. Throws ApiError
-// (400) naming the field at fault.
-std::vector<int32_t> prompt_tokens(const AnswerContext& c, const GenerationRequest& r);
+// The prompts' token ids, one list a prompt: the chat template applied to
+// the messages, or each of the completion's texts (BOS as the vocabulary
+// asks) or ids, in the fill-in-the-middle form with a suffix
+// (fill_in_middle.h). Throws ApiError (400) naming the field at fault.
+std::vector<std::vector<int32_t>> prompt_tokens(const AnswerContext& c, const GenerationRequest& r);
 
 class Answer {
  public:
-  // Queues r on the engine. Throws ApiError (400: a bad or too long
-  // prompt), QueueFull.
+  // Queues r's jobs on the engine, all or none. Throws ApiError (400: a bad
+  // or too long prompt, more jobs than the engine queues), QueueFull.
   static std::shared_ptr<Answer> start(const AnswerContext& c, const GenerationRequest& r);
   ~Answer();
 
-  // Whole answers: waits up to `wait` for the end; true once it came.
+  // Whole answers: waits up to `wait` for the end (of every job, or of the
+  // first that failed); true once it came.
   bool wait_done(std::chrono::milliseconds wait);
-  // After wait_done: the chat.completion or text_completion object.
-  // Throws ApiError (500) when the engine failed.
+  // After wait_done: the chat.completion or text_completion object, its
+  // choices prompt-major (index = prompt * n + i). Throws ApiError (500)
+  // when the engine failed.
   nlohmann::json whole();
 
   // Streams: waits up to `wait` for news and returns the chunks since the
-  // last call (the role first for chats; text with its log-probabilities;
-  // at the end the finish reason, the usage chunk when asked for, or an
-  // error object). Empty when nothing came in time.
+  // last call, each of one choice (its index): the role first for chats,
+  // the prompt first with echo; text with its log-probabilities; the
+  // choice's finish reason when it ends; after the last, the usage chunk
+  // when asked for. An error object ends the stream. Empty when nothing
+  // came in time.
   std::vector<nlohmann::json> next_chunks(std::chrono::milliseconds wait);
   // True once next_chunks has returned the last chunk.
   bool ended() const { return ended_; }
@@ -85,25 +94,33 @@ class Answer {
   // The engine is going away before this answer: cancel() and the
   // destructor leave it alone from now on (any thread).
   void detach();
-  uint64_t job_id() const { return id_; }
 
   struct Progress;
 
  private:
   Answer() = default;
+  // A streamed choice's state (streams have no best_of: choice k is job k).
+  struct StreamedChoice {
+    bool role_sent = false, echo_sent = false, finished = false;
+    std::unique_ptr<ToolCallStream> tool_stream;  // with tools
+  };
   std::mutex engine_m_;
   Batcher* engine_ = nullptr;  // null once detached
   std::shared_ptr<Progress> pr_;
   ResponseHead head_;
-  uint64_t id_ = 0;
+  std::vector<uint64_t> ids_;  // the jobs on the engine, prompt-major
+  size_t n_ = 1, per_prompt_ = 1;  // choices returned and jobs run, a prompt
+  std::vector<std::string> echo_;  // a prompt's text each (echo), else ""
   bool chat_ = false, include_usage_ = false;
-  bool role_sent_ = false, ended_ = false;
+  bool ended_ = false;
+  std::vector<StreamedChoice> streamed_;
   // Tool calls (chats with tools, tool_choice not "none").
   bool tools_ = false, parallel_tools_ = true;
   ToolSyntax tool_syntax_ = ToolSyntax::Json;
   nlohmann::json forced_choice_;  // tool_choice when it forces a call, else null
-  std::unique_ptr<ToolCallStream> tool_stream_;
   ParsedAnswer read_calls(const std::string& text) const;
+  Usage usage() const;  // under pr_->m
+  nlohmann::json whole_choice(size_t index, size_t job) const;  // under pr_->m
 };
 
 }  // namespace weir::openai

@@ -103,9 +103,8 @@ GenerationRequest read_common(const json& body) {
     if (!v->is_number_integer()) wrong_type("seed", *v, "an integer");
     r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
   }
-  int n = 1;
-  read_int(body, "n", 1, 128, &n);
-  if (n != 1) throw bad_request("n", "'n' must be 1: one choice a request (ask again for more)");
+  read_int(body, "n", 1, kMaxChoices, &r.n);
+  r.best_of = r.n;
   read_bool(body, "stream", &r.stream);
   read_bool(body, "ignore_eos", &r.ignore_eos);
   if (const json* v = field(body, "stream_options")) {
@@ -127,6 +126,44 @@ GenerationRequest read_common(const json& body) {
     }
   }
   return r;
+}
+
+// A non-empty array of integers: a prompt as token ids.
+bool token_list(const json& v) {
+  return v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& t) { return t.is_number_integer(); });
+}
+
+std::vector<int32_t> read_tokens(const json& v) {
+  std::vector<int32_t> ids;
+  for (const json& t : v) ids.push_back(token_id(t, 0, "prompt"));
+  return ids;
+}
+
+// The completion's prompts: a text, token ids, or a list of texts or of
+// token id lists (each prompt its own choices), as OpenAI takes them.
+std::vector<CompletionPrompt> read_prompts(const json& body) {
+  const json* p = field(body, "prompt");
+  if (!p) throw bad_request("prompt", "'prompt' is required");
+  const char* want = "a string, an array of token ids, or an array of strings or of token id arrays";
+  std::vector<CompletionPrompt> out;
+  if (p->is_string()) {
+    out.push_back({p->get<std::string>(), {}});
+  } else if (token_list(*p)) {
+    out.push_back({"", read_tokens(*p)});
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_string()) {
+    for (const json& e : *p) {
+      if (!e.is_string()) wrong_type("prompt", e, "a list of strings throughout");
+      out.push_back({e.get<std::string>(), {}});
+    }
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_array()) {
+    for (const json& e : *p) {
+      if (!token_list(e)) throw bad_request("prompt", "'prompt' as a list of token id arrays must hold non-empty arrays of integers throughout");
+      out.push_back({"", read_tokens(e)});
+    }
+  } else {
+    wrong_type("prompt", *p, want);
+  }
+  return out;
 }
 
 }  // namespace
@@ -180,28 +217,31 @@ GenerationRequest parse_completion_request(const json& body, bool accept_unknown
   std::vector<std::string> unknown = check_fields(body, Endpoint::Completions, accept_unknown);
   GenerationRequest r = read_common(body);
   r.unknown_fields = std::move(unknown);
-  const json* p = field(body, "prompt");
-  if (!p) throw bad_request("prompt", "'prompt' is required");
-  if (p->is_string()) {
-    r.prompt = p->get<std::string>();
-  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
-    r.prompt = (*p)[0].get<std::string>();
-  } else if (p->is_array() && !p->empty() && std::all_of(p->begin(), p->end(), [](const json& t) { return t.is_number_integer(); })) {
-    for (const json& t : *p) r.prompt_tokens.push_back(token_id(t, 0, "prompt"));
-  } else if (p->is_array() && p->size() > 1 && (*p)[0].is_string()) {
-    throw bad_request("prompt", "'prompt' as several strings is not supported: send one prompt a request");
-  } else {
-    wrong_type("prompt", *p, "a string, an array of one string or an array of token ids");
-  }
+  r.prompts = read_prompts(body);
   read_int(body, "max_tokens", 1, 1 << 30, &r.max_tokens);
   if (r.max_tokens < 0) r.max_tokens = 16;  // OpenAI's default for completions
   int lp = 0;
   read_int(body, "logprobs", 0, 20, &lp);
   r.logprobs = field(body, "logprobs") != nullptr;
   r.top_logprobs = lp;
-  bool echo = false;
-  read_bool(body, "echo", &echo);
-  if (echo) throw bad_request("echo", "'echo' is not supported");
+  read_bool(body, "echo", &r.echo);
+  if (r.echo && r.logprobs)
+    throw bad_request("echo", "'echo' with 'logprobs' is not supported: weir computes no log-probabilities of the prompt's tokens");
+  if (field(body, "best_of")) {
+    read_int(body, "best_of", 1, kMaxChoices, &r.best_of);
+    if (r.best_of < r.n)
+      throw bad_request("best_of", "'best_of' must be at least 'n' (" + std::to_string(r.n) + "), got " + std::to_string(r.best_of));
+    if (r.best_of > 1 && r.stream)
+      throw bad_request("best_of", "'best_of' cannot be used with 'stream': the best choices are known only at the end");
+  }
+  if (const json* v = field(body, "suffix")) {
+    if (!v->is_string()) wrong_type("suffix", *v, "a string");
+    r.suffix = v->get<std::string>();
+  }
+  if (r.prompts.size() * size_t(r.best_of) > size_t(kMaxChoices))
+    throw bad_request("prompt", "a request makes at most " + std::to_string(kMaxChoices) + " choices; " +
+                                    std::to_string(r.prompts.size()) + " prompts of " + std::to_string(r.best_of) +
+                                    " each would be " + std::to_string(r.prompts.size() * size_t(r.best_of)));
   return r;
 }
 

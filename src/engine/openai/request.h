@@ -38,11 +38,24 @@ struct OutputFormat {
   std::string text;  // JsonSchema: the schema as JSON text; Grammar: GBNF
 };
 
+// A completion's prompt: text, or token ids as sent.
+struct CompletionPrompt {
+  std::string text;
+  std::vector<int32_t> tokens;  // non-empty: the prompt is these ids (text unused)
+};
+
+// Choices a request may ask for in all (prompts times n or best_of):
+// OpenAI's limit on n.
+constexpr int kMaxChoices = 128;
+
 struct GenerationRequest {
   bool chat = false;
   nlohmann::json messages;        // chat: as given, for the chat template
-  std::string prompt;             // completions: text ...
-  std::vector<int32_t> prompt_tokens;  // ... or token ids
+  std::vector<CompletionPrompt> prompts;  // completions: one, or a list (n choices each, prompt-major)
+  int n = 1;                      // choices per prompt, 1 to 128
+  int best_of = 1;                // completions: candidates per prompt (>= n); the n best return
+  bool echo = false;              // completions: each choice's text begins with its prompt's
+  std::string suffix;             // completions: fill in the middle, the answer goes before this ("" : none)
   std::string model;
   int max_tokens = -1;            // -1: until the context is full
   float temperature = 1.0f;       // OpenAI's default

@@ -9,8 +9,6 @@ using nlohmann::json;
 
 bool empty_object(const json& v) { return v.is_object() && v.empty(); }
 bool empty_array(const json& v) { return v.is_array() && v.empty(); }
-bool one(const json& v) { return v.is_number_integer() && v.get<int64_t>() == 1; }
-bool empty_string(const json& v) { return v.is_string() && v.get_ref<const std::string&>().empty(); }
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
 bool text_only(const json& v) { return v == json::array({"text"}); }
@@ -29,7 +27,7 @@ const std::vector<FieldRule> kCommon = {
     {"presence_penalty", FieldUse::Taken},
     {"frequency_penalty", FieldUse::Taken},
     {"seed", FieldUse::Taken},
-    {"n", FieldUse::Taken},  // 1 (request.cpp refuses more)
+    {"n", FieldUse::Taken},  // choices per prompt, each its own generation
     {"stream", FieldUse::Taken},
     {"stream_options", FieldUse::Taken},
     {"stop", FieldUse::Taken},
@@ -71,9 +69,9 @@ std::vector<FieldRule> completion_rules() {
   std::vector<FieldRule> r = kCommon;
   const std::vector<FieldRule> more = {
       {"prompt", FieldUse::Taken},
-      {"echo", FieldUse::Taken},  // false (request.cpp refuses true)
-      {"best_of", FieldUse::DefaultOnly, one, "takes 1 only"},
-      {"suffix", FieldUse::DefaultOnly, empty_string, "is not supported yet (fill-in-the-middle)"},
+      {"echo", FieldUse::Taken},     // not with logprobs (request.cpp refuses it)
+      {"best_of", FieldUse::Taken},  // not with stream
+      {"suffix", FieldUse::Taken},   // models with fill-in-the-middle tokens (answer.cpp refuses it elsewhere)
   };
   r.insert(r.end(), more.begin(), more.end());
   return r;

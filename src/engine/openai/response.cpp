@@ -81,9 +81,8 @@ json usage_json(const Usage& u) {
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-json chat_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason, const Usage& u,
-                     const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls) {
-  json j = head(h, "chat.completion");
+json chat_choice(size_t index, const std::string& text, const std::string& finish_reason,
+                 const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls) {
   json message = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
   if (calls && !calls->empty()) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) message["content"] = nullptr;
@@ -92,53 +91,55 @@ json chat_completion(const ResponseHead& h, const std::string& text, const std::
       list.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     message["tool_calls"] = list;
   }
-  json choice = {{"index", 0},
-                 {"message", message},
-                 {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
-                 {"finish_reason", finish(finish_reason)}};
-  j["choices"] = json::array({choice});
+  return json{{"index", index},
+              {"message", message},
+              {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
+              {"finish_reason", finish(finish_reason)}};
+}
+
+json text_choice(size_t index, const std::string& text, const std::string& finish_reason,
+                 const std::vector<TokenLogprob>* logprobs) {
+  return json{{"index", index},
+              {"text", text},
+              {"logprobs", logprobs ? text_logprobs(*logprobs, 0) : json(nullptr)},
+              {"finish_reason", finish(finish_reason)}};
+}
+
+json chat_completion(const ResponseHead& h, json choices, const Usage& u) {
+  json j = head(h, "chat.completion");
+  j["choices"] = std::move(choices);
   j["usage"] = usage_json(u);
   return j;
 }
 
-json text_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason, const Usage& u,
-                     const std::vector<TokenLogprob>* logprobs) {
+json text_completion(const ResponseHead& h, json choices, const Usage& u) {
   json j = head(h, "text_completion");
-  json choice = {{"index", 0},
-                 {"text", text},
-                 {"logprobs", logprobs ? text_logprobs(*logprobs, 0) : json(nullptr)},
-                 {"finish_reason", finish(finish_reason)}};
-  j["choices"] = json::array({choice});
+  j["choices"] = std::move(choices);
   j["usage"] = usage_json(u);
   return j;
 }
 
-json chat_chunk(const ResponseHead& h, const std::string* role, const std::string& text, const std::string& finish_reason,
-                const std::vector<TokenLogprob>* logprobs) {
+json chat_chunk(const ResponseHead& h, size_t choice, const std::string* role, const std::string& text,
+                const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs) {
   json j = head(h, "chat.completion.chunk");
   json delta = json::object();
   if (role) delta["role"] = *role;
   if (!text.empty() || (role && finish_reason.empty())) delta["content"] = text;
-  json choice = {{"index", 0},
-                 {"delta", delta},
-                 {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
-                 {"finish_reason", finish(finish_reason)}};
-  j["choices"] = json::array({choice});
+  j["choices"] = json::array({{{"index", choice},
+                               {"delta", delta},
+                               {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
+                               {"finish_reason", finish(finish_reason)}}});
   return j;
 }
 
-json text_chunk(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
+json text_chunk(const ResponseHead& h, size_t choice, const std::string& text, const std::string& finish_reason,
                 const std::vector<TokenLogprob>* logprobs) {
   json j = head(h, "text_completion");
-  json choice = {{"index", 0},
-                 {"text", text},
-                 {"logprobs", logprobs ? text_logprobs(*logprobs, 0) : json(nullptr)},
-                 {"finish_reason", finish(finish_reason)}};
-  j["choices"] = json::array({choice});
+  j["choices"] = json::array({text_choice(choice, text, finish_reason, logprobs)});
   return j;
 }
 
-std::vector<json> tool_call_chunks(const ResponseHead& h, size_t index, const ToolCall& call) {
+std::vector<json> tool_call_chunks(const ResponseHead& h, size_t choice, size_t index, const ToolCall& call) {
   std::vector<json> out;
   const json opened = {{"index", index},
                        {"id", call.id},
@@ -147,7 +148,7 @@ std::vector<json> tool_call_chunks(const ResponseHead& h, size_t index, const To
   const json arguments = {{"index", index}, {"function", {{"arguments", call.arguments}}}};
   for (const json& d : {opened, arguments}) {
     json j = head(h, "chat.completion.chunk");
-    j["choices"] = json::array({{{"index", 0}, {"delta", {{"tool_calls", json::array({d})}}}, {"logprobs", nullptr},
+    j["choices"] = json::array({{{"index", choice}, {"delta", {{"tool_calls", json::array({d})}}}, {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}});
     out.push_back(std::move(j));
   }

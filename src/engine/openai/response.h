@@ -31,26 +31,31 @@ struct ResponseHead {
 int64_t now_seconds();
 
 nlohmann::json usage_json(const Usage& u);
-// A whole answer. finish_reason: "stop" or "length" ("tool_calls" with
-// calls). With calls (non-empty): message.tool_calls, each {"id", "type":
-// "function", "function": {"name", "arguments"}}, and the content null when
-// the text outside them is only white space.
-nlohmann::json chat_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
-                               const Usage& u, const std::vector<TokenLogprob>* logprobs,
-                               const std::vector<ToolCall>* calls = nullptr);
-nlohmann::json text_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
-                               const Usage& u, const std::vector<TokenLogprob>* logprobs);
-// Stream chunks: the first carries the role; the last an empty delta and
-// the finish reason (finish_reason "" for the others); a usage chunk, when
-// asked for, has no choices.
-nlohmann::json chat_chunk(const ResponseHead& h, const std::string* role, const std::string& text,
+// One choice of a whole answer, at `index` of the response's choices.
+// finish_reason: "stop" or "length" ("tool_calls" with calls). With calls
+// (non-empty): message.tool_calls, each {"id", "type": "function",
+// "function": {"name", "arguments"}}, and the content null when the text
+// outside them is only white space.
+nlohmann::json chat_choice(size_t index, const std::string& text, const std::string& finish_reason,
+                           const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls = nullptr);
+nlohmann::json text_choice(size_t index, const std::string& text, const std::string& finish_reason,
+                           const std::vector<TokenLogprob>* logprobs);
+// A whole answer: its choices (an array of the above, in index order) and
+// the usage of all of them.
+nlohmann::json chat_completion(const ResponseHead& h, nlohmann::json choices, const Usage& u);
+nlohmann::json text_completion(const ResponseHead& h, nlohmann::json choices, const Usage& u);
+// Stream chunks of choice `choice`: its first carries the role; its last an
+// empty delta and the finish reason (finish_reason "" for the others); a
+// usage chunk, when asked for, has no choices.
+nlohmann::json chat_chunk(const ResponseHead& h, size_t choice, const std::string* role, const std::string& text,
                           const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs);
-nlohmann::json text_chunk(const ResponseHead& h, const std::string& text, const std::string& finish_reason,
+nlohmann::json text_chunk(const ResponseHead& h, size_t choice, const std::string& text, const std::string& finish_reason,
                           const std::vector<TokenLogprob>* logprobs);
-// A streamed tool call, as OpenAI streams one: a chunk whose delta opens
-// call `index` ({"index", "id", "type", "function": {"name", "arguments":
-// ""}}), then one with its arguments ({"index", "function": {"arguments"}}).
-std::vector<nlohmann::json> tool_call_chunks(const ResponseHead& h, size_t index, const ToolCall& call);
+// A streamed tool call of choice `choice`, as OpenAI streams one: a chunk
+// whose delta opens call `index` ({"index", "id", "type", "function":
+// {"name", "arguments": ""}}), then one with its arguments ({"index",
+// "function": {"arguments"}}).
+std::vector<nlohmann::json> tool_call_chunks(const ResponseHead& h, size_t choice, size_t index, const ToolCall& call);
 nlohmann::json usage_chunk(const ResponseHead& h, bool chat, const Usage& u);
 
 // "data: {json}\n\n", and the stream's end "data: [DONE]\n\n".
