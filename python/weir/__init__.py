@@ -43,6 +43,18 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
         raise ValueError(f"{name}: expected {lo} to {hi}, got {value}")
 
 
+def _choice_fields(body: Dict[str, Any], n: int, best_of: Optional[int], stream: bool) -> None:
+    """n choices (best_of candidates), and whether they stream (the engine
+    refuses best_of with a stream, as OpenAI's API does)."""
+    _check_int("n", n, 1, 128)
+    body["n"] = n
+    if best_of is not None:
+        _check_int("best_of", best_of, 1, 128)
+        body["best_of"] = best_of
+    if stream:
+        body["stream"] = True
+
+
 def _stop_list(stop: Stop) -> List[str]:
     if stop is None:
         return []
@@ -261,30 +273,34 @@ class Llama:
         logprobs: Optional[int] = None,
         model: Optional[str] = None,
         ignore_eos: bool = False,
+        n: int = 1,
+        best_of: Optional[int] = None,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """A text completion of prompt (text or token ids): a text_completion
         dict, or with stream=True an iterator of its chunks. max_tokens None
         or < 1: until the context is full or the model ends; ignore_eos (an
-        extension, as weir serve's): generate max_tokens whatever comes."""
-        if suffix is not None:
-            raise ValueError("suffix: fill-in-the-middle is not supported")
+        extension, as weir serve's): generate max_tokens whatever comes.
+        echo: each choice's text begins with the prompt (not with logprobs);
+        suffix: fill in the middle, for models with fill-in-the-middle
+        tokens (the text goes between prompt and suffix); n: choices (with a
+        seed, each repeatable); best_of: candidates of which the n with the
+        highest mean log-probability per token return (not with stream). As
+        weir serve's, prompt may be a list of texts or of token id lists:
+        n choices each, prompt-major."""
         body = self._sampling(max_tokens, temperature, top_p, min_p, top_k, stop, frequency_penalty,
                               presence_penalty, repeat_penalty, seed, model)
         body["prompt"] = prompt
+        _choice_fields(body, n, best_of, stream)
+        if suffix is not None:
+            body["suffix"] = suffix
+        if echo:
+            body["echo"] = True
         if ignore_eos:
             body["ignore_eos"] = True
         if logprobs is not None:
             body["logprobs"] = logprobs
         answer = self._start(False, body)
-        head = ""
-        if echo:
-            head = prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace")
-        if stream:
-            return self._stream(answer, head)
-        out = self._whole(answer)
-        if head:
-            out["choices"][0]["text"] = head + out["choices"][0]["text"]
-        return out
+        return self._stream(answer) if stream else self._whole(answer)
 
     def create_chat_completion(
         self,
@@ -306,6 +322,7 @@ class Llama:
         tools: Optional[List[Dict[str, Any]]] = None,
         tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
         parallel_tool_calls: Optional[bool] = None,
+        n: int = 1,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """An answer to messages ([{"role": ..., "content": ...}]) through the
         model's chat template: a chat.completion dict, or with stream=True
@@ -314,10 +331,12 @@ class Llama:
         to the template; calls the model makes come back as
         message["tool_calls"] (streamed: delta["tool_calls"]) with
         finish_reason "tool_calls". tool_choice: "none", "auto", "required"
-        or {"type": "function", "function": {"name": ...}}, as OpenAI's."""
+        or {"type": "function", "function": {"name": ...}}, as OpenAI's.
+        n: choices, as create_completion's."""
         body = self._sampling(max_tokens, temperature, top_p, min_p, top_k, stop, frequency_penalty,
                               presence_penalty, repeat_penalty, seed, model)
         body["messages"] = messages
+        _choice_fields(body, n, None, stream)
         if tools is not None:
             body["tools"] = tools
         if tool_choice is not None:
@@ -329,7 +348,7 @@ class Llama:
         if top_logprobs is not None:
             body["top_logprobs"] = top_logprobs  # the engine refuses it without logprobs, as weir serve does
         answer = self._start(True, body)
-        return self._stream(answer, "") if stream else self._whole(answer)
+        return self._stream(answer) if stream else self._whole(answer)
 
     # --- inside ------------------------------------------------------------
 
@@ -374,8 +393,7 @@ class Llama:
         return json.loads(answer.whole())
 
     @staticmethod
-    def _stream(answer: "_weir.Answer", head: str) -> Iterator[Dict[str, Any]]:
-        first = True
+    def _stream(answer: "_weir.Answer") -> Iterator[Dict[str, Any]]:
         try:
             while not answer.ended:
                 for text in answer.next_chunks(_POLL_SECONDS):
@@ -384,9 +402,6 @@ class Llama:
                         err = chunk["error"]
                         message = err.get("message", "generation failed")
                         raise ValueError(message) if err.get("type") == "invalid_request_error" else WeirError(message)
-                    if first and head and chunk.get("choices"):
-                        chunk["choices"][0]["text"] = head + chunk["choices"][0].get("text", "")
-                    first = False
                     yield chunk
         finally:
             answer.cancel()  # a no-op once it ended; stops it when the caller stopped reading
