@@ -1,6 +1,6 @@
 // Every command that runs a model takes the same runtime flags: each name of
-// runtime_flag_names() is in the --help of run, chat, perplexity, serve and
-// bench, with the same help line (bench's list note and -c's
+// runtime_flag_names() is in the --help of run, chat, perplexity, serve,
+// bench and embed, with the same help line (bench's list note and -c's
 // command-specific default aside); and each command accepts each flag on a
 // tiny model (a flag that needs a GPU may fail for want of one, never as an
 // unknown option). Also: bench -o json stays JSON when a model cannot open,
@@ -25,7 +25,7 @@
 namespace weir::test {
 namespace {
 
-const char* const kCommands[] = {"run", "chat", "perplexity", "serve", "bench"};
+const char* const kCommands[] = {"run", "chat", "perplexity", "serve", "bench", "embed"};
 
 // The help line of each flag a command's --help lists, by the flag's first name.
 std::map<std::string, std::string> help_lines(const std::string& command) {
@@ -101,6 +101,7 @@ TEST(RuntimeFlags, EveryCommandAcceptsEveryFlag) {
       const std::string cmd = c;
       std::string base = cmd + " -m " + shell_quote(tiny);
       if (cmd == "run") base += " -p hi -n 1";
+      if (cmd == "embed") base += " -p hi -p there";
       if (cmd == "perplexity") base += " -f " + shell_quote(text) + " -c 64 --chunks 1";
       if (cmd == "bench") base += " -p 8 -n 2 -r 1 --no-warmup";
       if (cmd == "serve") base += " --port 0";
