@@ -30,6 +30,7 @@ missing_py=()
 "$py" -c "import gguf" 2>/dev/null || missing_py+=(gguf)
 "$py" -c "import jinja2" 2>/dev/null || missing_py+=(jinja2)  # the chat template tests' reference
 "$py" -c "import openai" 2>/dev/null || missing_py+=(openai)  # weir serve's reference client
+"$py" -c "import jsonschema" 2>/dev/null || missing_py+=(jsonschema)  # structured output's reference validator
 "$py" -c "import websocket" 2>/dev/null || missing_py+=(websocket-client)  # drives headless Chromium (chat page test)
 # The Python package: its build (scikit-build-core, nanobind), its tests (pytest)
 # and the sdist test (build).
@@ -42,3 +43,6 @@ if [ ${#missing_py[@]} -gt 0 ]; then
   "$py" -m pip install --quiet --disable-pip-version-check "${missing_py[@]}" \
     || "$py" -m pip install --quiet --disable-pip-version-check --break-system-packages "${missing_py[@]}"
 fi
+
+# XGrammar's C++ core (constrained decoding), from its source release on PyPI.
+"$(dirname "$0")/install-xgrammar.sh"

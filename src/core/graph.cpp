@@ -24,6 +24,7 @@ const char* op_name(Op op) {
     case Op::Attention: return "attention";
     case Op::SetRows: return "set_rows";
     case Op::Sample: return "sample";
+    case Op::AllowTokens: return "allow_tokens";
     case Op::AllReduce: return "all_reduce";
     case Op::AllGather: return "all_gather";
     case Op::TopK: return "top_k";
@@ -211,6 +212,16 @@ Tensor* Graph::sample(Tensor* logits, Tensor* params) {
   Tensor* y = make(DType::I32, {logits->n_rows()}, Op::Sample, "sample");
   y->src[0] = logits;
   y->src[1] = params;
+  return y;
+}
+
+Tensor* Graph::allow_tokens(Tensor* logits, Tensor* allow) {
+  if (logits->dtype != DType::F32 || allow->dtype != DType::I32 || allow->ne[0] != (logits->ne[0] + 31) / 32 ||
+      allow->n_rows() != logits->n_rows())
+    shape_error("allow_tokens", logits, allow);
+  Tensor* y = make(DType::F32, {logits->ne[0], logits->n_rows()}, Op::AllowTokens, "allow_tokens");
+  y->src[0] = logits;
+  y->src[1] = allow;
   return y;
 }
 

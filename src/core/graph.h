@@ -41,6 +41,9 @@
 //       over the rest, in probability order (id order when neither top-k nor
 //       top-p ran): the first token whose cumulative weight exceeds
 //       u * total. NaN logits count as -inf; a row of only -inf/NaN gives -1.
+//   allow_tokens(logits [V, n], allow I32 [(V + 31) / 32, n]) -> F32 [V, n]:
+//       logits[v, j] where bit v % 32 of allow[v / 32, j] is set, else -inf
+//       (the tokens a grammar allows, before sample: engine/grammar/grammar.h).
 //   all_reduce(x, comm)                           -> same: the sum of x over the ranks
 //       of comm's group (every rank gets the same bits: core/collective.h)
 //   all_gather(x [n_r, T], total, comm)           -> [total, T]: rank r's rows
@@ -105,6 +108,7 @@ class Graph {
                     int32_t max_keys = 0);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
+  Tensor* allow_tokens(Tensor* logits, Tensor* allow);
   Tensor* top_k(Tensor* x, int k);
   Tensor* moe_weights(Tensor* logits, Tensor* ids, bool normalize);
   Tensor* mul_mat_id(Tensor* w, Tensor* x, Tensor* ids);

@@ -36,6 +36,7 @@ enum class Op : uint8_t {
   MoeWeights,// the routing weights of the chosen experts (softmax, normalized)
   MulMatId,  // y = W[expert] x for each token's chosen experts
   MoeSum,    // the experts' outputs weighted and summed
+  AllowTokens,  // logits with the tokens a bitmask does not allow set to -inf (constrained decoding)
   Count,
 };
 const char* op_name(Op op);

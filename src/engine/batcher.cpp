@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
@@ -68,9 +69,11 @@ struct Batcher::Active {
   Rng rng;
   Utf8Streamer utf8;
   std::unique_ptr<StopStrings> stops;
+  std::unique_ptr<GrammarState> grammar;  // with job.grammar
 };
 
-Batcher::Batcher(Session& s, const Tokenizer& tok, BatcherOptions o) : s_(s), tok_(tok), o_(o) {
+Batcher::Batcher(Session& s, const Tokenizer& tok, BatcherOptions o)
+    : s_(s), tok_(tok), o_(o), grammars_(tok, s.n_vocab()), grammar_workers_(o.grammar_threads) {
   if (o_.max_sequences < 1) throw Error("server: --parallel must be at least 1");
   o_.kept_prefixes = std::max(0, o_.kept_prefixes);
   for (int q = o_.max_sequences + o_.kept_prefixes - 1; q >= 0; --q) free_seqs_.push_back(q);
@@ -108,6 +111,7 @@ std::vector<uint64_t> Batcher::submit_all(std::vector<Job> jobs) {
     auto a = std::make_unique<Active>();
     a->rng.reseed(job.seed);
     a->stops = std::make_unique<StopStrings>(job.stop);
+    if (job.grammar) a->grammar = std::make_unique<GrammarState>(job.grammar);
     a->prefill = job.prompt;
     a->job = std::move(job);
     made.push_back(std::move(a));
@@ -296,7 +300,20 @@ std::vector<int32_t> Batcher::run_step(const StepPlan& p, std::vector<HostSample
     params.insert(params.end(), {a.job.temperature, float(a.job.top_k), a.job.top_p, a.job.min_p, u});
     on_host |= a.job.on_host();
   }
-  if (!on_host) return s_.step_sample(p.tokens, p.seqs, p.out_rows, params);
+  // The grammars' masks, a row each out row (all ones for rows without).
+  const int64_t words = allow_words(s_.n_vocab());
+  std::vector<GrammarState*> states;
+  std::vector<uint32_t*> rows;
+  for (size_t k = 0; k < p.out_rows.size(); ++k)
+    if (p.out_owner[k] != SIZE_MAX && active_[p.out_owner[k]]->grammar) states.push_back(active_[p.out_owner[k]]->grammar.get());
+  const bool masked = !states.empty();
+  if (masked) {
+    allow_.assign(p.out_rows.size() * size_t(words), ~0u);
+    for (size_t k = 0; k < p.out_rows.size(); ++k)
+      if (p.out_owner[k] != SIZE_MAX && active_[p.out_owner[k]]->grammar) rows.push_back(&allow_[k * size_t(words)]);
+    grammar_workers_.fill_allowed(states, rows);
+  }
+  if (!on_host) return s_.step_sample(p.tokens, p.seqs, p.out_rows, params, masked ? std::span<const uint32_t>(allow_) : std::span<const uint32_t>());
   // Every row of the step on the host: the backend's draw is the CPU's sample row.
   s_.step_logits(p.tokens, p.seqs, p.out_rows);
   std::vector<int32_t> ids(p.out_rows.size(), -1);
@@ -307,6 +324,13 @@ std::vector<int32_t> Batcher::run_step(const StepPlan& p, std::vector<HostSample
     if (o == SIZE_MAX) continue;
     const Job& j = active_[o]->job;
     std::memcpy(row.data(), s_.logits(k), row.size() * sizeof(float));
+    for (const auto& [id, bias] : j.logit_bias)
+      if (id >= 0 && size_t(id) < row.size()) row[size_t(id)] += bias;
+    if (masked && active_[o]->grammar) {
+      const uint32_t* a = &allow_[k * size_t(words)];
+      for (size_t v = 0; v < row.size(); ++v)
+        if (!((a[v >> 5] >> (v & 31)) & 1u)) row[v] = -INFINITY;
+    }
     HostSampling hs;
     hs.temperature = params[5 * k], hs.top_k = int(params[5 * k + 1]), hs.top_p = params[5 * k + 2];
     hs.min_p = params[5 * k + 3], hs.u = params[5 * k + 4];
@@ -325,13 +349,45 @@ void Batcher::update_gauges() {
   stats_.graphs_built = s_.graphs_built();
   stats_.graph_build_seconds = s_.graph_build_seconds();
   stats_.step_host_seconds = s_.host_seconds();
+  running_.clear();
+  for (const auto& a : active_)
+    running_.push_back({a->id, a->seq, a->job.prompt.size(), std::min(a->prompt_done, a->job.prompt.size()), a->generated,
+                        a->job.max_tokens, a->grammar != nullptr});
+}
+
+std::vector<Batcher::Running> Batcher::running() const {
+  std::lock_guard<std::mutex> lk(m_);
+  return running_;
+}
+
+void Batcher::submit_work(SessionWork w) {
+  std::lock_guard<std::mutex> lk(m_);
+  if (stopping_) throw QueueFull("the server is shutting down");
+  if (works_.size() >= std::max<size_t>(1, o_.queue_limit))
+    throw QueueFull(std::to_string(works_.size()) + " embedding requests are waiting already (the limit)");
+  works_.push_back(std::move(w));
+  cv_.notify_all();
+}
+
+void Batcher::run_works(std::deque<SessionWork>& works) {
+  const int32_t first_seq = int32_t(o_.max_sequences + o_.kept_prefixes);  // above every id free_seqs_ holds
+  for (SessionWork& w : works) {
+    make_room(w.cells);
+    try {
+      w.run(s_, first_seq);
+    } catch (...) {
+      if (w.on_error) w.on_error(std::current_exception());
+    }
+  }
+  works.clear();
 }
 
 void Batcher::loop() {
   for (;;) {
+    std::deque<SessionWork> works;
     {
       std::unique_lock<std::mutex> lk(m_);
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active_.empty() || !cancelled_.empty(); });
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active_.empty() || !cancelled_.empty() || !works_.empty(); });
       for (uint64_t id : cancelled_)
         for (auto& a : active_)
           if (a && a->id == id) {
@@ -345,6 +401,9 @@ void Batcher::loop() {
         for (auto& q : queue_)
           if (q->job.on_error) q->job.on_error("the server is shutting down");
         queue_.clear();
+        for (SessionWork& w : works_)
+          if (w.on_error) w.on_error(std::make_exception_ptr(QueueFull("the server is shutting down")));
+        works_.clear();
         if (active_.empty()) {
           update_gauges();
           return;
@@ -352,8 +411,10 @@ void Batcher::loop() {
       }
       admit();
       update_gauges();
-      if (active_.empty()) continue;  // (only waiting: cannot happen with nothing running, see admit)
+      works.swap(works_);
+      if (active_.empty() && works.empty()) continue;  // (only waiting: cannot happen with nothing running, see admit)
     }
+    run_works(works);
     step();
   }
 }
@@ -416,7 +477,13 @@ bool Batcher::step() {
     if (id >= 0) ++a.counts[id];
     if (!host.empty() && a.job.top_logprobs >= 0 && a.job.on_token && id >= 0) a.job.on_token(host[k]);
     if (id < 0) {
-      if (a.job.on_error) a.job.on_error("the model computed no finite logit");
+      if (a.job.on_error)
+        a.job.on_error(a.grammar ? "the grammar allows no token the model can give" : "the model computed no finite logit");
+      finish(a, "error");
+      continue;
+    }
+    if (a.grammar && !a.grammar->accept(id)) {
+      if (a.job.on_error) a.job.on_error("the grammar refused the token sampled");
       finish(a, "error");
       continue;
     }

@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/grammar/grammar.h"
 #include "engine/rng.h"
 #include "engine/session.h"
 #include "engine/host_sampling.h"
@@ -57,6 +59,12 @@ struct Job {
   // logits come back instead of only its tokens.
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;
   int top_logprobs = -1;  // -1: no log-probabilities; n >= 0: the chosen token's and n alternatives
+  // Added to the token's logit before sampling (OpenAI's logit_bias; -100
+  // bans it, +100 all but forces it); samples on the host.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // The output must match this grammar (null: free text): each step's
+  // tokens are masked to those it allows (engine/grammar/grammar.h).
+  std::shared_ptr<const CompiledGrammar> grammar;
   // Called on the engine's thread: text as it becomes final (stop strings
   // held back, whole UTF-8 characters), then once at the end.
   std::function<void(const std::string& text)> on_text;
@@ -64,7 +72,9 @@ struct Job {
   std::function<void(const std::string& error)> on_error;
   // With top_logprobs >= 0: each generated token, before its text.
   std::function<void(const HostSample& token)> on_token;
-  bool on_host() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f || top_logprobs >= 0; }
+  bool on_host() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || top_logprobs >= 0 || !logit_bias.empty();
+  }
 };
 
 // Thrown by submit when the queue is full (HTTP 503).
@@ -96,6 +106,7 @@ struct BatcherOptions {
   size_t queue_limit = 64;      // waiting requests beyond the running ones
   int kept_prefixes = 32;       // finished requests whose cells stay for reuse
   bool reuse_prefixes = true;   // false: every prompt computed whole (no prefix cache at all)
+  int grammar_threads = 0;      // threads that compute a step's grammar masks (0: the host's, up to 16)
   // Called after each step (engine thread): a line of what it held and how
   // long it took, for weir serve --log-steps.
   std::function<void(const std::string& csv_line)> step_log;
@@ -127,6 +138,24 @@ class Batcher {
   // next step) and its cells are freed. Unknown ids are ignored.
   void cancel(uint64_t id);
 
+  // Work on the session between two steps, on the engine's thread (the
+  // embeddings of /v1/embeddings): it may run forward steps of its own on
+  // sequence ids from first_seq up (ids no request of this loop takes) and
+  // must free them before it returns. Kept prefixes are let go first until
+  // `cells` cache cells are free. on_error gets what run threw, or QueueFull
+  // when the loop stops before running it. submit_work throws QueueFull
+  // when the loop is stopping or as many works wait as requests may.
+  struct SessionWork {
+    size_t cells = 0;
+    std::function<void(Session& s, int32_t first_seq)> run;
+    std::function<void(std::exception_ptr error)> on_error;
+  };
+  void submit_work(SessionWork w);
+  size_t step_tokens() const { return o_.step_tokens; }  // a forward step's tokens at most
+  // Compiles the grammars of constrained outputs against this model's
+  // vocabulary (Job::grammar), from any thread.
+  GrammarCompiler& grammars() { return grammars_; }
+
   struct Stats {
     uint64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, steps = 0;
     uint64_t reused_tokens = 0;  // prompt tokens taken from the prefix cache, not computed
@@ -138,6 +167,16 @@ class Batcher {
     double graph_build_seconds = 0, step_host_seconds = 0;
   };
   Stats stats() const;
+
+  // A running request as the last step began (weir serve's /slots).
+  struct Running {
+    uint64_t id = 0;
+    int seq = -1;
+    size_t prompt_tokens = 0, prompt_done = 0;  // prompt_done: in the cache (computed or shared)
+    int64_t generated = 0, max_tokens = -1;
+    bool constrained = false;  // under a grammar
+  };
+  std::vector<Running> running() const;
 
  private:
   struct Active;
@@ -162,6 +201,7 @@ class Batcher {
   void finish(Active& a, const std::string& reason);
   void release(Active& a, bool keep);  // its sequence back (kept for reuse when keep)
   void update_gauges();                // under m_
+  void run_works(std::deque<SessionWork>& works);  // engine thread, not under m_
 
   static constexpr size_t kWaitGain = 16;  // prompt tokens worth waiting a step for
   // Shorter common prefixes are computed again, not shared: a sequence's
@@ -174,7 +214,12 @@ class Batcher {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Active>> queue_;
   std::vector<std::unique_ptr<Active>> active_;  // engine thread only
+  GrammarCompiler grammars_;
+  std::vector<Running> running_;  // under m_ (update_gauges)
+  GrammarWorkers grammar_workers_;
+  std::vector<uint32_t> allow_;  // a step's grammar masks, a row each out row
   std::vector<uint64_t> cancelled_;
+  std::deque<SessionWork> works_;  // submit_work's, waiting for the engine thread
   std::vector<int> free_seqs_;
   std::vector<Kept> kept_;  // engine thread only
   uint64_t use_clock_ = 0;

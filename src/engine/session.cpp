@@ -37,6 +37,7 @@ struct Session::Step {
   ForwardGraph fg;
   Tensor* sample_params = nullptr;  // F32 [5, n_out] when the step samples
   Tensor* sampled = nullptr;        // I32 [n_out]
+  Tensor* allow = nullptr;          // I32 [allow_words, n_out] when the sampled rows are masked
   std::unique_ptr<Buffer> inputs;   // backend memory
   std::unique_ptr<Buffer> staging;
   size_t half = 0;  // bytes of one half
@@ -126,8 +127,8 @@ size_t Session::activation_bytes() const {
 }
 
 Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate,
-                                 bool hidden) {
-  const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample, separate, hidden);
+                                 bool hidden, bool allowed) {
+  const auto key = std::make_tuple(n_tokens, n_kv, n_out, sample, separate, hidden, allowed);
   auto it = steps_.find(key);
   if (it != steps_.end()) {
     it->second->last_used = ++use_clock_;
@@ -155,11 +156,16 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
   if (sample) {
     Graph& g = *fg.graph;
     st->sample_params = g.input(DType::F32, {5, n_out}, "sample_params");
-    st->sampled = g.sample(fg.logits, st->sample_params);
+    Tensor* logits = fg.logits;
+    if (allowed) {
+      st->allow = g.input(DType::I32, {(fg.logits->ne[0] + 31) / 32, n_out}, "allow");
+      logits = g.allow_tokens(logits, st->allow);
+    }
+    st->sampled = g.sample(logits, st->sample_params);
     g.mark_output(st->sampled);
   }
   size_t off = 0;
-  for (Tensor* t : {fg.tokens, fg.pos, fg.kv_cells, fg.out_rows, fg.mask, fg.mask_swa, st->sample_params}) {
+  for (Tensor* t : {fg.tokens, fg.pos, fg.kv_cells, fg.out_rows, fg.mask, fg.mask_swa, st->sample_params, st->allow}) {
     if (!t) continue;
     st->slots.push_back({t, off});
     off += (t->n_bytes() + 63) / 64 * 64;
@@ -229,7 +235,7 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
 
 Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
                                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
-                                  const void* token_from, bool hidden) {
+                                  const void* token_from, bool hidden, const uint32_t* allow) {
   const size_t T = tokens.size();
   if (p_.stop && p_.stop->load(std::memory_order_relaxed)) throw Cancelled("interrupted");
   const auto host_t0 = std::chrono::steady_clock::now();
@@ -267,7 +273,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     std::vector<int32_t> distinct = seq;
     std::sort(distinct.begin(), distinct.end());
     const bool separate = T > 1 && std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
-    Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate, hidden);
+    Step& st = step_for(int64_t(T), n_kv, int64_t(out_rows.size()), sample, separate, hidden, allow != nullptr);
     st.turn ^= 1;
     ForwardGraph& fg = st.fg;
     std::memcpy(st.host(fg.tokens), tokens.data(), T * sizeof(int32_t));
@@ -276,6 +282,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     std::memcpy(st.host(fg.out_rows), out_rows.data(), out_rows.size() * sizeof(int32_t));
     fill_masks(st, pos, seq);
     if (sample) std::memcpy(st.host(st.sample_params), sample_params, st.sample_params->n_bytes());
+    if (st.allow) std::memcpy(st.host(st.allow), allow, st.allow->n_bytes());
     // The staging memory is reused only after the host wait that ends this
     // step, so it outlives the copies (backend contract, rule 3).
     if (p_.tp.size > 1) {  // every rank's host work done before any rank queues (Collective::before_launch)
@@ -356,12 +363,13 @@ void Session::cancel_queued() {
 }
 
 std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
-                                          std::span<const int32_t> out_rows, std::span<const float> params) {
+                                          std::span<const int32_t> out_rows, std::span<const float> params,
+                                          std::span<const uint32_t> allow) {
   if (!peers_.empty() && !leading_) {
     std::vector<std::vector<int32_t>> ids(peers_.size() + 1);
     Session* self = this;
     on_all_ranks([&](Session& r) {
-      ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.step_sample(tokens, seqs, out_rows, params);
+      ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.step_sample(tokens, seqs, out_rows, params, allow);
     });
     return same_on_every_rank(ids);
   }
@@ -376,9 +384,22 @@ std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::
     rows.push_back(rows.back());
     prm.insert(prm.end(), params.end() - 5, params.end());
   }
-  std::vector<int32_t> ids = sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()), rows, prm.data());
+  const std::vector<uint32_t> al = padded_allow(allow, n, rows.size());
+  std::vector<int32_t> ids = sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()), rows, prm.data(),
+                                         al.empty() ? nullptr : al.data());
   ids.resize(n);
   return ids;
+}
+
+std::vector<uint32_t> Session::padded_allow(std::span<const uint32_t> allow, size_t rows, size_t padded_rows) const {
+  if (allow.empty()) return {};
+  const size_t words = size_t((n_vocab_ + 31) / 32);
+  if (allow.size() != rows * words)
+    throw Error("session: allow needs " + std::to_string(words) + " words for each of the " + std::to_string(rows) +
+                " sampled rows, got " + std::to_string(allow.size()));
+  std::vector<uint32_t> al(allow.begin(), allow.end());
+  for (size_t r = rows; r < padded_rows; ++r) al.insert(al.end(), allow.end() - std::ptrdiff_t(words), allow.end());
+  return al;
 }
 
 void Session::check_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
@@ -430,12 +451,13 @@ void Session::step_hidden(std::span<const int32_t> tokens, std::span<const int32
 }
 
 std::vector<int32_t> Session::sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,
-                                          const std::vector<int32_t>& out_rows, const float* params) {
+                                          const std::vector<int32_t>& out_rows, const float* params,
+                                          const uint32_t* allow) {
   n_logits_ = 0;
   const size_t n_out = out_rows.size();
   // Every earlier copy into sampled_ was waited for, so it can be replaced.
   if (sampled_->size() < n_out * sizeof(int32_t)) sampled_ = backend_.alloc_host(n_out * sizeof(int32_t));
-  Step& st = run_batch(tokens, seqs, out_rows, true, params);
+  Step& st = run_batch(tokens, seqs, out_rows, true, params, nullptr, false, allow);
   Queue& q = backend_.queue();
   q.copy_to_host(sampled_->data(), st.sampled->data, n_out * sizeof(int32_t));
   q.synchronize();
@@ -495,11 +517,13 @@ void Session::fill(int32_t seq, std::span<const int32_t> tokens) {
 }
 
 std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
-                                            const BackendSampling& s) {
+                                            const BackendSampling& s, std::span<const uint32_t> allow) {
   if (!peers_.empty() && !leading_) {
     std::vector<std::vector<int32_t>> ids(peers_.size() + 1);
     Session* self = this;
-    on_all_ranks([&](Session& r) { ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.decode_sample(tokens, seqs, s); });
+    on_all_ranks([&](Session& r) {
+      ids[&r == self ? 0 : size_t(r.p_.tp.rank)] = r.decode_sample(tokens, seqs, s, allow);
+    });
     return same_on_every_rank(ids);
   }
   check_not_queued();
@@ -520,7 +544,8 @@ std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std
     std::copy(row, row + 5, params.begin() + std::ptrdiff_t(5 * t));
     out_rows[t] = int32_t(t);
   }
-  return sample_rows(tokens, seq, out_rows, params.data());
+  const std::vector<uint32_t> al = padded_allow(allow, T, T);
+  return sample_rows(tokens, seq, out_rows, params.data(), al.empty() ? nullptr : al.data());
 }
 
 void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> want) {

@@ -87,9 +87,11 @@ class Session {
   void fill(int32_t seq, std::span<const int32_t> tokens);
   // One step of batched decode: tokens[i] is appended to sequence seqs[i]
   // (all distinct) and the token after it sampled on the backend; returns
-  // the sampled ids in the same order, after one host wait.
+  // the sampled ids in the same order, after one host wait. allow: empty,
+  // or a bitmask of the tokens each row may take (allow_words(n_vocab)
+  // words a row, engine/grammar/grammar.h: constrained decoding).
   std::vector<int32_t> decode_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
-                                     const BackendSampling& s);
+                                     const BackendSampling& s, std::span<const uint32_t> allow = {});
   // One forward step over tokens of several sequences at once (continuous
   // batching: prompt chunks and decode tokens side by side): tokens[i] is
   // appended to sequence seqs[i] (in order within a sequence; at most the
@@ -98,9 +100,11 @@ class Session {
   // backend with params[5k .. 5k + 4] = {temperature, top_k, top_p, min_p,
   // u} for the k-th out row, u a uniform draw in [0, 1) that the caller
   // makes (each request its own random stream). Returns the sampled ids in
-  // out-row order, after one host wait.
+  // out-row order, after one host wait. allow: as decode_sample's, a row
+  // of words for each out row.
   std::vector<int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
-                                   std::span<const int32_t> out_rows, std::span<const float> params);
+                                   std::span<const int32_t> out_rows, std::span<const float> params,
+                                   std::span<const uint32_t> allow = {});
   // The same step, sampling nothing: the logits of the out rows are kept
   // (logits(k) for the k-th), after one host wait. For sampling on the host
   // (penalties, log-probabilities).
@@ -175,21 +179,29 @@ class Session {
 
  private:
   struct Step;
-  Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate, bool hidden = false);
+  // allowed: a sampling graph whose rows are masked first (allow_tokens).
+  Step& step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, bool sample, bool separate, bool hidden = false,
+                 bool allowed = false);
   void fill_masks(Step& st, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq);
   void drop_steps();  // releases the graphs' plans, then the graphs
   // Claims cache cells for tokens[i] at the end of sequence seq[i], fills
   // and copies the step's inputs and runs it; the sequences grow.
   // token_from: backend memory the (one) token is copied from on the
   // device, after tokens[0] (a placeholder) is copied in. hidden: a graph
-  // that ends in the hidden states (ForwardOutput::Hidden).
+  // that ends in the hidden states (ForwardOutput::Hidden). allow: the
+  // sampled rows' bitmasks (null: none).
   Step& run_batch(std::span<const int32_t> tokens, const std::vector<int32_t>& seq,
                   const std::vector<int32_t>& out_rows, bool sample, const float* sample_params,
-                  const void* token_from = nullptr, bool hidden = false);
-  // run_batch of a step that samples out_rows (5 values each in params),
-  // then the ids back after one host wait.
+                  const void* token_from = nullptr, bool hidden = false, const uint32_t* allow = nullptr);
+  // run_batch of a step that samples out_rows (5 values each in params,
+  // allow_words(n_vocab) in allow unless null), then the ids back after one
+  // host wait.
   std::vector<int32_t> sample_rows(std::span<const int32_t> tokens, const std::vector<int32_t>& seqs,
-                                   const std::vector<int32_t>& out_rows, const float* params);
+                                   const std::vector<int32_t>& out_rows, const float* params,
+                                   const uint32_t* allow = nullptr);
+  // Checks an allow argument's size and pads it to padded_rows rows (the
+  // last row again); empty when allow is.
+  std::vector<uint32_t> padded_allow(std::span<const uint32_t> allow, size_t rows, size_t padded_rows) const;
   void check_not_queued() const;
   // step_sample's and step_logits' argument checks.
   void check_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int32_t> out_rows) const;
@@ -227,7 +239,7 @@ class Session {
   uint64_t rng_seed_ = 0;
   bool rng_seeded_ = false;
   // Graphs by (tokens, keys, outputs, sample, one token per sequence, hidden states).
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<Step>> steps_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool>, std::unique_ptr<Step>> steps_;
   uint64_t use_clock_ = 0;  // for evicting the least recently used step
   uint64_t graphs_built_ = 0;
   double graph_build_seconds_ = 0, host_seconds_ = 0;

@@ -729,6 +729,56 @@ TEST_P(Ops, SampleFilteredDraws) {
   EXPECT_EQ(test::ints_of(r[1][0]), want[1]) << "second run";
 }
 
+// allow_tokens then sample (constrained decoding): random bitmasks (one row
+// allowing a single token, one allowing none: -1, one allowing all), the
+// masked logits against the mask written plainly, and the draws among the
+// allowed tokens against the reference chain on those logits.
+TEST_P(Ops, AllowTokensThenSample) {
+  const int64_t V = 1000, W = (V + 31) / 32, n = 5;
+  const Builder build = [&](Graph& g) {
+    Tensor* masked = g.allow_tokens(g.input(DType::F32, {V, n}, "logits"), g.input(DType::I32, {W, n}, "allow"));
+    Tensor* ids = g.sample(masked, g.input(DType::F32, {5, n}, "params"));
+    return std::vector<Tensor*>{masked, ids};
+  };
+  WEIR_REQUIRE_SUPPORT(b(), build);
+  const std::vector<std::array<float, 4>> settings = {
+      {0.8f, 40, 0.95f, 0.05f}, {1.0f, 0, 1.0f, 0.0f}, {-1.0f, 0, 1.0f, 0.0f}, {1.0f, 0, 0.9f, 0.0f}, {0.7f, 5, 1.0f, 0.0f}};
+  std::mt19937 rng(41);
+  std::vector<Inputs> in;
+  std::vector<std::vector<float>> want_logits;
+  std::vector<std::vector<int32_t>> want_ids;
+  for (uint32_t run = 0; run < 2; ++run) {
+    const std::vector<float> l = randn(size_t(V * n), 51 + run, 3.0f);
+    std::vector<uint32_t> allow(size_t(W * n));
+    for (uint32_t& w : allow) w = uint32_t(rng()) & uint32_t(rng());  // about a quarter allowed
+    std::fill_n(allow.begin() + 1 * W, W, 0u);
+    allow[size_t(1 * W + 617 / 32)] = 1u << (617 % 32);   // row 1: token 617 alone
+    std::fill_n(allow.begin() + 3 * W, W, 0u);            // row 3: nothing
+    std::fill_n(allow.begin() + 4 * W, W, ~0u);           // row 4: everything
+    std::vector<float> masked(l.size()), params;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t v = 0; v < V; ++v)
+        masked[size_t(r * V + v)] = (allow[size_t(r * W + v / 32)] >> (v % 32)) & 1u ? l[size_t(r * V + v)] : -INFINITY;
+    for (const auto& s : settings) {
+      params.insert(params.end(), s.begin(), s.end());
+      params.push_back(std::uniform_real_distribution<float>(0.0f, 1.0f)(rng));
+    }
+    std::vector<int32_t> ids;
+    for (int64_t r = 0; r < n; ++r)
+      ids.push_back(test::reference_sample_row(&masked[size_t(r * V)], V, &params[size_t(5 * r)]));
+    EXPECT_EQ(ids[1], 617);
+    EXPECT_EQ(ids[3], -1);
+    in.push_back({{"logits", bytes_of(l)}, {"allow", bytes_of(allow)}, {"params", bytes_of(params)}});
+    want_logits.push_back(masked);
+    want_ids.push_back(ids);
+  }
+  const auto r = test::run_graph(b(), build, in);
+  for (size_t run = 0; run < 2; ++run) {
+    EXPECT_EQ(r[run][0], bytes_of(want_logits[run])) << "run " << run;
+    EXPECT_EQ(test::ints_of(r[run][1]), want_ids[run]) << "run " << run;
+  }
+}
+
 // --- every op ------------------------------------------------------------------
 
 // Where each op of the IR (core/graph.h) is tested on every backend: an op
@@ -748,6 +798,7 @@ TEST(EveryOp, HasATestOnEveryBackend) {
       {Op::Attention, "CacheOps.Attention"},
       {Op::SetRows, "CacheOps.SetRows"},
       {Op::Sample, "Ops.SampleGreedy, Ops.SampleFilteredDraws"},
+      {Op::AllowTokens, "Ops.AllowTokensThenSample"},
       {Op::AllReduce, "Collectives.AllReduce (collectives_on_every_backend_test.cpp)"},
       {Op::AllGather, "Collectives.AllGather"},
       {Op::TopK, "MoeOps.TopK (moe_ops_on_every_backend_test.cpp)"},

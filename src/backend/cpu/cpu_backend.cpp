@@ -242,6 +242,7 @@ bool CpuBackend::supports(const Tensor& t) const {
     case Op::Attention:
     case Op::SetRows:
     case Op::Sample:
+    case Op::AllowTokens:
     case Op::AllReduce:
     case Op::AllGather:
     case Op::View:
@@ -544,6 +545,7 @@ void CpuBackend::run_graph(Graph& g) {
           case Op::Attention: cpu::op_attention(*t, ctx); break;
           case Op::SetRows: cpu::op_set_rows(*t, ctx); break;
           case Op::Sample: cpu::op_sample(*t, ctx); break;
+          case Op::AllowTokens: cpu::op_allow_tokens(*t, ctx); break;
           case Op::AllReduce: cpu::op_all_reduce(*t, ctx); break;
           case Op::AllGather: cpu::op_all_gather(*t, ctx); break;
           case Op::TopK: cpu::op_top_k(*t, ctx); break;

@@ -56,6 +56,7 @@ void op_silu_mul(const Tensor& dst, const OpContext& c);
 void op_attention(const Tensor& dst, const OpContext& c);
 void op_set_rows(const Tensor& dst, const OpContext& c);
 void op_sample(const Tensor& dst, const OpContext& c);
+void op_allow_tokens(const Tensor& dst, const OpContext& c);
 // The group's collective (t.comm), called by thread 0 alone.
 void op_all_reduce(const Tensor& t, const OpContext& ctx);
 void op_all_gather(const Tensor& t, const OpContext& ctx);

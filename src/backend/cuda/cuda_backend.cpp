@@ -85,6 +85,7 @@ bool CudaBackend::supports(const Tensor& t) const {
     case Op::Attention:
     case Op::SetRows:
     case Op::Sample:
+    case Op::AllowTokens:
     case Op::AllReduce:
     case Op::AllGather:
     case Op::View:

@@ -92,5 +92,6 @@ void op_rope(const Tensor& dst, const OpCtx& c);
 void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c);
 void op_attention(const Tensor& dst, const OpCtx& c);
 void op_sample(const Tensor& dst, const OpCtx& c);
+void op_allow_tokens(const Tensor& dst, const OpCtx& c);
 
 }  // namespace weir::cuda

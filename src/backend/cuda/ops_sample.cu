@@ -693,12 +693,38 @@ __global__ void __launch_bounds__(kRowThreads, 1) row_kernel(RowAddr logits, Row
   if (threadIdx.x == 0) dst[r] = int32_t(tok);
 }
 
+// ---- allow_tokens: logits where the bitmask allows, else -inf ----
+__global__ void allow_kernel(RowAddr logits, const uint32_t* allow, int64_t words, int64_t V, float* dst) {
+  pdl_wait();
+  const int64_t r = blockIdx.y;
+  const int64_t v = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= V) return;
+  const bool on = (allow[r * words + (v >> 5)] >> (v & 31)) & 1u;
+  dst[r * V + v] = on ? logits.row(r)[v] : -INFINITY;
+}
+
 // ---- host side ----
 RowAddr row_addr_of(const Tensor& t) {
   return RowAddr{static_cast<const char*>(t.data), t.ne[1], t.ne[2], t.nb[1], t.nb[2], t.nb[3]};
 }
 
 }  // namespace
+
+void op_allow_tokens(const Tensor& dst, const OpCtx& c) {
+  const Tensor& lg = *dst.src[0];
+  const Tensor& al = *dst.src[1];
+  const int64_t V = lg.ne[0], n = lg.n_rows();
+  if (lg.dtype != DType::F32 || al.dtype != DType::I32 || al.ne[0] != (V + 31) / 32 || lg.nb[0] != sizeof(float) ||
+      dst.nb[0] != sizeof(float) || dst.nb[1] != size_t(V) * sizeof(float) || al.nb[1] != size_t(al.ne[0]) * 4 ||
+      al.n_rows() != n)
+    throw Error("allow_tokens: " + dst.name + ": needs F32 logits [V, n], I32 allow [(V + 31) / 32, n] (contiguous)");
+  if (V == 0 || n == 0) return;
+  const unsigned threads = 256;
+  const dim3 grid(unsigned((V + threads - 1) / threads), unsigned(n));
+  launch_kernel(allow_kernel, grid, threads, 0, c.launch_stream(), row_addr_of(lg),
+                static_cast<const uint32_t*>(al.data), al.ne[0], V, static_cast<float*>(dst.data));
+  WEIR_CUDA_CHECK_LAUNCH();
+}
 
 void op_sample(const Tensor& dst, const OpCtx& c) {
   const sample::Plan pl = sample::plan_of(dst);

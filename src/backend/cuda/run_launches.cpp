@@ -25,6 +25,7 @@ void run_single(Tensor& t, const OpCtx& c) {
     case Op::Rope: op_rope(t, c); break;
     case Op::Attention: op_attention(t, c); break;
     case Op::Sample: op_sample(t, c); break;
+    case Op::AllowTokens: op_allow_tokens(t, c); break;
     case Op::TopK: op_top_k(t, c); break;
     case Op::MoeWeights: op_moe_weights(t, c); break;
     case Op::MulMatId: op_mul_mat_id(t, c); break;

@@ -9,6 +9,7 @@
 
 #include "engine/openai/fill_in_middle.h"
 #include "engine/openai/forced_tool_calls.h"
+#include "engine/openai/output_grammar.h"
 #include "engine/openai/tool_request.h"
 #include "text/jinja/template.h"
 
@@ -189,6 +190,8 @@ std::shared_ptr<Answer> Answer::start(const AnswerContext& c, const GenerationRe
                           " generations (a job each); the engine queues " + std::to_string(c.engine.queue_limit()) +
                           " at most (weir serve --queue)");
   std::vector<std::vector<int32_t>> prompts = prompt_tokens(c, r);
+  std::shared_ptr<const CompiledGrammar> grammar = output_grammar(&c.engine.grammars(), r.format);
+  std::vector<std::pair<int32_t, float>> bias = checked_logit_bias(r.logit_bias, c.tok.vocab().n_tokens());
   std::shared_ptr<Answer> a(new Answer());
   a->engine_ = &c.engine;
   a->pr_ = std::make_shared<Progress>();
@@ -222,6 +225,8 @@ std::shared_ptr<Answer> Answer::start(const AnswerContext& c, const GenerationRe
     for (size_t i = 0; i < per_prompt; ++i) {
       Job job = job_from(r, prompts[p], a->pr_, p * per_prompt + i, per_prompt > a->n_, c.tok);
       job.seed = r.seed ? choice_seed(seed, i) : std::random_device{}();
+      job.grammar = grammar;
+      job.logit_bias = bias;
       jobs.push_back(std::move(job));
     }
   a->ids_ = c.engine.submit_all(std::move(jobs));

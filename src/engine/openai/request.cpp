@@ -1,5 +1,6 @@
 #include "engine/openai/request.h"
 
+#include "engine/openai/output_format.h"
 #include "engine/openai/request_fields.h"
 #include "engine/openai/tool_request.h"
 
@@ -125,6 +126,7 @@ GenerationRequest read_common(const json& body) {
       wrong_type("stop", *v, "a string or an array of strings");
     }
   }
+  read_output_format(body, r);
   return r;
 }
 

@@ -36,6 +36,7 @@ struct OutputFormat {
   enum class Kind { Text, JsonObject, JsonSchema, Grammar };
   Kind kind = Kind::Text;
   std::string text;  // JsonSchema: the schema as JSON text; Grammar: GBNF
+  std::string field;  // the request field that asked for it (for errors; "" : response_format)
 };
 
 // A completion's prompt: text, or token ids as sent.
@@ -71,6 +72,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   OutputFormat format;            // response_format, grammar, or a forced tool call's schema
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id, bias in [-100, 100] (ids checked at the answer)
   nlohmann::json tools;           // chat: the tools as given (null: none), for the template
   nlohmann::json tool_choice;     // chat: "none", "auto", "required" or {"type":"function",...} (null: auto)
   bool parallel_tool_calls = true;  // chat: false: one call at most

@@ -85,7 +85,7 @@ void read_tool_fields(const json& body, GenerationRequest& r) {
   if (!schema.is_null()) {
     if (r.format.kind != OutputFormat::Kind::Text)
       throw bad_request("tool_choice", "'tool_choice' forcing a call cannot be combined with 'response_format'");
-    r.format = OutputFormat{OutputFormat::Kind::JsonSchema, schema.dump()};
+    r.format = OutputFormat{OutputFormat::Kind::JsonSchema, schema.dump(), "tool_choice"};
   }
 }
 
