@@ -63,7 +63,14 @@
 #               clients, 512-token prompts, 256 tokens out, temperature 0.7:
 #               unshared prompts, a shared 400-token prefix, and the shared
 #               prefix with the prefix cache off; 3 rounds each; the load's
-#               wall time against what the bench rates predict (not run by default)
+#               wall time against what the bench rates predict; WEIR_GPU_SERVE_FLAGS:
+#               more serve flags (e.g. "-ub 1024 -b 1024"), WEIR_GPU_SERVE_ROUNDS: which
+#               (default "plain shared shared-nocache"); each round's steps logged
+#               (--log-steps) and summed up (not run by default)
+#     grammar   constrained decoding's cost: weir bench tg128 x64 under no grammar,
+#               any JSON object and a JSON schema (tests/data/bench-person-schema.json)
+#               on the GPU and, CUDA_VISIBLE_DEVICES=, the CPU (tg16 x64, every core),
+#               on the selected models; the allow_tokens op's tests (not run by default)
 #     profile   kernel time per kind of node (WEIR_CUDA_PROFILE=1) for tg and pp
 #               on each model (not run by default)
 #     counters  Nsight Compute (ncu) over one decoded token of each selected
@@ -159,6 +166,9 @@ if [ "${1:-}" = "--pack" ]; then
   [ -f "$vocab" ] && cp "$vocab" "$carry/"
   [ -f ../shared/ref/ppl-text.txt ] && cp ../shared/ref/ppl-text.txt "$carry/"
   mkdir -p "$carry/ref" && cp ../shared/ref/gemma3-*.jsonl "$carry/ref/"  # llama.cpp's reference logits
+  # XGrammar's static library and headers (scripts/install-xgrammar.sh), for the build stage.
+  xg="${WEIR_XGRAMMAR_DIR:-$HOME/.cache/weir/deps/xgrammar-0.2.8}"
+  rm -rf "$carry/xgrammar" && mkdir -p "$carry/xgrammar" && cp -r "$xg/include" "$xg/lib" "$carry/xgrammar/"
   # The gguf package (pure Python) for the tiny models the tests write.
   rm -rf "$carry/python" && mkdir -p "$carry/python"
   cp -r "$(python3 -c 'import gguf, os; print(os.path.dirname(gguf.__file__))')" "$carry/python/"
@@ -625,7 +635,9 @@ if has serve; then
   if [ ! -f "$sf" ]; then
     echo "serve: no $sf (run the models stage with WEIR_GPU_BENCH_MODELS=$sm)"; failed+=(serve)
   else
+    read -r -a extra <<<"${WEIR_GPU_SERVE_FLAGS:-}"
     "$build/weir" bench -m "$sf" -ngl "$ngl" -p "$np" -n 0 -r 3 >"$slog" 2>&1
+    "$build/weir" bench -m "$sf" -ngl "$ngl" -p "$np" -n 0 -np "$nc" -r 3 "${extra[@]}" >>"$slog" 2>&1
     "$build/weir" bench -m "$sf" -ngl "$ngl" -p 0 -n "$ng" -np "$nc" -r 3 >>"$slog" 2>&1
     grep -E "^\|.*(pp$np|tg$ng)" "$slog"
     rate() { grep -E "^\|.*$1 " "$slog" | awk -F'|' '{print $(NF-1)}' | awk '{print $1}' | head -1; }
@@ -638,7 +650,7 @@ if has serve; then
       while [ "$1" != -- ]; do sflags+=("$1"); shift; done; shift
       lflags=("$@")
       "$build/weir" serve -m "$sf" -ngl "$ngl" -np "$nc" -c $((nc * (np + ng + 32))) --port $port "${sflags[@]}" \
-        >"$log_dir/serve-$name.log" 2>&1 &
+        "${extra[@]}" --log-steps "$log_dir/serve-$name-steps.csv" >"$log_dir/serve-$name.log" 2>&1 &
       local pid=$!
       python3 -c "
 import time, urllib.request
@@ -657,11 +669,42 @@ for _ in range(600):
       python3 -c "import urllib.request; print(''.join(l for l in urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode().splitlines(True) if not l.startswith('#')))" \
         >"$log_dir/serve-$name-metrics.txt" 2>&1 || true
       kill -TERM $pid; wait $pid || true
+      # The steps: how many, how long, what they held (all rounds, the warm-up's too).
+      python3 - "$log_dir/serve-$name-steps.csv" <<'PY' || true
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+if rows:
+    sec = [float(r["seconds"]) for r in rows]
+    mixed = [float(r["seconds"]) for r in rows if int(r["prompt"]) > 0 and int(r["decode"]) > 0]
+    dec = [float(r["seconds"]) for r in rows if int(r["prompt"]) == 0]
+    print(f"  steps {len(rows)}: median {statistics.median(sec)*1e3:.1f} ms, max {max(sec)*1e3:.1f} ms; "
+          f"with prompt and decode {len(mixed)} (median {statistics.median(mixed)*1e3 if mixed else 0:.1f} ms); "
+          f"decode only {len(dec)} (median {statistics.median(dec)*1e3 if dec else 0:.1f} ms)")
+PY
+      grep -E "^weir_(graphs_built|graph_build_seconds)" "$log_dir/serve-$name-metrics.txt" | tr '\n' ' '; echo
     }
-    serve_rounds plain -- --shared-prefix 0
-    serve_rounds shared -- --shared-prefix "$sp"
-    serve_rounds shared-nocache --cache-prompts 0 -- --shared-prefix "$sp"
+    for round in ${WEIR_GPU_SERVE_ROUNDS:-plain shared shared-nocache}; do
+      case $round in
+        plain) serve_rounds plain -- --shared-prefix 0 ;;
+        shared) serve_rounds shared -- --shared-prefix "$sp" ;;
+        shared-nocache) serve_rounds shared-nocache --cache-prompts 0 -- --shared-prefix "$sp" ;;
+      esac
+    done
   fi
+fi
+
+if has grammar; then
+  step "constrained decoding: weir bench under no grammar, any object, a JSON schema"
+  schema=tests/data/bench-person-schema.json
+  TAIL=20 run_logged grammar "$log_dir/grammar-ops.log" "$build/tests/weir_backends_tests" --gtest_brief=1 \
+    --gtest_filter='*AllowTokens*:*Sample*'
+  for m in "${selected[@]}"; do
+    p=$(path_of "${m%%:*}")
+    TAIL=8 run_logged grammar "$log_dir/grammar-gpu.log" "$build/weir" bench -m "$p" -ngl 99 -p 0 -n 128 -np 64 -r 5 \
+      --json-schema "none,object,$schema"
+    TAIL=8 run_logged grammar "$log_dir/grammar-cpu.log" env CUDA_VISIBLE_DEVICES= "$build/weir" bench -m "$p" -ngl 0 \
+      -t "${WEIR_CPU_THREADS:-$(nproc)}" -p 0 -n 16 -np 64 -r 3 --json-schema "none,object,$schema"
+  done
 fi
 
 if has profile; then

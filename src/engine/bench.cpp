@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/grammar/grammar.h"
 #include "engine/session.h"
 
 namespace weir {
@@ -83,6 +84,74 @@ void run_gen_parallel(Session& s, TokenSource& src, int n, int n_seq) {
   for (int i = 0; i < n; ++i) s.decode_sample(src.take(n_seq, false), seqs, greedy);
 }
 
+// Batched decode under a grammar: each step every sequence's mask of the
+// tokens its grammar allows (on the grammar's threads), the step sampled
+// among those (greedy), each token taken by its grammar and fed back. A
+// grammar that ends (an end-of-generation token taken) starts again.
+struct GrammarRun {
+  std::vector<GrammarState> states;
+  GrammarWorkers workers;
+  std::vector<uint32_t> allow;
+  std::vector<int32_t> last;
+  GrammarRun(const std::shared_ptr<const CompiledGrammar>& g, int n_seq, int threads) : workers(threads) {
+    for (int i = 0; i < n_seq; ++i) states.emplace_back(g);
+  }
+};
+
+void run_gen_grammar(Session& s, TokenSource& src, GrammarRun& run, int n) {
+  BackendSampling greedy;
+  greedy.temperature = 0;
+  const size_t n_seq = run.states.size();
+  const int64_t words = allow_words(s.n_vocab());
+  std::vector<int32_t> seqs(n_seq);
+  for (size_t i = 0; i < n_seq; ++i) seqs[i] = int32_t(i);
+  if (run.last.size() != n_seq) run.last = src.take(int(n_seq), false);
+  run.allow.assign(n_seq * size_t(words), ~0u);
+  std::vector<GrammarState*> states;
+  std::vector<uint32_t*> rows;
+  for (size_t i = 0; i < n_seq; ++i) states.push_back(&run.states[i]), rows.push_back(&run.allow[i * size_t(words)]);
+  for (int step = 0; step < n; ++step) {
+    run.workers.fill_allowed(states, rows);
+    run.last = s.decode_sample(run.last, seqs, greedy, run.allow);
+    for (size_t i = 0; i < n_seq; ++i) {
+      if (run.last[i] < 0 || !run.states[i].accept(run.last[i]))
+        throw Error("bench: the grammar allowed no token the model gave");
+      if (run.states[i].terminated()) run.states[i].reset();
+    }
+  }
+}
+
+// Prefill of S prompts of n tokens at once, as weir serve takes a burst of
+// them: steps of `step` tokens, the prompts in order (a step ends one and
+// begins the next), each step sampling the token after every prompt it
+// ends (greedy; one host wait a step).
+void run_prompt_parallel(Session& s, TokenSource& src, int n, int n_seq, int step) {
+  std::vector<int32_t> toks, seqs, rows;
+  std::vector<float> params;
+  auto flush = [&] {
+    if (toks.empty()) return;
+    if (rows.empty() || rows.back() != int32_t(toks.size()) - 1) {  // a prompt's middle: one row, ignored
+      rows.push_back(int32_t(toks.size()) - 1);
+      params.insert(params.end(), {0.0f, 0.0f, 1.0f, 0.0f, 0.5f});
+    }
+    s.step_sample(toks, seqs, rows, params);
+    toks.clear(), seqs.clear(), rows.clear(), params.clear();
+  };
+  for (int q = 0; q < n_seq; ++q) {
+    const std::vector<int32_t> p = src.take(n, true);
+    for (int i = 0; i < n; ++i) {
+      toks.push_back(p[size_t(i)]);
+      seqs.push_back(q);
+      if (i == n - 1) {
+        rows.push_back(int32_t(toks.size()) - 1);
+        params.insert(params.end(), {0.0f, 0.0f, 1.0f, 0.0f, 0.5f});
+      }
+      if (int(toks.size()) == step) flush();
+    }
+  }
+  flush();
+}
+
 // Each of sequences 0..S-1 filled with n tokens (untimed context).
 void run_depth_parallel(Session& s, TokenSource& src, int n, int n_seq) {
   if (n <= 0) return;
@@ -104,6 +173,7 @@ std::string BenchTest::name() const {
   else s = "pp" + std::to_string(n_prompt) + "+tg" + std::to_string(n_gen);
   if (n_parallel > 1) s += " x" + std::to_string(n_parallel);
   if (n_depth > 0) s += " @ d" + std::to_string(n_depth);
+  if (!json_schema.empty()) s += " +json " + schema_name;
   return s;
 }
 
@@ -116,17 +186,22 @@ std::vector<BenchTest> expand_tests(const BenchPlan& p) {
           for (int ngl : p.n_gpu_layers)
             for (int nd : p.n_depth) {
               BenchTest t{m, 0, 0, nd, nb, nub, nt, ngl};
-              for (int np : p.n_prompt) {
-                if (np <= 0) continue;
-                t.n_prompt = np, t.n_gen = 0;
-                out.push_back(t);
-              }
-              for (int ng : p.n_gen)
-                for (int np : p.n_parallel) {
-                  if (ng <= 0 || np <= 0) continue;
-                  t.n_prompt = 0, t.n_gen = ng, t.n_parallel = np;
+              for (int np : p.n_prompt)
+                for (int npar : p.n_parallel) {
+                  if (np <= 0 || npar <= 0) continue;
+                  t.n_prompt = np, t.n_gen = 0, t.n_parallel = npar;
                   out.push_back(t);
                 }
+              t.n_parallel = 1;
+              for (int ng : p.n_gen)
+                for (int np : p.n_parallel)
+                  for (const auto& [name, schema] : p.json_schemas) {
+                    if (ng <= 0 || np <= 0) continue;
+                    t.n_prompt = 0, t.n_gen = ng, t.n_parallel = np;
+                    t.schema_name = name, t.json_schema = schema;
+                    out.push_back(t);
+                  }
+              t.schema_name.clear(), t.json_schema.clear();
             }
   return out;
 }
@@ -147,7 +222,8 @@ double bench_stdev(const std::vector<double>& v) {
 }
 
 std::vector<double> BenchResult::samples_ts() const {
-  const double n = double(test.n_prompt) + double(test.n_gen) * double(std::max(1, test.n_parallel));
+  // (pp x S or tg x S: one of the two is 0)
+  const double n = (double(test.n_prompt) + double(test.n_gen)) * double(std::max(1, test.n_parallel));
   std::vector<double> ts;
   for (uint64_t ns : samples_ns) ts.push_back(ns ? 1e9 * n / double(ns) : 0.0);
   return ts;
@@ -168,8 +244,8 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   BenchResult r;
   r.test = t;
   r.test_time = utc_now();
-  if (t.n_parallel < 1 || (t.n_parallel > 1 && t.n_prompt > 0))
-    throw Error("bench: test " + t.name() + ": parallel sequences are for tg tests only");
+  if (t.n_parallel < 1 || (t.n_parallel > 1 && t.n_prompt > 0 && t.n_gen > 0))
+    throw Error("bench: test " + t.name() + ": parallel sequences are for pp or tg tests alone");
   SessionParams sp;
   sp.n_ctx = t.n_ctx();
   // weir has one batch level: a forward step takes at most min(b, ub) tokens,
@@ -183,20 +259,37 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   Session s(model, backend, sp);
   TokenSource src(model, o.seed);
 
-  const bool parallel = t.n_parallel > 1;
+  // Under a grammar: the sequences' grammar states, compiled once (untimed).
+  std::unique_ptr<GrammarRun> grammar;
+  if (!t.json_schema.empty()) {
+    if (t.n_gen <= 0 || t.n_prompt > 0) throw Error("bench: test " + t.name() + ": a grammar is for tg tests only");
+    GrammarCompiler compiler(model.tokenizer(), s.n_vocab());
+    GrammarSpec spec;
+    spec.kind = t.json_schema == "object" ? GrammarSpec::Kind::JsonObject : GrammarSpec::Kind::JsonSchema;
+    if (spec.kind == GrammarSpec::Kind::JsonSchema) spec.text = t.json_schema;
+    grammar = std::make_unique<GrammarRun>(compiler.compile(spec), std::max(1, t.n_parallel), o.grammar_threads);
+  }
+  const bool parallel = t.n_parallel > 1 || grammar;
+  auto prompt = [&] {
+    if (t.n_parallel > 1 && t.n_prompt > 0) run_prompt_parallel(s, src, t.n_prompt, t.n_parallel, int(sp.n_batch));
+    else run_prompt(s, src, t.n_prompt);
+  };
+  auto gen = [&](int n) {
+    if (grammar) run_gen_grammar(s, src, *grammar, n);
+    else if (parallel) run_gen_parallel(s, src, n, t.n_parallel);
+    else run_gen(s, src, n, o.pipelined);
+  };
   if (o.warmup) {
-    run_prompt(s, src, t.n_prompt);
-    if (t.n_gen > 0 && parallel) run_gen_parallel(s, src, 1, t.n_parallel);
-    else if (t.n_gen > 0) run_gen(s, src, 1, o.pipelined);
+    prompt();
+    if (t.n_gen > 0) gen(1);
   }
   for (int rep = 0; rep < o.reps; ++rep) {
     s.reset();
     if (parallel) run_depth_parallel(s, src, t.n_depth, t.n_parallel);
     else run_prompt(s, src, t.n_depth);  // untimed context
     const auto t0 = std::chrono::steady_clock::now();
-    run_prompt(s, src, t.n_prompt);
-    if (parallel) run_gen_parallel(s, src, t.n_gen, t.n_parallel);
-    else run_gen(s, src, t.n_gen, o.pipelined);
+    prompt();
+    if (t.n_gen > 0) gen(t.n_gen);
     r.samples_ns.push_back(uint64_t(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   }

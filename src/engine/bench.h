@@ -3,7 +3,11 @@
 // the last token only); tg<N> decodes N single tokens; "@ d<D>" first fills
 // the cache with D tokens, untimed. "tg<N> x<S>" (weir's own) decodes S
 // sequences at once, N steps of one token each (batched decode; each
-// sequence first holds D tokens), and counts all N * S tokens. Each test is
+// sequence first holds D tokens), and counts all N * S tokens; "pp<P> x<S>"
+// (weir's own) processes S prompts of P tokens at once in steps of the
+// batch size, the prompts one after another (a step ends one and begins the
+// next, as weir serve takes a burst of requests), and counts all P * S
+// tokens. Each test is
 // repeated; t/s is computed per repetition, then averaged (mean, sample
 // standard deviation).
 #pragma once
@@ -26,8 +30,12 @@ struct BenchTest {
   int n_threads = 1;
   int n_gpu_layers = 0;  // 0: CPU; more: the whole model on the GPU
   int n_parallel = 1;    // tg: sequences decoded at once
+  // tg: each sequence's tokens constrained by a grammar (engine/grammar):
+  // "" none, "object" any JSON object, else a JSON schema's text;
+  // schema_name says which in the test's name.
+  std::string json_schema, schema_name;
   // "pp512", "tg128", "pp512+tg128", "tg128 x64", with " @ d<D>" when
-  // n_depth > 0.
+  // n_depth > 0 and " +json <name>" under a grammar.
   std::string name() const;
   int64_t n_ctx() const;  // KV cache cells the test needs
 };
@@ -37,7 +45,9 @@ struct BenchPlan {
   std::vector<std::string> models;
   std::vector<int> n_prompt{512}, n_gen{128}, n_depth{0};
   std::vector<int> n_batch{2048}, n_ubatch{512}, n_threads{1}, n_gpu_layers{0};
-  std::vector<int> n_parallel{1};  // tg tests only
+  std::vector<int> n_parallel{1};  // pp and tg tests: sequences at once
+  // tg tests only: {schema_name, json_schema} pairs (BenchTest), {"", ""} for none.
+  std::vector<std::pair<std::string, std::string>> json_schemas{{"", ""}};
 };
 
 // llama-bench's order: model, batch, ubatch, threads, gpu layers, depth outermost to
@@ -50,7 +60,7 @@ struct BenchResult {
   std::string test_time;          // RFC 3339, UTC, when the test started
   std::vector<uint64_t> samples_ns;
 
-  std::vector<double> samples_ts() const;  // (n_prompt + n_gen * n_parallel) / seconds, per repetition
+  std::vector<double> samples_ts() const;  // (n_prompt + n_gen) * n_parallel / seconds, per repetition
   double avg_ts() const;
   double stdev_ts() const;
   uint64_t avg_ns() const;
@@ -74,6 +84,7 @@ struct BenchRunOptions {
   // these peers (SessionParams::tp, peers).
   TensorParallel tp;
   std::vector<SessionParams::Peer> peers;
+  int grammar_threads = 0;  // tests under a grammar: threads computing the masks (0: as weir serve, the host's up to 16)
 };
 
 // Runs one test on `backend` (whose thread count the caller chose to match

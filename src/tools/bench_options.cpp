@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "tools/args.h"
 #include "tools/common.h"
@@ -21,9 +23,34 @@ void check_all(const std::vector<int>& v, int lo, int hi, const char* flag) {
 constexpr int kMaxTokens = 1 << 24;  // -p, -n, -d: 16M tokens is far past any model's context
 constexpr int kMaxTests = 100000;
 
+// --json-schema's list: none, object, or schema files, comma-separated.
+std::vector<std::pair<std::string, std::string>> json_schema_list(const std::string& list) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    at = comma + 1;
+    if (item == "none") {
+      out.emplace_back("", "");
+    } else if (item == "object") {
+      out.emplace_back("object", "object");
+    } else {
+      std::ifstream f(item);
+      if (!f) throw UsageError("--json-schema: cannot read '" + item + "' (give none, object or schema files)");
+      std::stringstream text;
+      text << f.rdbuf();
+      const size_t slash = item.find_last_of('/');
+      out.emplace_back(slash == std::string::npos ? item : item.substr(slash + 1), text.str());
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
+  std::string json_schemas;
   bool no_warmup = false;
   int mmap = 1;
   RuntimeFlags& rf = o->runtime;
@@ -41,7 +68,10 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .opt_list("-n,--n-gen", &o->plan.n_gen, "N", "generated tokens of the tg tests (default 128; 0: none)")
       .opt_list("-d,--n-depth", &o->plan.n_depth, "N", "tokens in the context before each test (default 0)")
       .opt_list("-np,--parallel", &o->plan.n_parallel, "N",
-                "tg tests: N sequences decoded at once, t/s counting all of them (default 1)")
+                "N sequences at once, t/s counting all of them (default 1): tg, N decoded side by side; pp, N prompts through steps of the batch size, one after another")
+      .opt("--json-schema", &json_schemas, "LIST",
+           "tg tests: each also under a grammar, every sequence's tokens constrained to JSON: none (no grammar), "
+           "object (any object) or a JSON schema file; comma-separated (default none)")
       .opt("-r,--repetitions", &o->reps, "N", "repetitions of each test (default 5)")
       .opt("-o,--output", &o->output, "FMT", "md, csv, json or jsonl (default md)")
       .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test")
@@ -50,6 +80,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   if (!a.parse(argc, argv)) return false;
   rf.parsed(a);
   o->warmup = !no_warmup;
+  if (!json_schemas.empty()) o->plan.json_schemas = json_schema_list(json_schemas);
   if (mmap != 0 && mmap != 1) throw UsageError("-mmp: expected 0 or 1, got " + std::to_string(mmap));
   if (mmap == 0) rf.no_mmap = true;
   o->plan.n_gpu_layers = rf.n_gpu_layers;
@@ -85,7 +116,8 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
   for (const auto* v : {&o->plan.n_batch, &o->plan.n_ubatch, &o->plan.n_threads, &o->plan.n_gpu_layers,
                         &o->plan.n_depth})
     n_tests *= double(v->size());
-  n_tests *= double(o->plan.n_prompt.size() + o->plan.n_gen.size() * o->plan.n_parallel.size());
+  n_tests *= double(o->plan.n_prompt.size() * o->plan.n_parallel.size() +
+                    o->plan.n_gen.size() * o->plan.n_parallel.size() * o->plan.json_schemas.size());
   if (n_tests > kMaxTests)
     throw UsageError("the lists expand to " + std::to_string(uint64_t(n_tests)) + " tests, more than " +
                      std::to_string(kMaxTests) + "; give fewer values");

@@ -31,21 +31,27 @@ TEST(Bench, TestNames) {
   EXPECT_EQ(t.n_ctx(), 64 * (32 + 128 + 1));
 }
 
-TEST(Bench, ParallelSequencesMakeTgTestsOnly) {
+TEST(Bench, ParallelSequencesMakePpAndTgTests) {
   BenchPlan p;
   p.models = {"a.gguf"};
   p.n_prompt = {16};
   p.n_gen = {4};
   p.n_parallel = {1, 8};
+  p.json_schemas = {{"", ""}, {"s.json", "{}"}};
   const std::vector<BenchTest> v = expand_tests(p);
-  ASSERT_EQ(v.size(), 3u);
+  ASSERT_EQ(v.size(), 6u);
   EXPECT_EQ(v[0].name(), "pp16");
-  EXPECT_EQ(v[1].name(), "tg4");
-  EXPECT_EQ(v[2].name(), "tg4 x8");
+  EXPECT_EQ(v[1].name(), "pp16 x8");
+  EXPECT_EQ(v[2].name(), "tg4");
+  EXPECT_EQ(v[3].name(), "tg4 +json s.json");
+  EXPECT_EQ(v[4].name(), "tg4 x8");
+  EXPECT_EQ(v[5].name(), "tg4 x8 +json s.json");
   BenchResult r;
-  r.test = v[2];
+  r.test = v[4];
   r.samples_ns = {1000000000};
   EXPECT_DOUBLE_EQ(r.avg_ts(), 32.0);  // every sequence's tokens count
+  r.test = v[1];
+  EXPECT_DOUBLE_EQ(r.avg_ts(), 128.0);  // every prompt's
 }
 
 TEST(Bench, ExpandIsTheCrossProductInLlamaBenchOrder) {
@@ -104,6 +110,15 @@ TEST(Bench, RunsOnATinyModel) {
   par.n_parallel = 3;
   const BenchResult pr = run_bench_test(*model, backend, par, o);
   EXPECT_EQ(pr.samples_ns.size(), 2u);
+  // Prompts at once (steps of 5 tokens across 3 prompts of 7), and decode
+  // under a JSON grammar.
+  BenchTest prompts{path, 7, 0, 0, 5, 5, 1};
+  prompts.n_parallel = 3;
+  EXPECT_EQ(run_bench_test(*model, backend, prompts, o).samples_ns.size(), 2u);
+  BenchTest json{path, 0, 6, 0, 2048, 512, 1};
+  json.n_parallel = 2;
+  json.json_schema = "object", json.schema_name = "object";
+  EXPECT_EQ(run_bench_test(*model, backend, json, o).samples_ns.size(), 2u);
   BenchTest none{path, 0, 0, 0, 2048, 512, 1};
   EXPECT_THROW(run_bench_test(*model, backend, none, o), Error);
 }
