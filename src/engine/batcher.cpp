@@ -308,9 +308,12 @@ std::vector<int32_t> Batcher::run_step(const StepPlan& p, std::vector<HostSample
     if (p.out_owner[k] != SIZE_MAX && active_[p.out_owner[k]]->grammar) states.push_back(active_[p.out_owner[k]]->grammar.get());
   const bool masked = !states.empty();
   if (masked) {
-    allow_.assign(p.out_rows.size() * size_t(words), ~0u);
-    for (size_t k = 0; k < p.out_rows.size(); ++k)
-      if (p.out_owner[k] != SIZE_MAX && active_[p.out_owner[k]]->grammar) rows.push_back(&allow_[k * size_t(words)]);
+    allow_.resize(p.out_rows.size() * size_t(words));
+    for (size_t k = 0; k < p.out_rows.size(); ++k) {
+      uint32_t* row = &allow_[k * size_t(words)];
+      if (p.out_owner[k] != SIZE_MAX && active_[p.out_owner[k]]->grammar) rows.push_back(row);
+      else std::fill_n(row, words, ~0u);
+    }
     grammar_workers_.fill_allowed(states, rows);
   }
   if (!on_host) return s_.step_sample(p.tokens, p.seqs, p.out_rows, params, masked ? std::span<const uint32_t>(allow_) : std::span<const uint32_t>());
@@ -478,15 +481,13 @@ bool Batcher::step() {
     if (!host.empty() && a.job.top_logprobs >= 0 && a.job.on_token && id >= 0) a.job.on_token(host[k]);
     if (id < 0) {
       if (a.job.on_error)
-        a.job.on_error(a.grammar ? "the grammar allows no token the model can give" : "the model computed no finite logit");
+        a.job.on_error(a.grammar && a.grammar->broken()       ? "the grammar refused the token sampled"
+                       : a.grammar                            ? "the grammar allows no token the model can give"
+                                                              : "the model computed no finite logit");
       finish(a, "error");
       continue;
     }
-    if (a.grammar && !a.grammar->accept(id)) {
-      if (a.job.on_error) a.job.on_error("the grammar refused the token sampled");
-      finish(a, "error");
-      continue;
-    }
+    if (a.grammar) a.grammar->accept_later(id);  // (taken with the next step's masks, in parallel)
     if (!a.job.ignore_eos && tok_.vocab().is_eog(id)) {
       finish(a, "stop");
       continue;

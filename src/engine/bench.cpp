@@ -106,7 +106,7 @@ void run_gen_grammar(Session& s, TokenSource& src, GrammarRun& run, int n) {
   std::vector<int32_t> seqs(n_seq);
   for (size_t i = 0; i < n_seq; ++i) seqs[i] = int32_t(i);
   if (run.last.size() != n_seq) run.last = src.take(int(n_seq), false);
-  run.allow.assign(n_seq * size_t(words), ~0u);
+  run.allow.resize(n_seq * size_t(words));
   std::vector<GrammarState*> states;
   std::vector<uint32_t*> rows;
   for (size_t i = 0; i < n_seq; ++i) states.push_back(&run.states[i]), rows.push_back(&run.allow[i * size_t(words)]);
@@ -114,9 +114,10 @@ void run_gen_grammar(Session& s, TokenSource& src, GrammarRun& run, int n) {
     run.workers.fill_allowed(states, rows);
     run.last = s.decode_sample(run.last, seqs, greedy, run.allow);
     for (size_t i = 0; i < n_seq; ++i) {
-      if (run.last[i] < 0 || !run.states[i].accept(run.last[i]))
-        throw Error("bench: the grammar allowed no token the model gave");
-      if (run.states[i].terminated()) run.states[i].reset();
+      if (run.last[i] < 0) throw Error(std::string("bench: the grammar ") +
+                                       (run.states[i].broken() ? "refused a token" : "allowed no token"));
+      if (s.model().tokenizer().vocab().is_eog(run.last[i])) run.states[i].reset();  // starts again
+      else run.states[i].accept_later(run.last[i]);  // taken with the next masks, in parallel
     }
   }
 }

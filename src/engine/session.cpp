@@ -384,22 +384,23 @@ std::vector<int32_t> Session::step_sample(std::span<const int32_t> tokens, std::
     rows.push_back(rows.back());
     prm.insert(prm.end(), params.end() - 5, params.end());
   }
-  const std::vector<uint32_t> al = padded_allow(allow, n, rows.size());
   std::vector<int32_t> ids = sample_rows(tokens, std::vector<int32_t>(seqs.begin(), seqs.end()), rows, prm.data(),
-                                         al.empty() ? nullptr : al.data());
+                                         padded_allow(allow, n, rows.size()));
   ids.resize(n);
   return ids;
 }
 
-std::vector<uint32_t> Session::padded_allow(std::span<const uint32_t> allow, size_t rows, size_t padded_rows) const {
-  if (allow.empty()) return {};
+const uint32_t* Session::padded_allow(std::span<const uint32_t> allow, size_t rows, size_t padded_rows) {
+  if (allow.empty()) return nullptr;
   const size_t words = size_t((n_vocab_ + 31) / 32);
   if (allow.size() != rows * words)
     throw Error("session: allow needs " + std::to_string(words) + " words for each of the " + std::to_string(rows) +
                 " sampled rows, got " + std::to_string(allow.size()));
-  std::vector<uint32_t> al(allow.begin(), allow.end());
-  for (size_t r = rows; r < padded_rows; ++r) al.insert(al.end(), allow.end() - std::ptrdiff_t(words), allow.end());
-  return al;
+  if (padded_rows == rows) return allow.data();
+  allow_padded_.assign(allow.begin(), allow.end());
+  for (size_t r = rows; r < padded_rows; ++r)
+    allow_padded_.insert(allow_padded_.end(), allow.end() - std::ptrdiff_t(words), allow.end());
+  return allow_padded_.data();
 }
 
 void Session::check_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
@@ -544,8 +545,7 @@ std::vector<int32_t> Session::decode_sample(std::span<const int32_t> tokens, std
     std::copy(row, row + 5, params.begin() + std::ptrdiff_t(5 * t));
     out_rows[t] = int32_t(t);
   }
-  const std::vector<uint32_t> al = padded_allow(allow, T, T);
-  return sample_rows(tokens, seq, out_rows, params.data(), al.empty() ? nullptr : al.data());
+  return sample_rows(tokens, seq, out_rows, params.data(), padded_allow(allow, T, T));
 }
 
 void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> want) {

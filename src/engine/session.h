@@ -200,8 +200,9 @@ class Session {
                                    const std::vector<int32_t>& out_rows, const float* params,
                                    const uint32_t* allow = nullptr);
   // Checks an allow argument's size and pads it to padded_rows rows (the
-  // last row again); empty when allow is.
-  std::vector<uint32_t> padded_allow(std::span<const uint32_t> allow, size_t rows, size_t padded_rows) const;
+  // last row again, in allow_padded_); null when allow is empty.
+  const uint32_t* padded_allow(std::span<const uint32_t> allow, size_t rows, size_t padded_rows);
+  std::vector<uint32_t> allow_padded_;
   void check_not_queued() const;
   // step_sample's and step_logits' argument checks.
   void check_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int32_t> out_rows) const;

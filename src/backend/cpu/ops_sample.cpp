@@ -39,7 +39,21 @@ void op_allow_tokens(const Tensor& dst, const OpContext& c) {
       const float* x = flat_row<const float>(*logits, r);
       const uint32_t* a = reinterpret_cast<const uint32_t*>(flat_row<const int32_t>(*allow, r));
       float* y = flat_row<float>(dst, r);
-      for (int64_t v = 0; v < V; ++v) y[v] = (a[v >> 5] >> (v & 31)) & 1u ? x[v] : -INFINITY;
+      // A word at a time: most words of a grammar's mask allow nothing or
+      // everything.
+      for (int64_t w = 0; w * 32 < V; ++w) {
+        const int64_t v0 = w * 32, n = std::min<int64_t>(32, V - v0);
+        const uint32_t bits = a[w];
+        if (bits == 0) {
+          std::fill_n(y + v0, n, -INFINITY);
+        } else if (bits == ~0u) {
+          std::copy_n(x + v0, n, y + v0);
+        } else if (n == 32) {  // (a fixed count: the compiler makes it a masked blend)
+          for (int k = 0; k < 32; ++k) y[v0 + k] = (bits >> k) & 1u ? x[v0 + k] : -INFINITY;
+        } else {
+          for (int64_t k = 0; k < n; ++k) y[v0 + k] = (bits >> k) & 1u ? x[v0 + k] : -INFINITY;
+        }
+      }
     }
   });
 }

@@ -198,6 +198,8 @@ struct GrammarState::Impl {
   xgrammar::GrammarMatcher matcher;
   int64_t words;  // of a mask
   int utf8 = 0;   // the UTF-8 state after the tokens so far (Utf8Tokens)
+  int32_t pending = -1;  // accept_later's token
+  bool broken = false;   // the grammar refused a pending token
 };
 
 GrammarState::GrammarState(std::shared_ptr<const CompiledGrammar> g) : impl_(std::make_unique<Impl>(g)) {}
@@ -205,7 +207,19 @@ GrammarState::~GrammarState() = default;
 GrammarState::GrammarState(GrammarState&&) noexcept = default;
 GrammarState& GrammarState::operator=(GrammarState&&) noexcept = default;
 
+void GrammarState::accept_later(int32_t token) { impl_->pending = token; }
+bool GrammarState::broken() const { return impl_->broken; }
+
 void GrammarState::fill_allowed(uint32_t* words) {
+  if (impl_->pending >= 0 || impl_->broken) {
+    const int32_t t = impl_->pending;
+    impl_->pending = -1;
+    if (impl_->broken || !accept(t)) {
+      impl_->broken = true;
+      std::fill_n(words, impl_->words, 0u);
+      return;
+    }
+  }
   BitmaskView v(words, 1, impl_->words);
   impl_->matcher.FillNextTokenBitmask(&v.t);
   const uint32_t* utf8 = impl_->grammar->utf8->allowed[impl_->utf8].data();
@@ -224,6 +238,8 @@ bool GrammarState::completed() const { return impl_->matcher.IsCompleted(); }
 void GrammarState::reset() {
   impl_->matcher.Reset();
   impl_->utf8 = 0;
+  impl_->pending = -1;
+  impl_->broken = false;
 }
 
 struct GrammarWorkers::Impl {

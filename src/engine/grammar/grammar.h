@@ -73,11 +73,17 @@ class GrammarState {
   GrammarState(GrammarState&&) noexcept;
   GrammarState& operator=(GrammarState&&) noexcept;
 
-  // The tokens allowed next, into allow_words(n_vocab) words.
+  // The tokens allowed next, into allow_words(n_vocab) words. A token given
+  // to accept_later is taken first; if the grammar refuses it, nothing is
+  // allowed (all words 0) and broken() says so.
   void fill_allowed(uint32_t* words);
   // Takes the token drawn; false when the grammar does not allow it (the
   // state is then unchanged).
   bool accept(int32_t token);
+  // Takes the token at the next fill_allowed, on whichever thread fills
+  // (GrammarWorkers: a batch's tokens are taken in parallel too).
+  void accept_later(int32_t token);
+  bool broken() const;
   // An end-of-generation token was accepted: nothing more is allowed.
   bool terminated() const;
   // The root rule is complete (an end-of-generation token would be allowed).
