@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "engine/batcher.h"
 #include "engine/openai/answer.h"
+#include "engine/openai/embeddings.h"
 #include "engine/openai/json_body.h"
 #include "engine/openai/request.h"
 #include "engine/session.h"
@@ -176,7 +177,20 @@ class PyModel {
     return a;
   }
 
+  // body: an OpenAI /v1/embeddings request body (JSON text); the response
+  // object (JSON text), computed on the engine between generation steps.
+  std::string create_embedding(const std::string& body) {
+    const auto life = use();
+    const openai::EmbeddingRequest r = openai::parse_embedding_request(openai::parse_json_body(body));
+    const openai::EmbeddingContext ctx{*engine_, model().tokenizer(), path_, 0};
+    return openai::create_embeddings(ctx, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+
   int64_t n_ctx() const { return n_ctx_; }
+  int64_t n_embd() const {
+    const auto life = use();
+    return model().hparams().n_embd;
+  }
   int64_t n_vocab() const {
     const auto life = use();
     return model().tokenizer().vocab().n_tokens();
@@ -295,7 +309,12 @@ NB_MODULE(_weir, m) {
             nb::gil_scoped_release nogil;
             return s.start(chat, body);
           }, nb::arg("chat"), nb::arg("body"), "Queues an OpenAI request body (JSON text)")
+      .def("create_embedding", [](PyModel& s, const std::string& body) {
+            nb::gil_scoped_release nogil;
+            return s.create_embedding(body);
+          }, nb::arg("body"), "Embeddings of an OpenAI /v1/embeddings request body (JSON text); the response (JSON text)")
       .def_prop_ro("n_ctx", &PyModel::n_ctx)
+      .def_prop_ro("n_embd", &PyModel::n_embd)
       .def_prop_ro("n_vocab", &PyModel::n_vocab)
       .def_prop_ro("token_eos", &PyModel::token_eos)
       .def_prop_ro("token_bos", &PyModel::token_bos)

@@ -43,6 +43,24 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
         raise ValueError(f"{name}: expected {lo} to {hi}, got {value}")
 
 
+def _output_fields(body: Dict[str, Any], grammar: Optional[str], logit_bias: Optional[Dict[int, float]],
+                   json_schema: Optional[Dict[str, Any]] = None,
+                   response_format: Optional[Dict[str, Any]] = None) -> None:
+    """The fields that shape the output, as weir serve takes them."""
+    if grammar is not None:
+        if not isinstance(grammar, str):
+            grammar = getattr(grammar, "grammar", None) or getattr(grammar, "_grammar", None)
+            if not isinstance(grammar, str):
+                raise TypeError("grammar: a GBNF grammar as a string")
+        body["grammar"] = grammar
+    if json_schema is not None:
+        body["json_schema"] = json_schema
+    if response_format is not None:
+        body["response_format"] = response_format
+    if logit_bias:
+        body["logit_bias"] = {str(int(k)): float(v) for k, v in logit_bias.items()}
+
+
 def _choice_fields(body: Dict[str, Any], n: int, best_of: Optional[int], stream: bool) -> None:
     """n choices (best_of candidates), and whether they stream (the engine
     refuses best_of with a stream, as OpenAI's API does)."""
@@ -203,6 +221,9 @@ class Llama:
     def n_vocab(self) -> int:
         return self._m().n_vocab
 
+    def n_embd(self) -> int:
+        return self._m().n_embd
+
     def token_eos(self) -> int:
         return self._m().token_eos
 
@@ -273,6 +294,9 @@ class Llama:
         logprobs: Optional[int] = None,
         model: Optional[str] = None,
         ignore_eos: bool = False,
+        grammar: Optional[str] = None,
+        logit_bias: Optional[Dict[int, float]] = None,
+        json_schema: Optional[Dict[str, Any]] = None,
         n: int = 1,
         best_of: Optional[int] = None,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
@@ -280,6 +304,9 @@ class Llama:
         dict, or with stream=True an iterator of its chunks. max_tokens None
         or < 1: until the context is full or the model ends; ignore_eos (an
         extension, as weir serve's): generate max_tokens whatever comes.
+        grammar: a GBNF grammar (start rule "root") the text must match;
+        json_schema: a JSON schema it must match (one of the two);
+        logit_bias: {token id: bias from -100 to 100} added to the logits.
         echo: each choice's text begins with the prompt (not with logprobs);
         suffix: fill in the middle, for models with fill-in-the-middle
         tokens (the text goes between prompt and suffix); n: choices (with a
@@ -299,6 +326,7 @@ class Llama:
             body["ignore_eos"] = True
         if logprobs is not None:
             body["logprobs"] = logprobs
+        _output_fields(body, grammar, logit_bias, json_schema=json_schema)
         answer = self._start(False, body)
         return self._stream(answer) if stream else self._whole(answer)
 
@@ -322,6 +350,9 @@ class Llama:
         tools: Optional[List[Dict[str, Any]]] = None,
         tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
         parallel_tool_calls: Optional[bool] = None,
+        response_format: Optional[Dict[str, Any]] = None,
+        grammar: Optional[str] = None,
+        logit_bias: Optional[Dict[int, float]] = None,
         n: int = 1,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """An answer to messages ([{"role": ..., "content": ...}]) through the
@@ -332,7 +363,11 @@ class Llama:
         message["tool_calls"] (streamed: delta["tool_calls"]) with
         finish_reason "tool_calls". tool_choice: "none", "auto", "required"
         or {"type": "function", "function": {"name": ...}}, as OpenAI's.
-        n: choices, as create_completion's."""
+        response_format: {"type": "json_object"} or {"type": "json_schema",
+        "json_schema": {"name": ..., "schema": {...}}} (or llama-cpp-python's
+        {"type": "json_object", "schema": {...}}): the answer is JSON of that
+        shape; grammar: a GBNF grammar instead; logit_bias and n (choices)
+        as create_completion's."""
         body = self._sampling(max_tokens, temperature, top_p, min_p, top_k, stop, frequency_penalty,
                               presence_penalty, repeat_penalty, seed, model)
         body["messages"] = messages
@@ -347,8 +382,64 @@ class Llama:
             body["logprobs"] = True
         if top_logprobs is not None:
             body["top_logprobs"] = top_logprobs  # the engine refuses it without logprobs, as weir serve does
+        _output_fields(body, grammar, logit_bias, response_format=response_format)
         answer = self._start(True, body)
         return self._stream(answer) if stream else self._whole(answer)
+
+    # --- embeddings --------------------------------------------------------
+
+    def create_embedding(
+        self,
+        input: Union[str, List[str], List[int], List[List[int]]],
+        model: Optional[str] = None,
+        encoding_format: str = "float",
+        dimensions: Optional[int] = None,
+        user: Optional[str] = None,
+        normalize: bool = True,
+    ) -> Dict[str, Any]:
+        """Embeddings of input (a text, texts, token ids, or lists of token
+        ids) as OpenAI's /v1/embeddings returns them (and weir serve): {"object":
+        "list", "data": [{"object": "embedding", "index", "embedding"}],
+        "model", "usage"}. The model's hidden states after its output norm,
+        pooled as its GGUF says (pooling_type; mean when absent), L2-normalized
+        unless normalize=False. Several inputs run side by side. dimensions:
+        only the model's own size (n_embd()); encoding_format "base64" gives
+        each vector as base64 of its float32 bytes."""
+        body: Dict[str, Any] = {"input": input, "model": model if model is not None else self.model_path,
+                                "encoding_format": encoding_format, "normalize": normalize}
+        if dimensions is not None:
+            body["dimensions"] = dimensions
+        if user is not None:
+            body["user"] = user
+        try:
+            text = json.dumps(body)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"input: expected text, texts, token ids or lists of token ids: {e}") from None
+        return json.loads(self._m().create_embedding(text))
+
+    def embed(
+        self,
+        input: Union[str, List[str]],
+        normalize: bool = True,
+        truncate: bool = True,
+        return_count: bool = False,
+    ) -> Any:
+        """The embedding of a text (a list of floats), or of each of a list
+        of texts (a list of them), as llama-cpp-python's embed gives them.
+        normalize: L2 (unit length); truncate: a text longer than the context
+        is cut to its first n_ctx() tokens (else ValueError); return_count:
+        (embeddings, tokens) instead."""
+        texts = [input] if isinstance(input, str) else list(input)
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"input: expected a str or a list of str, got {type(t).__name__}")
+        ids = [self._m().tokenize(t.encode("utf-8"), True, True) for t in texts]
+        if truncate:
+            ids = [i[: self.n_ctx()] for i in ids]
+        out = self.create_embedding(ids, normalize=normalize) if ids else {"data": [], "usage": {"total_tokens": 0}}
+        vectors = [d["embedding"] for d in out["data"]]
+        result = vectors[0] if isinstance(input, str) else vectors
+        return (result, out["usage"]["total_tokens"]) if return_count else result
 
     # --- inside ------------------------------------------------------------
 

@@ -15,6 +15,7 @@
 #include "server/connection_stream.h"
 #include "engine/openai/json_body.h"
 #include "engine/openai/answer.h"
+#include "engine/openai/embeddings.h"
 #include "engine/openai/request.h"
 #include "engine/openai/response.h"
 #include "text/utf8_streamer.h"
@@ -63,7 +64,7 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-const char* const kPostPaths[] = {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"};
+const char* const kPostPaths[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/tokenize", "/detokenize"};
 
 }  // namespace
 
@@ -193,6 +194,28 @@ struct HttpServer::Impl {
       };
       res.set_content(dump(props), "application/json");
     });
+    // llama-server's /slots, read only: one entry a slot (-np), what runs
+    // there as the last step began.
+    svr.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+      json slots = json::array();
+      const std::vector<Batcher::Running> run = engine.running();
+      for (int i = 0; i < o.slots; ++i) {
+        json s = {{"id", i}, {"n_ctx", o.n_ctx}, {"is_processing", size_t(i) < run.size()}};
+        if (size_t(i) < run.size()) {
+          const Batcher::Running& r = run[size_t(i)];
+          s["id_task"] = r.id;
+          s["n_prompt_tokens"] = r.prompt_tokens;
+          s["n_prompt_tokens_processed"] = r.prompt_done;
+          s["next_token"] = {{"has_next_token", true}, {"n_decoded", r.generated},
+                             {"n_remain", r.max_tokens > 0 ? r.max_tokens - r.generated : -1}};
+          s["constrained"] = r.constrained;
+        } else {
+          s["id_task"] = -1;
+        }
+        slots.push_back(std::move(s));
+      }
+      res.set_content(dump(slots), "application/json");
+    });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics(), "text/plain; version=0.0.4"); });
     // llama-server's /tokenize: content, add_special (BOS and the like,
     // default false), parse_special (special tokens written as text, default
@@ -243,6 +266,14 @@ struct HttpServer::Impl {
     post("/v1/completions", [this](const json& b, httplib::Response& res) {
       generate(logged(parse_completion_request(b, o.accept_unknown_fields)), res);
     });
+    // Run on the engine's thread between generation steps (Batcher::submit_work).
+    post("/v1/embeddings", [this](const json& b, httplib::Response& res) {
+      const EmbeddingRequest r = parse_embedding_request(b, o.accept_unknown_fields);
+      note_unknown(r.unknown_fields);
+      if (stopping) throw ApiError(503, "server_overloaded", "", kShuttingDown);
+      const EmbeddingContext ctx{engine, tok, o.model_name, o.max_request_tokens};
+      res.set_content(dump(create_embeddings(ctx, r)), "application/json");
+    });
   }
 
   static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -250,12 +281,15 @@ struct HttpServer::Impl {
   // The unknown fields a request came with (--accept-unknown-fields), each
   // name said once on stderr.
   GenerationRequest logged(GenerationRequest r) {
-    if (r.unknown_fields.empty()) return r;
+    note_unknown(r.unknown_fields);
+    return r;
+  }
+  void note_unknown(const std::vector<std::string>& fields) {
+    if (fields.empty()) return;
     std::lock_guard<std::mutex> lk(unknown_m);
-    for (const std::string& f : r.unknown_fields)
+    for (const std::string& f : fields)
       if (unknown_logged.size() < 256 && unknown_logged.insert(f).second)
         std::fprintf(stderr, "weir serve: took a request with the unknown field '%s' (not used)\n", f.c_str());
-    return r;
   }
 
   // The response says the connection ends with it (its body was not read).

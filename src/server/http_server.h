@@ -1,7 +1,7 @@
 // weir serve's HTTP side (cpp-httplib parses and routes): OpenAI's
 // /v1/chat/completions and /v1/completions (whole answers, or streamed as
-// server-sent events), /v1/models, /health, /metrics (Prometheus text),
-// /tokenize, /detokenize. Requests become jobs of the Batcher; a
+// server-sent events), /v1/embeddings, /v1/models, /health, /metrics
+// (Prometheus text), /tokenize, /detokenize. Requests become jobs of the Batcher; a
 // client that goes away, streaming or not, cancels its job. With an API key,
 // /v1 needs "Authorization: Bearer KEY" (401 otherwise).
 //

@@ -414,6 +414,27 @@ TEST(HttpServer, PropsSayWhatTheServerRuns) {
   EXPECT_TRUE(json::parse(post->body).contains("error"));
 }
 
+// /slots: one entry a slot (-np 3), idle here; read only.
+TEST(HttpServer, SlotsListEverySlot) {
+  Running r;
+  httplib::Client cli("127.0.0.1", r.port);
+  auto got = cli.Get("/slots");
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  const json s = json::parse(got->body);
+  ASSERT_TRUE(s.is_array());
+  ASSERT_EQ(s.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(s[size_t(i)]["id"], i);
+    EXPECT_EQ(s[size_t(i)]["n_ctx"], 512);
+    EXPECT_EQ(s[size_t(i)]["is_processing"], false);
+  }
+  auto post = cli.Post("/slots", "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 404);
+  EXPECT_EQ(json::parse(post->body)["error"]["type"], "not_found_error");
+}
+
 // --open-chat-page: with a key, the page is served without it; the API is not.
 TEST(HttpServer, OpenChatPageLeavesTheApiKeyed) {
   Running r("sekret", true);

@@ -7,10 +7,8 @@ namespace {
 
 using nlohmann::json;
 
-bool empty_object(const json& v) { return v.is_object() && v.empty(); }
 bool empty_array(const json& v) { return v.is_array() && v.empty(); }
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
-bool text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
 bool text_only(const json& v) { return v == json::array({"text"}); }
 bool no_function_call(const json& v) { return v == "none" || v == "auto"; }
 bool default_tier(const json& v) { return v == "auto" || v == "default"; }
@@ -34,7 +32,9 @@ const std::vector<FieldRule> kCommon = {
     {"max_tokens", FieldUse::Taken},
     {"logprobs", FieldUse::Taken},
     {"user", FieldUse::Label},
-    {"logit_bias", FieldUse::DefaultOnly, empty_object, "is not supported yet (only {})"},
+    {"logit_bias", FieldUse::Taken},
+    {"grammar", FieldUse::Taken},      // extension (llama-server): GBNF
+    {"json_schema", FieldUse::Taken},  // extension (llama-server)
 };
 
 std::vector<FieldRule> chat_rules() {
@@ -49,7 +49,7 @@ std::vector<FieldRule> chat_rules() {
       {"store", FieldUse::DefaultOnly, is_false, "is not supported: weir stores no answers"},
       {"service_tier", FieldUse::DefaultOnly, default_tier, "takes auto or default here"},
       {"modalities", FieldUse::DefaultOnly, text_only, "takes [\"text\"] only"},
-      {"response_format", FieldUse::DefaultOnly, text_format, "is not supported yet (only {\"type\": \"text\"})"},
+      {"response_format", FieldUse::Taken},
       {"tools", FieldUse::Taken},  // tool_request.cpp checks them
       {"tool_choice", FieldUse::Taken},
       {"parallel_tool_calls", FieldUse::Taken},
@@ -77,6 +77,16 @@ std::vector<FieldRule> completion_rules() {
   return r;
 }
 
+// /v1/embeddings (engine/openai/embeddings.cpp reads them).
+const std::vector<FieldRule> kEmbeddings = {
+    {"input", FieldUse::Taken},
+    {"model", FieldUse::Taken},
+    {"encoding_format", FieldUse::Taken},  // float or base64
+    {"dimensions", FieldUse::Taken},       // the model's size only (embeddings.cpp refuses others)
+    {"normalize", FieldUse::Taken},        // extension: false returns the pooled vector as it is
+    {"user", FieldUse::Label},
+};
+
 // A field's name for a message: whole up to 200 bytes, else its first 200
 // cut at a character's start (the message stays UTF-8) and "...".
 std::string shortened(const std::string& key) {
@@ -86,13 +96,25 @@ std::string shortened(const std::string& key) {
   return key.substr(0, n) + "...";
 }
 
-const char* endpoint_path(Endpoint e) { return e == Endpoint::Chat ? "/v1/chat/completions" : "/v1/completions"; }
+const char* endpoint_path(Endpoint e) {
+  switch (e) {
+    case Endpoint::Chat: return "/v1/chat/completions";
+    case Endpoint::Completions: return "/v1/completions";
+    case Endpoint::Embeddings: return "/v1/embeddings";
+  }
+  return "";
+}
 
 }  // namespace
 
 const std::vector<FieldRule>& field_rules(Endpoint e) {
   static const std::vector<FieldRule> chat = chat_rules(), completions = completion_rules();
-  return e == Endpoint::Chat ? chat : completions;
+  switch (e) {
+    case Endpoint::Chat: return chat;
+    case Endpoint::Completions: return completions;
+    case Endpoint::Embeddings: return kEmbeddings;
+  }
+  return completions;
 }
 
 std::vector<std::string> check_fields(const json& body, Endpoint e, bool accept_unknown) {

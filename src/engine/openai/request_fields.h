@@ -13,7 +13,7 @@
 
 namespace weir::openai {
 
-enum class Endpoint { Chat, Completions };
+enum class Endpoint { Chat, Completions, Embeddings };
 
 enum class FieldUse {
   Taken,        // read and honoured

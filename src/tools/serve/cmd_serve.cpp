@@ -60,7 +60,7 @@ int cmd_serve(int argc, char** argv) {
   d.n_ctx = 8192;
   d.ctx_help = "KV cache cells shared by all requests (default 8192)";
   d.n_ctx_at_most_trained = false;
-  Args a("serve", "An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health, "
+  Args a("serve", "An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health, "
                   "/metrics, /tokenize, /detokenize.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to serve (required)")
       .opt("--host", &host, "ADDR", "address to listen on (default 127.0.0.1)")
