@@ -51,7 +51,7 @@ TEST(JinjaErrors, UnsupportedConstructsNameThemselvesAndTheirLine) {
       {"{{ 12345678901234567890 }}", "64 bits", "line 1:4"},
       {"{{ '\\N{BULLET}' }}", "\\N{...}", "line 1:5"},
       // At render time:
-      {"{{ 'a {}'.format(1) }}", "format", "line 1:4"},
+      {"{{ 'a {x}'.format_map({}) }}", "format_map", "line 1:4"},
       {"{{ 'a'.encode() }}", "encode", "line 1:4"},
       {"x\n{{ cycler(1, 2) }}", "cycler", "line 2:4"},
       {"{{ 2 ** 70 }}", "64 bits", "line 1:6"},

@@ -252,6 +252,16 @@ const Cases kTests = {
 };
 
 const Cases kMethods = {
+    {"m_format_fields", "{{ '{} of {}'.format('a', 3) }}|{{ '{1}{0}{1}'.format('x', 'y') }}|{{ '{n} is {v}'.format(n='k', v=2.5) }}|{{ '{{}} {}'.format(1) }}|{{ '{0[0]}-{0[1]}'.format(['p', 'q']) }}|{{ '{d[k]}'.format(d={'k': 'v'}) }}"},
+    {"m_format_specs", "[{{ '{:>6}'.format('ab') }}][{{ '{:<6}|'.format('ab') }}][{{ '{:^7}'.format('ab') }}][{{ '{:*^7}'.format('ab') }}][{{ '{:.2}'.format('abcdef') }}][{{ '{:06.2f}'.format(3.14159) }}][{{ '{:+d}'.format(5) }}][{{ '{:x} {:X} {:#b} {:o}'.format(255, 255, 5, 8) }}][{{ '{:,}'.format(1234567) }}][{{ '{:e}'.format(12345.678) }}][{{ '{:.1%}'.format(0.256) }}][{{ '{:>{w}}'.format('r', w=4) }}]"},
+    {"m_format_floats", "{{ '{}'.format(1.0) }} {{ '{:.3}'.format(2.0) }} {{ '{:g}'.format(0.0001) }} {{ '{:.2f}'.format(-0.5) }} {{ '{:08.3f}'.format(-3.5) }} {{ '{:=+8}'.format(12) }} {{ '{:05}'.format(-42) }}"},
+    {"m_format_conversions", "{{ '{!r}'.format('a') }} {{ '{!s}'.format(none) }} {{ '{}'.format(true) }} {{ '{}'.format([1, 'b']) }} {{ '{:5}|'.format(true) }} {{ '{:d}'.format(true) }}"},
+    {"m_format_tool_line", "{% for t in tools %}{{ '- {name}: {description}\n'.format(name=t.name, description=t.description) }}{% endfor %}", R"({"tools": [{"name": "get_weather", "description": "Weather in a city"}, {"name": "add", "description": "Sum"}]})"},
+    {"err_m_format_missing_index", "{{ '{} {}'.format(1) }}"},
+    {"err_m_format_missing_key", "{{ '{x}'.format(y=1) }}"},
+    {"err_m_format_single_brace", "{{ 'a } b'.format() }}"},
+    {"err_m_format_mixed_numbering", "{{ '{} {0}'.format(1) }}"},
+    {"err_m_format_bad_spec", "{{ '{:d}'.format('s') }}"},
     {"m_strip", "[{{ '  a  '.strip() }}][{{ '  a  '.lstrip() }}][{{ '  a  '.rstrip() }}][{{ 'xyax'.strip('xy') }}][{{ '\n\tz\n'.strip() }}]"},
     {"m_split", "{{ 'a,b,,c'.split(',') }} {{ '  a  b c '.split() }} {{ 'a b c'.split(' ', 1) }} {{ 'a  b c  '.split(none, 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ '  a b c  '.rsplit(none, 1) }}"},
     {"m_split_think", "{{ c.split('</think>')[-1] }}|{{ c.split('</think>')[0] }}", R"({"c": "<think>\nhmm\n</think>\n\nanswer"})"},

@@ -9,6 +9,7 @@
 #include "text/jinja/builtins.h"
 #include "text/jinja/operators.h"
 #include "text/jinja/pystr.h"
+#include "text/jinja/str_format.h"
 #include "text/jinja/unicode.h"
 #include "text/jinja/work.h"
 
@@ -25,9 +26,9 @@ constexpr std::string_view kStrMethods[] = {"strip", "lstrip", "rstrip", "split"
                                "endswith", "upper", "lower", "title", "capitalize", "replace", "find", "rfind",
                                "index", "rindex", "count", "join", "center", "ljust", "rjust", "zfill", "partition",
                                "rpartition", "removeprefix", "removesuffix", "swapcase", "isspace", "isalnum", "isalpha",
-                               "isdigit", "isascii", "isprintable", "islower", "isupper"};
+                               "isdigit", "isascii", "isprintable", "islower", "isupper", "format"};
 // Python has these; this engine does not.
-constexpr std::string_view kStrUnsupported[] = {"casefold", "encode", "expandtabs", "format", "format_map", "isdecimal",
+constexpr std::string_view kStrUnsupported[] = {"casefold", "encode", "expandtabs", "format_map", "isdecimal",
                                    "isidentifier", "isnumeric", "istitle", "maketrans", "translate",
                                    "escape", "striptags", "unescape"};
 // markupsafe.Markup's versions of these escape their string arguments
@@ -116,6 +117,7 @@ Value str_method(const Value& self, const std::string& name, const CallArgs& arg
     return Value::list(std::move(out), kind);
   };
   const std::string fn = "str." + name;
+  if (name == "format") return str_format(self, args);  // (escapes its own arguments on Markup)
 
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     ArgBinder b(fn, *a, {{"chars", Value::none()}});
