@@ -7,6 +7,7 @@
 #include "core/warn.h"
 #include "text/bpe_tokenizer.h"
 #include "text/spm_tokenizer.h"
+#include "text/wpm_tokenizer.h"
 
 namespace weir {
 
@@ -80,18 +81,28 @@ std::string clean_up_spaces(std::string_view text) {
   return b;
 }
 
+constexpr const char* kSupported =
+    " (supported: \"llama\" (SentencePiece), \"gpt2\" (BPE), \"bert\" (WordPiece))";
+
 std::unique_ptr<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
+  if (vocab.model == "bert") return std::make_unique<WpmTokenizer>(std::move(vocab));
   if (vocab.model == "gpt2")
     throw Error("tokenizer.ggml.model \"gpt2\" (BPE) needs its merges: build it with "
                 "Tokenizer::from_gguf or BpeTokenizer");
-  throw Error("tokenizer.ggml.model \"" + vocab.model +
-              "\" is not supported (supported: \"llama\" (SentencePiece), \"gpt2\" (BPE))");
+  throw Error("tokenizer.ggml.model \"" + vocab.model + "\" is not supported" + kSupported);
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GGUFFile& f) {
   const std::string_view model = f.get_str("tokenizer.ggml.model");
-  if (model == "llama") return from_vocab(Vocab::from_gguf(f));
+  if (model == "llama" || model == "bert") {
+    Vocab vocab = Vocab::from_gguf(f);
+    try {
+      return from_vocab(std::move(vocab));
+    } catch (const Error& e) {
+      throw Error(f.name() + ": " + e.what());
+    }
+  }
   if (model == "gpt2") {
     const std::string_view pre = f.get_str_or("tokenizer.ggml.pre", "");
     try {
@@ -106,8 +117,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GGUFFile& f) {
     return std::make_unique<BpeTokenizer>(Vocab::from_gguf(f),
                                           f.get_str_array("tokenizer.ggml.merges"));
   }
-  throw Error(f.name() + ": tokenizer.ggml.model \"" + std::string(model) +
-              "\" is not supported (supported: \"llama\" (SentencePiece), \"gpt2\" (BPE))");
+  throw Error(f.name() + ": tokenizer.ggml.model \"" + std::string(model) + "\" is not supported" +
+              kSupported);
 }
 
 }  // namespace weir

@@ -1,7 +1,7 @@
 // Text <-> token ids, built from a GGUF vocabulary. One implementation per
 // tokenizer.ggml.model: "llama" -> SentencePiece (SpmTokenizer), "gpt2" ->
-// byte-level BPE (BpeTokenizer). Results match llama.cpp's llama_tokenize /
-// llama_token_to_piece / llama_detokenize.
+// byte-level BPE (BpeTokenizer), "bert" -> WordPiece (WpmTokenizer). Results
+// match llama.cpp's llama_tokenize / llama_token_to_piece / llama_detokenize.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -47,7 +47,7 @@ class Tokenizer {
   // Picks the implementation from tokenizer.ggml.model; throws weir::Error
   // naming the key for a model it does not know.
   static std::unique_ptr<Tokenizer> from_gguf(const GGUFFile& f);
-  // SentencePiece only: BPE needs its merges too (BpeTokenizer).
+  // SentencePiece and WordPiece: BPE needs its merges too (BpeTokenizer).
   static std::unique_ptr<Tokenizer> from_vocab(Vocab vocab);
 
  protected:
