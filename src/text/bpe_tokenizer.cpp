@@ -120,7 +120,7 @@ size_t merge_split(std::string_view m) {
 
 BpeTokenizer::BpeTokenizer(Vocab vocab, std::span<const std::string_view> merges)
     : Tokenizer(std::move(vocab)),
-      pre_(PreTokenizer::kind_for(vocab_.pre)),
+      pre_(PreTokenizer::lookup(vocab_.pre)),
       splitter_(vocab_) {
   build_merges(merges);
 }

@@ -6,8 +6,8 @@
 // 3. in each word every byte starts as one symbol (its GPT-2 byte-level
 //    character); adjacent symbols are merged by tokenizer.ggml.merges, lowest
 //    rank (index) first, leftmost first on ties, until no pair has a rank;
-//    with ignore_merges (llama3) a word that is a token as a whole is taken
-//    as is;
+//    with ignore_merges (llama3 and the names that share it) a word that is
+//    a token as a whole is taken as is;
 // 4. each symbol is its token; a symbol that is not a token (only with a
 //    vocabulary whose merges make non-tokens) becomes one token per byte.
 // Invalid UTF-8 is tokenized byte for byte, so every input decodes back to

@@ -3,6 +3,7 @@
 
 #include <pcre2.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -11,31 +12,47 @@ namespace weir {
 
 namespace {
 
-// The regexes, as llama.cpp's llm_tokenizer_bpe spells them (tokenizer.json's
-// "(?i:'s|...)" written as "(?:'[sS]|...)").
-constexpr std::string_view kGpt2 =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
-constexpr std::string_view kLlama3 =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-// Qwen2 differs from llama3 only in taking digits one at a time.
-constexpr std::string_view kQwen2 =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr std::string_view kDefault[] = {
-    "[\\p{P}\\$\\+<=>\\^~\\|]+",
-    kGpt2,
-    "\\p{N}+",
-    "[0-9][0-9][0-9]",
-};
-
 // Unicode White_Space is exactly \t..\r, U+0085 and the Z categories.
 constexpr std::string_view kWhiteSpace = "\\t-\\r\\x{85}\\p{Z}";
 
-// Rewrites \s and \S as Unicode White_Space (see the header for why).
-std::string with_white_space(std::string_view p) {
+// Non-ASCII white space, which llama.cpp's wide-character regexes see as U+000B.
+constexpr std::string_view kNotWideWhiteSpace = "(?!(?=[^\\x00-\\x7F])[\\x{85}\\p{Z}])";
+
+// Index of the ']' that closes the class opened at p[open] (npos if none).
+size_t class_end(std::string_view p, size_t open) {
+  size_t i = open + 1;
+  if (i < p.size() && p[i] == '^') ++i;
+  if (i < p.size() && p[i] == ']') ++i;  // a leading ']' is a member
+  for (; i < p.size(); ++i) {
+    if (p[i] == '\\') ++i;
+    else if (p[i] == ']') return i;
+  }
+  return std::string_view::npos;
+}
+
+// Whether the members of a class include a character outside ASCII, as
+// itself or as \x{...}.
+bool lists_non_ascii(std::string_view members) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (uint8_t(members[i]) >= 0x80) return true;
+    if (members.substr(i, 3) == "\\x{") {
+      const size_t close = members.find('}', i);
+      if (close == std::string_view::npos) continue;
+      const std::string hex(members.substr(i + 3, close - i - 3));
+      if (std::strtoul(hex.c_str(), nullptr, 16) >= 0x80) return true;
+    }
+  }
+  return false;
+}
+
+// The pattern as PCRE2 must see it for llama.cpp's splits (see the header):
+// \s and \S as Unicode White_Space; a class listing non-ASCII characters
+// (and not negated) guarded against non-ASCII white space.
+std::string for_pcre2(std::string_view p) {
   std::string out;
   bool in_class = false;
+  size_t class_close = std::string_view::npos;  // the ']' that ends the class we are in
+  bool guarded = false;                         // the class is wrapped in "(?:guard" ... ")"
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
@@ -53,9 +70,22 @@ std::string with_white_space(std::string_view p) {
       }
       continue;
     }
-    if (c == '[' && !in_class) in_class = true;
-    else if (c == ']' && in_class) in_class = false;
+    if (c == '[' && !in_class) {
+      in_class = true;
+      class_close = class_end(p, i);
+      if (class_close != std::string_view::npos && p[i + 1] != '^') {
+        guarded = lists_non_ascii(p.substr(i + 1, class_close - i - 1));
+        if (guarded) out.append("(?:").append(kNotWideWhiteSpace);
+      }
+      out.push_back(c);
+      continue;
+    }
     out.push_back(c);
+    if (in_class && i == class_close) {
+      in_class = false;
+      if (guarded) out.push_back(')');
+      guarded = false;
+    }
   }
   return out;
 }
@@ -105,10 +135,11 @@ size_t lenient_len(const uint8_t* p, size_t n) {
 struct PreTokenizer::Regex {
   pcre2_code* code = nullptr;
   explicit Regex(std::string_view pattern) {
-    const std::string p = with_white_space(pattern);
+    const std::string p = for_pcre2(pattern);
     int err = 0;
     PCRE2_SIZE err_off = 0;
-    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP,
+    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+                         PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY,
                          &err, &err_off, nullptr);
     if (!code)
       throw Error("pre-tokenizer: regex \"" + std::string(pattern) + "\" does not compile at " +
@@ -164,38 +195,8 @@ struct PreTokenizer::Regex {
   }
 };
 
-PreTokenizer::Kind PreTokenizer::kind_for(std::string_view pre) {
-  if (pre.empty() || pre == "default") return Kind::Default;
-  if (pre == "gpt-2" || pre == "gpt2") return Kind::Gpt2;
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return Kind::Llama3;
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return Kind::Qwen2;
-  throw Error("tokenizer.ggml.pre \"" + std::string(pre) +
-              "\" is not a supported pre-tokenizer (supported: \"gpt-2\", \"gpt2\", "
-              "\"llama-bpe\", \"llama3\", \"llama-v3\", \"qwen2\", \"deepseek-r1-qwen\", "
-              "\"default\" or no key)");
-}
-
-std::vector<std::string_view> PreTokenizer::patterns(Kind kind) {
-  switch (kind) {
-    case Kind::Gpt2: return {kGpt2};
-    case Kind::Llama3: return {kLlama3};
-    case Kind::Qwen2: return {kQwen2};
-    case Kind::Default: break;
-  }
-  return {std::begin(kDefault), std::end(kDefault)};
-}
-
-std::string_view PreTokenizer::name(Kind kind) {
-  switch (kind) {
-    case Kind::Gpt2: return "gpt2";
-    case Kind::Llama3: return "llama3";
-    case Kind::Qwen2: return "qwen2";
-    case Kind::Default: break;
-  }
-  return "default";
-}
-
-PreTokenizer::PreTokenizer(Kind kind) : kind_(kind) {
+PreTokenizer::PreTokenizer(Kind kind, bool ignore_merges)
+    : kind_(kind), ignore_merges_(ignore_merges) {
   for (std::string_view p : patterns(kind)) regexes_.push_back(std::make_shared<const Regex>(p));
 }
 

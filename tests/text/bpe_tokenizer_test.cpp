@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "core/error.h"
@@ -178,10 +179,10 @@ TEST(BpeTokenizer, WholeTextRoundTrips) {
 // (GPT-2's encoder.py, Llama 3's and Qwen2's tokenizer.json) read by hand.
 
 std::vector<std::string> words(Kind kind, std::string_view text) {
-  static const PreTokenizer pre[] = {PreTokenizer(Kind::Default), PreTokenizer(Kind::Gpt2),
-                                     PreTokenizer(Kind::Llama3), PreTokenizer(Kind::Qwen2)};
+  static std::map<Kind, PreTokenizer> pre;
+  auto it = pre.try_emplace(kind, kind).first;
   std::vector<WordSpan> spans;
-  pre[int(kind)].split(text, spans);
+  it->second.split(text, spans);
   std::vector<std::string> out;
   for (const WordSpan& w : spans) out.emplace_back(text.substr(w.offset, w.length));
   return out;
@@ -197,6 +198,28 @@ TEST(PreTokenizer, NamesAsLlamaCpp) {
   EXPECT_EQ(PreTokenizer::kind_for("gpt2"), Kind::Gpt2);
   EXPECT_EQ(PreTokenizer::kind_for(""), Kind::Default);
   EXPECT_EQ(PreTokenizer::kind_for("default"), Kind::Default);
+  EXPECT_EQ(PreTokenizer::kind_for("falcon"), Kind::Falcon);
+  EXPECT_EQ(PreTokenizer::kind_for("mpt"), Kind::Gpt2);
+  EXPECT_EQ(PreTokenizer::kind_for("olmo"), Kind::Gpt2);
+  EXPECT_EQ(PreTokenizer::kind_for("starcoder"), Kind::Starcoder);
+  EXPECT_EQ(PreTokenizer::kind_for("refact"), Kind::Starcoder);
+  EXPECT_EQ(PreTokenizer::kind_for("command-r"), Kind::Starcoder);
+  EXPECT_EQ(PreTokenizer::kind_for("smollm"), Kind::Starcoder);
+  EXPECT_EQ(PreTokenizer::kind_for("deepseek-coder"), Kind::DeepseekCoder);
+  EXPECT_EQ(PreTokenizer::kind_for("deepseek-llm"), Kind::DeepseekLlm);
+  EXPECT_EQ(PreTokenizer::kind_for("stablelm2"), Kind::Qwen2);
+  EXPECT_EQ(PreTokenizer::kind_for("dbrx"), Kind::Llama3);
+  // llama.cpp's ignore_merges goes with the llama3 names, not with dbrx or glm4.
+  EXPECT_TRUE(PreTokenizer::lookup("llama-bpe").ignore_merges);
+  EXPECT_TRUE(PreTokenizer::lookup("falcon3").ignore_merges);
+  EXPECT_FALSE(PreTokenizer::lookup("dbrx").ignore_merges);
+  EXPECT_FALSE(PreTokenizer::lookup("glm4").ignore_merges);
+  EXPECT_FALSE(PreTokenizer::lookup("falcon").ignore_merges);
+  EXPECT_FALSE(PreTokenizer::lookup("").ignore_merges);
+  for (const PreTokenizer::Name& n : PreTokenizer::known_names()) {
+    EXPECT_EQ(PreTokenizer::lookup(n.pre).kind, n.kind) << n.pre;
+    EXPECT_NO_THROW(PreTokenizer{n}) << n.pre;  // its regexes compile
+  }
   try {
     PreTokenizer::kind_for("tekken-ish");
     ADD_FAILURE() << "no error for an unknown pre-tokenizer";
@@ -204,6 +227,9 @@ TEST(PreTokenizer, NamesAsLlamaCpp) {
     const std::string m = e.what();
     EXPECT_NE(m.find("tokenizer.ggml.pre"), std::string::npos) << m;
     EXPECT_NE(m.find("tekken-ish"), std::string::npos) << m;
+    // ... and lists the names weir knows.
+    for (const PreTokenizer::Name& n : PreTokenizer::known_names())
+      EXPECT_NE(m.find("\"" + std::string(n.pre) + "\""), std::string::npos) << n.pre;
   }
 }
 
@@ -275,6 +301,38 @@ TEST(PreTokenizer, DefaultCascade) {
   EXPECT_EQ(words(Kind::Default, "x 12345"), (W{"x", " ", "123", "45"}));
 }
 
+// The cascades of falcon, starcoder and DeepSeek, read by hand from their
+// regexes (llama.cpp's llm_tokenizer_bpe, the models' tokenizer.json).
+TEST(PreTokenizer, FalconStarcoderDeepseekCascades) {
+  // falcon: punctuation runs (backquote too), GPT-2's, then digits in threes.
+  EXPECT_EQ(words(Kind::Falcon, "Hi, you`x 12345"),
+            (W{"Hi", ",", " you", "`", "x", " ", "123", "45"}));
+  // starcoder: every digit alone, then GPT-2's.
+  EXPECT_EQ(words(Kind::Starcoder, "x 2024ab"), (W{"x", " ", "2", "0", "2", "4", "ab"}));
+  // deepseek-coder: line breaks, letters, punctuation (one white space before
+  // them), CJK runs, single digits.
+  EXPECT_EQ(words(Kind::DeepseekCoder, "a\nb, 12"), (W{"a", "\n", "b", ",", " ", "1", "2"}));
+  // deepseek-llm: listed letters, ASCII and full-width punctuation, trailing
+  // white space, digit runs.
+  EXPECT_EQ(words(Kind::DeepseekLlm, "Hello,  world!\n"),
+            (W{"Hello", ",", " ", " world", "!", "\n"}));
+  EXPECT_EQ(words(Kind::DeepseekLlm, "abc 12345"), (W{"abc", " ", "12345"}));
+}
+
+TEST(PreTokenizer, DeepseekRangesLeaveOutNonAsciiWhiteSpace) {
+  // U+3000 (ideographic space) lies inside "[ࠀ-一]" and "[　-。]", but
+  // llama.cpp matches those on text where non-ASCII white space is U+000B:
+  // it is a word of its own, not part of the run.
+  const std::string ideographic_space = "\xe3\x80\x80", arrow = "\xe2\x86\x90";  // U+2190
+  EXPECT_EQ(words(Kind::DeepseekCoder, ideographic_space + arrow), (W{ideographic_space, arrow}));
+  const std::string stops = "\xe3\x80\x82\xe3\x80\x82";  // two U+3002
+  EXPECT_EQ(words(Kind::DeepseekLlm, stops + ideographic_space), (W{stops, ideographic_space}));
+  // The punctuation regex takes it as the white space before "。", but the
+  // CJK regex after it splits that word again and leaves U+3000 out.
+  EXPECT_EQ(words(Kind::DeepseekLlm, "a" + ideographic_space + "\xe3\x80\x82"),
+            (W{"a", ideographic_space, "\xe3\x80\x82"}));
+}
+
 TEST(PreTokenizer, InvalidUtf8SplitsAsReplacementCharacters) {
   // Each bad byte is one U+FFFD for matching (a symbol, like "!"), and the
   // words keep the original bytes.
@@ -328,7 +386,8 @@ TEST(BpeTokenizer, EveryPreTokenizerIsLosslessOnHostileInput) {
   REQUIRE_QWEN(unused);
   (void)unused;
   const auto inputs = tricky_strings();
-  for (std::string_view pre : {"qwen2", "llama-bpe", "gpt-2", ""}) {
+  for (std::string_view pre : {"qwen2", "llama-bpe", "gpt-2", "", "falcon", "starcoder",
+                               "deepseek-llm", "deepseek-coder"}) {
     const auto tok = qwen_with(pre);
     for (const std::string& s : inputs) {
       for (bool ps : {false, true}) {
