@@ -328,9 +328,11 @@ void Vocab::apply_llama_cpp_rules(const Config& cfg) {
     eos = 11;
     add_space_prefix = false;
     // Of the pre-tokenizers weir knows, only these turn the clean-up off.
-    clean_spaces = !is_one_of(pre, {"qwen2", "deepseek-r1-qwen"});
+    clean_spaces = !is_one_of(pre, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan",
+                                    "solar-open", "deepseek-llm", "deepseek-coder", "command-r",
+                                    "smollm", "trillion", "granite-docling"});
     if (is_one_of(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
-                        "midm-2.0", "lfm2", "tekken", "chameleon"}))
+                        "midm-2.0", "lfm2", "jina-v5-nano", "tekken", "chameleon"}))
       add_bos = true;
     if (is_one_of(pre, {"glm4", "chatglm-bpe"})) bos = TOKEN_NULL;
     if (is_one_of(pre, {"jina-v1-en", "jina-v2-code", "roberta-bpe"})) add_sep = true;
