@@ -16,7 +16,9 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "model/model.h"
 #include "model/model_desc.h"
+#include "text/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
@@ -321,6 +323,72 @@ void append_table(std::string& out, const std::vector<std::vector<std::string>>&
   for (const auto& r : rows) append_row(out, r, widths, right);
 }
 
+// What of the file weir can use: its architecture, its tokenizer and its
+// tensor types, each with the list of what weir takes when it cannot.
+struct Support {
+  std::string arch;  // "" when the file names none
+  bool arch_ok = false;
+  std::vector<std::string> known_archs;
+  bool has_tokenizer = false, tokenizer_ok = false;
+  std::string tokenizer;      // "llama (SentencePiece), pre-tokenizer \"default\", 262144 tokens"
+  std::string tokenizer_why;  // why it cannot be read
+  std::vector<std::string> types, bad_types, known_types;
+};
+
+Support check_support(const GGUFFile& f) {
+  Support s;
+  s.arch = std::string(f.get_str_or("general.architecture", ""));
+  for (const auto& [name, make] : architectures()) s.known_archs.push_back(name);
+  s.arch_ok = !s.arch.empty() && architectures().count(s.arch);
+  const std::string model(f.get_str_or("tokenizer.ggml.model", ""));
+  s.has_tokenizer = !model.empty();
+  if (s.has_tokenizer) {
+    const std::string kind = model == "llama" ? "SentencePiece" : model == "gpt2" ? "BPE" : model == "bert" ? "WordPiece" : "";
+    const GGUFValue* tokens = f.find("tokenizer.ggml.tokens");
+    s.tokenizer = model + (kind.empty() ? "" : " (" + kind + ")");
+    const std::string pre(f.get_str_or("tokenizer.ggml.pre", ""));
+    if (!pre.empty()) s.tokenizer += ", pre-tokenizer \"" + pre + "\"";
+    if (tokens && tokens->type == GGUFType::ARRAY) s.tokenizer += ", " + std::to_string(tokens->count) + " tokens";
+    try {
+      (void)Tokenizer::from_gguf(f);
+      s.tokenizer_ok = true;
+    } catch (const std::exception& e) {
+      s.tokenizer_why = e.what();
+    }
+  }
+  std::map<std::string, bool> used;
+  for (const GGUFTensorInfo& t : f.tensors()) used[dtype_name(t.dtype)] = traits(t.dtype).dequantizable;
+  for (const auto& [name, ok] : used) {
+    s.types.push_back(name);
+    if (!ok) s.bad_types.push_back(name);
+  }
+  for (uint32_t raw = 0; raw < 64; ++raw)
+    if (const DTypeTraits* tr = dtype_traits(raw); tr && tr->dequantizable) s.known_types.push_back(tr->name);
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+std::string support_text(const Support& s) {
+  std::string out;
+  out += "architecture: " + (s.arch.empty() ? std::string("(none named)") : s.arch) +
+         (s.arch_ok ? ", run by weir\n" : ", not run by weir (it runs " + joined(s.known_archs) + ")\n");
+  if (s.has_tokenizer)
+    out += "tokenizer:    " + s.tokenizer +
+           (s.tokenizer_ok ? ", read by weir\n" : ", not read by weir: " + s.tokenizer_why + "\n");
+  else
+    out += "tokenizer:    (none)\n";
+  if (!s.types.empty())
+    out += "types:        " + joined(s.types) +
+           (s.bad_types.empty() ? ", all read by weir\n"
+                                : "; not read by weir: " + joined(s.bad_types) + " (it reads " + joined(s.known_types) + ")\n");
+  return out;
+}
+
 std::string text_report(const GGUFFile& f, bool all) {
   const Summary s = summarize(f);
   std::string out;
@@ -329,6 +397,8 @@ std::string text_report(const GGUFFile& f, bool all) {
   out += "alignment:  " + std::to_string(f.alignment()) + "\n";
   out += "data:       offset " + std::to_string(f.data_offset()) + ", " +
          std::to_string(f.size() > f.data_offset() ? f.size() - f.data_offset() : 0) + " bytes\n";
+
+  out += support_text(check_support(f));
 
   out += "\nmetadata: " + std::to_string(f.kvs().size()) + " keys\n";
   std::vector<std::vector<std::string>> rows = {{"KEY", "TYPE", "VALUE"}};
@@ -416,6 +486,33 @@ std::string json_report(const GGUFFile& f, bool all) {
            std::to_string(s.active_bytes) + ",\n  \"n_expert\": " + std::to_string(s.experts.n_expert) +
            ",\n  \"n_expert_used\": " + std::to_string(s.experts.n_used);
   out += ",\n  \"tensor_bytes\": " + std::to_string(s.bytes);
+  const Support sup = check_support(f);
+  auto json_list = [&](const std::vector<std::string>& v) {
+    out += "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) out += ", ";
+      json_str(out, v[i]);
+    }
+    out += "]";
+  };
+  out += ",\n  \"support\": {\"architecture\": ";
+  json_str(out, sup.arch);
+  out += std::string(", \"architecture_supported\": ") + (sup.arch_ok ? "true" : "false") + ", \"architectures\": ";
+  json_list(sup.known_archs);
+  out += ", \"tokenizer\": ";
+  json_str(out, sup.tokenizer);
+  out += std::string(", \"tokenizer_supported\": ") + (sup.has_tokenizer && sup.tokenizer_ok ? "true" : "false");
+  if (!sup.tokenizer_why.empty()) {
+    out += ", \"tokenizer_error\": ";
+    json_str(out, sup.tokenizer_why);
+  }
+  out += ", \"types\": ";
+  json_list(sup.types);
+  out += ", \"types_unsupported\": ";
+  json_list(sup.bad_types);
+  out += ", \"types_supported\": ";
+  json_list(sup.known_types);
+  out += "}";
   out += ",\n  \"bits_per_weight\": " + (s.params ? fmt("%.4f", s.bpw()) : std::string("null"));
   out += "\n}\n";
   return out;

@@ -221,6 +221,37 @@ TEST(InspectCli, MixtureOfExpertsActiveParameters) {
   EXPECT_NE(r.out.find("active: 1.84 M parameters a token (1840640; 3 of 8 experts)"), std::string::npos) << r.out;
 }
 
+// What weir can use of a file: its architecture, tokenizer and types, each
+// named, and what weir takes instead when it cannot (issue 47, item 6).
+TEST(InspectCli, SaysWhatWeirCanUse) {
+  const std::string tiny = test::own_dir() + "/tiny-llama-support.gguf";
+  ASSERT_EQ(run_weir("synth --arch llama --preset tiny --type Q4_K_M -o " + shell_quote(tiny)).code, 0);
+  test::CliResult r = run_weir("inspect " + shell_quote(tiny));
+  EXPECT_NE(r.out.find("architecture: llama, run by weir\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokenizer:    llama (SentencePiece), pre-tokenizer \"default\", 512 tokens, read by weir\n"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", all read by weir\n"), std::string::npos) << r.out;
+  const json::Value d = inspect_json(tiny);
+  EXPECT_EQ(d["support"]["architecture"].as_string(), "llama");
+  EXPECT_TRUE(d["support"]["architecture_supported"].as_bool());
+  EXPECT_TRUE(d["support"]["tokenizer_supported"].as_bool());
+  EXPECT_EQ(d["support"]["types_unsupported"].size(), 0u);
+  EXPECT_GE(d["support"]["types_supported"].size(), 10u);
+
+  // An architecture weir does not run (llama.cpp's BERT vocabulary file).
+  const std::string bert = test::ref_dir() + "/vocab/ggml-vocab-bert-bge.gguf";
+  if (!fs::exists(bert)) GTEST_SKIP() << "no " << bert;
+  r = run_weir("inspect " + shell_quote(bert));
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("architecture: bert, not run by weir (it runs gemma3, llama, "), std::string::npos) << r.out;
+  const json::Value b = inspect_json(bert);
+  EXPECT_FALSE(b["support"]["architecture_supported"].as_bool());
+  bool lists_llama = false;
+  for (size_t i = 0; i < b["support"]["architectures"].size(); ++i)
+    lists_llama = lists_llama || b["support"]["architectures"][i].as_string() == "llama";
+  EXPECT_TRUE(lists_llama);
+}
+
 TEST(InspectCli, RealModel) {
   WEIR_REQUIRE_MODEL(model);
   check_file(model, false, false);
