@@ -4,7 +4,7 @@
 // Mistral and Hermes (tool use) style templates from tests/data; and the
 // tool-calling templates as the models publish them (tokenizer_config.json):
 // Qwen 2.5, Qwen 3 (chatml-tools), Llama 3.1, Llama 3.2, Mistral 7B v0.3,
-// Hermes 2 Pro (hermes-tools), and weir's built-in Gemma one with tools. A
+// Hermes 2 Pro (hermes-tools), Phi-3 mini, and weir's built-in Gemma one with tools. A
 // conversation a template refuses (roles that do not alternate) must fail in
 // both.
 #include <gtest/gtest.h>
@@ -130,6 +130,8 @@ const std::vector<ChatTemplate>& templates() {
         {"llama3.2", read_data("llama3.2-chat-template.jinja"), "<|begin_of_text|>", "<|eot_id|>", true},
         {"mistral0.3", read_data("mistral-v0.3-chat-template.jinja"), "<s>", "</s>", true},
         {"gemma3_builtin", read_data("gemma3-builtin-chat-template.jinja"), "<bos>", "<eos>", true},
+        // microsoft/Phi-3-mini-4k-instruct's tokenizer_config.json (EOS <|endoftext|>).
+        {"phi3", read_data("phi3-chat-template.jinja"), "<s>", "<|endoftext|>", false},
     };
   }();
   return all;
@@ -224,6 +226,7 @@ TEST_F(JinjaChatTemplates, Llama31Tools) { check("llama3.1"); }
 TEST_F(JinjaChatTemplates, Llama32Tools) { check("llama3.2"); }
 TEST_F(JinjaChatTemplates, Mistral03Tools) { check("mistral0.3"); }
 TEST_F(JinjaChatTemplates, Gemma3BuiltInTools) { check("gemma3_builtin"); }
+TEST_F(JinjaChatTemplates, Phi3) { check("phi3"); }
 
 // The Gemma 3 template as Google describes it: bos, the system prompt
 // folded into the first user turn, 'assistant' as 'model'.
