@@ -23,11 +23,13 @@ std::unique_ptr<Model> make_llama(GGUFFile f);   // model/llama_family.cpp
 std::unique_ptr<Model> make_qwen2(GGUFFile f);   // model/llama_family.cpp
 std::unique_ptr<Model> make_qwen3(GGUFFile f);   // model/llama_family.cpp
 std::unique_ptr<Model> make_qwen3moe(GGUFFile f);  // model/llama_family.cpp
+std::unique_ptr<Model> make_phi3(GGUFFile f);      // model/llama_family.cpp
 
 const std::map<std::string, ModelFactory>& architectures() {
   static const std::map<std::string, ModelFactory> r = {
       {"gemma3", make_gemma3},
       {"llama", make_llama},
+      {"phi3", make_phi3},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
       {"qwen3moe", make_qwen3moe},

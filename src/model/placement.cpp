@@ -116,11 +116,11 @@ ModelPlacement place_model(const Model& m, const std::vector<std::string>& devic
   };
   p.output = home_of("output.weight", home_of("output_norm.weight", p.output));
   p.input = home_of("token_embd.weight", p.input);
-  // Each layer's attention where its K projection lives (else its Q).
+  // Each layer's attention where its K projection lives (else its Q, or phi3's fused QKV).
   p.layer.assign(size_t(n_layer), 0);
   for (int64_t il = 0; il < n_layer; ++il) {
     p.layer[size_t(il)] = il >= first_gpu_layer ? gpu_of_layer(il) : 0;
-    for (const char* w : {"attn_q.weight", "attn_k.weight"}) {
+    for (const char* w : {"attn_q.weight", "attn_qkv.weight", "attn_k.weight"}) {
       const std::string name = "blk." + std::to_string(il) + "." + w;
       for (size_t i = 0; i < tensors.size(); ++i)
         if (tensors[i].name == name) p.layer[size_t(il)] = p.tensor_home[i];

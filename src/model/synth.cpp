@@ -73,9 +73,13 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
   for (int64_t il = 0; il < p.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     r.push_back(tensor(b + "attn_norm.weight", {E}, 1, norm_std));
-    r.push_back(tensor(b + "attn_q.weight", {E, Q}, 0, in_std));
-    r.push_back(tensor(b + "attn_k.weight", {E, KV}, 0, in_std));
-    r.push_back(tensor(b + "attn_v.weight", {E, KV}, 0, in_std));
+    if (p.fused_qkv) {
+      r.push_back(tensor(b + "attn_qkv.weight", {E, Q + 2 * KV}, 0, in_std));
+    } else {
+      r.push_back(tensor(b + "attn_q.weight", {E, Q}, 0, in_std));
+      r.push_back(tensor(b + "attn_k.weight", {E, KV}, 0, in_std));
+      r.push_back(tensor(b + "attn_v.weight", {E, KV}, 0, in_std));
+    }
     if (p.qkv_bias) {
       r.push_back(tensor(b + "attn_q.bias", {Q}, 0, 0.02f));
       r.push_back(tensor(b + "attn_k.bias", {KV}, 0, 0.02f));
@@ -94,6 +98,9 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
       r.push_back(tensor(b + "ffn_gate_exps.weight", {E, FE, NE}, 0, in_std));
       r.push_back(tensor(b + "ffn_up_exps.weight", {E, FE, NE}, 0, in_std));
       r.push_back(tensor(b + "ffn_down_exps.weight", {FE, E, NE}, 0, res / std::sqrt(float(FE))));
+    } else if (p.fused_gate_up) {
+      r.push_back(tensor(b + "ffn_up.weight", {E, 2 * F}, 0, in_std));
+      r.push_back(tensor(b + "ffn_down.weight", {F, E}, 0, res / std::sqrt(float(F))));
     } else {
       r.push_back(tensor(b + "ffn_gate.weight", {E, F}, 0, in_std));
       r.push_back(tensor(b + "ffn_up.weight", {E, F}, 0, in_std));
@@ -149,6 +156,7 @@ void write_synth_metadata(GGUFWriter& w, const SynthPreset& p, FileType ft) {
   if (p.n_swa > 0) w.set_u32(a + "attention.sliding_window", uint32_t(p.n_swa));
   if (p.write_vocab_size) w.set_u32(a + "vocab_size", uint32_t(p.n_vocab));
   if (p.write_rope_dim) w.set_u32(a + "rope.dimension_count", uint32_t(p.head_dim));
+  if (p.rope_orig_ctx > 0) w.set_u32(a + "rope.scaling.original_context_length", uint32_t(p.rope_orig_ctx));
   if (p.n_expert > 0) {
     w.set_u32(a + "expert_count", uint32_t(p.n_expert));
     w.set_u32(a + "expert_used_count", uint32_t(p.n_expert_used));

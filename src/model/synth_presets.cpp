@@ -145,11 +145,38 @@ std::vector<SynthPreset> make_presets() {
     p.n_swa = 512;
     v.push_back(p);
   }
+  auto phi3 = [](std::string name, std::string display, int64_t V, int64_t ctx, int64_t E, int64_t L, int64_t H,
+                 int64_t Hkv, int64_t F, float rope_base, int64_t swa) {
+    SynthPreset p;
+    p.name = std::move(name);
+    p.arch = "phi3";
+    p.display_name = std::move(display);
+    p.n_vocab = V;
+    p.n_ctx_train = ctx;
+    p.rope_orig_ctx = ctx;  // original_max_position_embeddings = max_position_embeddings
+    p.n_embd = E;
+    p.n_layer = L;
+    p.n_head = H;
+    p.n_head_kv = Hkv;
+    p.head_dim = E / H;
+    p.n_ff = F;
+    p.rms_eps = 1e-5f;
+    p.rope_base = rope_base;
+    p.write_rope_dim = true;
+    p.n_swa = swa;  // written by llama.cpp's converter, unused (model/llama_family.cpp)
+    p.fused_qkv = true;
+    p.fused_gate_up = true;
+    return p;
+  };
+  // microsoft/Phi-3-mini-4k-instruct: MHA, head_dim 96, sliding_window 2047.
+  v.push_back(phi3("phi-3-mini", "Phi 3 Mini 4k", 32064, 4096, 3072, 32, 32, 32, 8192, 10000.0f, 2047));
+  // microsoft/phi-4: GQA 40:10, head_dim 128, rope_theta 250000, no sliding window.
+  v.push_back(phi3("phi-4", "Phi 4", 100352, 16384, 5120, 40, 40, 10, 17920, 250000.0f, 0));
   // Tiny models for tests: every feature of the architecture, small dims
   // (multiples of 256 where K-quants need them).
   for (const SynthPreset& big : std::vector<SynthPreset>(v)) {
     if (big.name != "llama-3.2-1b" && big.name != "qwen2.5-7b" && big.name != "qwen3-8b" &&
-        big.name != "gemma3-270m" && big.name != "qwen3-30b-a3b")
+        big.name != "gemma3-270m" && big.name != "qwen3-30b-a3b" && big.name != "phi-3-mini")
       continue;
     SynthPreset p = big;
     p.name = "tiny";
@@ -167,6 +194,10 @@ std::vector<SynthPreset> make_presets() {
       p.rope_llama3_orig_ctx = 1024;  // so the scaling factors vary over the rope dims
     }
     if (p.arch == "gemma3") p.n_swa = 128;
+    if (p.arch == "phi3") {
+      p.n_swa = 0;
+      p.rope_orig_ctx = p.n_ctx_train;
+    }
     if (p.n_expert > 0) {
       p.n_expert = 8;
       p.n_expert_used = 3;

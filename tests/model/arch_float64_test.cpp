@@ -102,6 +102,9 @@ INSTANTIATE_TEST_SUITE_P(Tiny, ArchFloat64,
                                            Case{"qwen2-q8_0", false},
                                            Case{"llama3-q4_0", true},
                                            Case{"qwen2-q8_0", true},
+                                           // phi3: fused q/k/v and gate/up, LongRoPE short and long
+                                           Case{"phi3", false}, Case{"phi3-long", false},
+                                           Case{"phi3-split", false},
                                            // Mixtures of experts
                                            Case{"qwen3moe", false}, Case{"mixtral", false},
                                            Case{"qwen3moe-q8_0", false},

@@ -87,6 +87,8 @@ TEST(Synth, PresetsMatchTheRealModelsParameterCounts) {
   EXPECT_EQ(params("gemma3", "gemma3-270m"), 268098176u);
   EXPECT_EQ(params("qwen3moe", "qwen3-30b-a3b"), 30532122624u);  // "30.5B"
   EXPECT_EQ(params("llama", "mixtral-8x7b"), 46702792704u);       // "46.7B"
+  EXPECT_EQ(params("phi3", "phi-3-mini"), 3821079552u);           // "3.82B"
+  EXPECT_EQ(params("phi3", "phi-4"), 14659507200u);               // "14.7B"
   EXPECT_THROW(find_synth_preset("llama", "qwen3-8b"), Error);
   EXPECT_THROW(find_synth_preset("llama", "nope"), Error);
   EXPECT_THROW(find_synth_preset("nope", "tiny"), Error);
@@ -159,6 +161,9 @@ TEST(Synth, TinyQwen3Generates4096Tokens) {
   REQUIRE_ARCH("qwen3");
   generate(synth_tiny("qwen3", "f16"), 4096);
 }
+
+// Fused attn_qkv and ffn_up (gate and up rows), GQA 4:2.
+TEST(Synth, TinyPhi3Generates4096Tokens) { generate(synth_tiny("phi3", "f16"), 4096); }
 
 // A mixture of experts in K-quants (the router stays F32, as llama.cpp
 // keeps it).

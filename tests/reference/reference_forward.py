@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Independent float64 forward pass of a GGUF decoder (llama, qwen2, qwen3,
-gemma3, and the mixture-of-experts qwen3moe and Mixtral, which GGUF calls
-llama), written from the published model definitions (Meta's Llama, HF
-transformers' Qwen2/Qwen3/Gemma3/Qwen3Moe/Mixtral), not from weir's code.
+gemma3, phi3, and the mixture-of-experts qwen3moe and Mixtral, which GGUF
+calls llama), written from the published model definitions (Meta's Llama, HF
+transformers' Qwen2/Qwen3/Gemma3/Phi3/Qwen3Moe/Mixtral), not from weir's code.
 The `gguf` package reads and dequantizes the weights.
 
 Facts about the GGUF layout it relies on:
@@ -15,7 +15,15 @@ Facts about the GGUF layout it relies on:
 - a mixture-of-experts layer (llama.cpp's names) has ffn_gate_inp.weight
   [n_embd, n_expert] (the router) and ffn_{gate,up,down}_exps.weight, GGUF
   [n_embd, n_ff_exp, n_expert] / [n_ff_exp, n_embd, n_expert], numpy
-  [n_expert, out, in]; ARCH.expert_used_count experts run per token.
+  [n_expert, out, in]; ARCH.expert_used_count experts run per token;
+- phi3 (HF Phi3ForCausalLM): qkv_proj is attn_qkv.weight (q, k, v rows; some
+  files split it into attn_q/k/v), gate_up_proj is ffn_up.weight (gate rows,
+  then up: silu(gate) * up), rotate_half rope; LongRoPE's per-pair divisors
+  are rope_factors_short.weight / rope_factors_long.weight, the short ones
+  while the context (n_ctx) is within rope.scaling.original_context_length,
+  as llama.cpp picks them, and cos and sin are multiplied by
+  rope.scaling.attn_factor; attention.sliding_window is not used (llama.cpp
+  turns Phi's off).
 
 With round_acts=True it also models llama.cpp's CPU rounding of activations
 before products with Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights: x is quantized to
@@ -48,10 +56,11 @@ def round_q8_0(h):
 
 
 class Forward:
-    def __init__(self, path, round_acts=False, lazy=False):
+    def __init__(self, path, round_acts=False, lazy=False, n_ctx=None):
         """lazy: each weight dequantized when first used, and of the token
         embeddings only the rows of the tokens run (a real model's hidden
-        states in seconds, not its whole vocabulary in float64)."""
+        states in seconds, not its whole vocabulary in float64).
+        n_ctx: the context the model runs with (phi3's choice of rope factors)."""
         self.round_acts = round_acts
         self.types = {}
         r = GGUFReader(path)
@@ -75,7 +84,14 @@ class Forward:
         self.eps = g("attention.layer_norm_rms_epsilon", 1e-5)
         self.rope_base = g("rope.freq_base", 10000.0)
         self.pos_scale = 1.0 / g("rope.scaling.factor", 1.0) if g("rope.scaling.type") == "linear" else 1.0
-        self.window = g("attention.sliding_window", 0)
+        self.window = g("attention.sliding_window", 0) if self.arch != "phi3" else 0
+        self.rope_factors = "rope_freqs.weight"  # per-pair divisors, when the file has them
+        self.rope_mscale = 1.0
+        if self.arch == "phi3":
+            orig = g("rope.scaling.original_context_length", g("context_length"))
+            long = n_ctx is not None and n_ctx > orig
+            self.rope_factors = "rope_factors_long.weight" if long else "rope_factors_short.weight"
+            self.rope_mscale = g("rope.scaling.attn_factor", 1.0)
         self.gemma = self.arch == "gemma3"
         self.n_expert = g("expert_count", 0)
         self.n_expert_used = g("expert_used_count", 0)
@@ -107,10 +123,10 @@ class Forward:
         """x [T, H, D]: rotate the first n_rot dims of every head."""
         n = self.n_rot
         inv = base ** (-np.arange(0, n // 2, dtype=np.float64) * 2.0 / n)
-        if self.has("rope_freqs.weight"):
-            inv = inv / self.W("rope_freqs.weight")
+        if self.has(self.rope_factors):
+            inv = inv / self.W(self.rope_factors)
         ang = (pos * self.pos_scale)[:, None] * inv[None, :]  # [T, n/2]
-        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        c, s = np.cos(ang)[:, None, :] * self.rope_mscale, np.sin(ang)[:, None, :] * self.rope_mscale
         out = x.copy()
         if self.arch == "llama":  # adjacent pairs
             a, b = x[..., 0:n:2], x[..., 1:n:2]
@@ -203,9 +219,15 @@ class Forward:
         for il in range(self.n_layer):
             b = f"blk.{il}."
             h = self.rms(x, self.W(b + "attn_norm.weight"))
-            q = self.lin(h, b + "attn_q").reshape(T, Hq, D)
-            k = self.lin(h, b + "attn_k").reshape(T, Hkv, D)
-            v = self.lin(h, b + "attn_v").reshape(T, Hkv, -1)
+            if self.has(b + "attn_qkv.weight"):  # phi3: q, k, v rows of one matrix
+                qkv = self.mm(h, b + "attn_qkv.weight")
+                q = qkv[:, : Hq * D].reshape(T, Hq, D)
+                k = qkv[:, Hq * D : (Hq + Hkv) * D].reshape(T, Hkv, D)
+                v = qkv[:, (Hq + Hkv) * D :].reshape(T, Hkv, -1)
+            else:
+                q = self.lin(h, b + "attn_q").reshape(T, Hq, D)
+                k = self.lin(h, b + "attn_k").reshape(T, Hkv, D)
+                v = self.lin(h, b + "attn_v").reshape(T, Hkv, -1)
             if self.has(b + "attn_q_norm.weight"):  # qwen3, gemma3: per-head RMS norm before rope
                 q = self.rms(q, self.W(b + "attn_q_norm.weight"))
                 k = self.rms(k, self.W(b + "attn_k_norm.weight"))
@@ -222,7 +244,10 @@ class Forward:
             if self.has(b + "ffn_gate_inp.weight"):  # qwen3moe, Mixtral: every layer's FFN is MoE
                 x = x + self.moe(h, b, silu)
                 continue
-            gate, up = self.mm(h, b + "ffn_gate.weight"), self.mm(h, b + "ffn_up.weight")
+            if self.arch == "phi3":  # gate_up_proj: gate rows, then up rows
+                gate, up = np.split(self.mm(h, b + "ffn_up.weight"), 2, axis=1)
+            else:
+                gate, up = self.mm(h, b + "ffn_gate.weight"), self.mm(h, b + "ffn_up.weight")
             f = self.mm((gelu(gate) if self.gemma else silu(gate)) * up, b + "ffn_down.weight")
             x = x + (self.rms(f, self.W(b + "post_ffw_norm.weight")) if self.gemma else f)
         return self.rms(x, self.W("output_norm.weight"))

@@ -28,6 +28,7 @@ import reference_forward  # noqa: E402
 
 N_VOCAB = 300
 PROMPT_LEN = 20
+N_CTX = 64  # the context weir's tests run these models with (phi3 picks its rope factors by it)
 
 # Hyper-parameters per model. head_dim is attention.key_length when set.
 MODELS = {
@@ -65,6 +66,18 @@ MODELS = {
     "qwen3moe-q8_0": dict(arch="qwen3moe", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96,
                           key_length=16, rope_base=1e6, qk_norm=True, n_expert=8, n_expert_used=3, n_ff_exp=32,
                           quant="Q8_0"),
+    # Phi-3 (phi3): fused attn_qkv and ffn_up (gate, up rows), GQA 4:2, NEOX
+    # rope with LongRoPE factors and attention factor 1.19: original context
+    # 128 > N_CTX, so the short factors apply; own output matrix.
+    "phi3": dict(arch="phi3", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, fused_qkv=True,
+                 longrope=dict(orig_ctx=128, attn_factor=1.19)),
+    # The same with original context 32 < N_CTX: the long factors apply.
+    "phi3-long": dict(arch="phi3", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, fused_qkv=True,
+                      longrope=dict(orig_ctx=32, attn_factor=1.19)),
+    # phi3 with separate attn_q/k/v, tied output, half the head dims rotated,
+    # and a sliding window of 5 that is written but not used (as llama.cpp).
+    "phi3-split": dict(arch="phi3", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, n_rot=8,
+                       tied=True, window=5),
     # Qwen3 as an embedding model's file says it: pooling_type 2 (CLS).
     "qwen3-cls": dict(arch="qwen3", n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96,
                       key_length=32, rope_base=1e6, qk_norm=True, tied=True, pooling_type=2),
@@ -171,6 +184,9 @@ def write_model(path, spec, rng, broken=None):
     if "linear" in spec:
         w.add_string(p + "rope.scaling.type", "linear")
         w.add_float32(p + "rope.scaling.factor", spec["linear"])
+    if "longrope" in spec:
+        w.add_uint32(p + "rope.scaling.original_context_length", spec["longrope"]["orig_ctx"])
+        w.add_float32(p + "rope.scaling.attn_factor", spec["longrope"]["attn_factor"])
     if "window" in spec:
         w.add_uint32(p + "attention.sliding_window", spec["window"])
     if "pooling_type" in spec:
@@ -219,13 +235,23 @@ def write_model(path, spec, rng, broken=None):
         ff = llama3_rope_factors(n_rot, spec.get("rope_base", 10000.0), r["factor"], r["low"], r["high"],
                                  r["orig_ctx"])
         w.add_tensor("rope_freqs.weight", ff[:-1] if broken == "broken-freqs" else ff)
+    if "longrope" in spec:  # per-pair divisors: long ones grow to 8 over the pairs, short ones stay near 1
+        n = n_rot // 2
+        w.add_tensor("rope_factors_long.weight", (1.0 + 7.0 * np.arange(n) / (n - 1)).astype(np.float32))
+        w.add_tensor("rope_factors_short.weight", (1.0 + 0.2 * rng.random(n)).astype(np.float32))
     bias = spec.get("bias")
     for il in range(L):
         b = f"blk.{il}."
         vec(b + "attn_norm.weight", E, 1.0, 0.1)
-        mat(b + "attn_q.weight", Hq * D, E, 1.5)
-        mat(b + "attn_k.weight", Hkv * D, E, 1.5)
-        mat(b + "attn_v.weight", Hkv * D, E)
+        if spec.get("fused_qkv"):  # phi3: the q, k and v rows of one matrix
+            add_weight(b + "attn_qkv.weight", np.concatenate([
+                rng.normal(0.0, 1.5 / math.sqrt(E), size=(Hq * D, E)),
+                rng.normal(0.0, 1.5 / math.sqrt(E), size=(Hkv * D, E)),
+                rng.normal(0.0, 1.0 / math.sqrt(E), size=(Hkv * D, E))]))
+        else:
+            mat(b + "attn_q.weight", Hq * D, E, 1.5)
+            mat(b + "attn_k.weight", Hkv * D, E, 1.5)
+            mat(b + "attn_v.weight", Hkv * D, E)
         if bias:
             vec(b + "attn_q.bias", Hq * D, 0.0, 0.3)
             vec(b + "attn_k.bias", Hkv * D, 0.0, 0.3)
@@ -245,6 +271,10 @@ def write_model(path, spec, rng, broken=None):
             experts(b + "ffn_gate_exps.weight", F_exp, E, 2.0)
             experts(b + "ffn_up_exps.weight", F_exp, E)
             experts(b + "ffn_down_exps.weight", E, F_exp)
+        elif arch == "phi3":  # gate_up_proj: the gate rows, then the up rows
+            add_weight(b + "ffn_up.weight", np.concatenate([rng.normal(0.0, 2.0 / math.sqrt(E), size=(F, E)),
+                                                            rng.normal(0.0, 1.0 / math.sqrt(E), size=(F, E))]))
+            mat(b + "ffn_down.weight", E, F)
         else:
             mat(b + "ffn_gate.weight", F, E, 2.0)
             mat(b + "ffn_up.weight", F, E)
@@ -277,7 +307,7 @@ def main():
             runs = [("logits", False)] + ([("logits_rounded", True)] if "quant" in MODELS[name] else [])
             ref = {"ids": ids}
             for key, round_acts in runs:  # rounded: as llama.cpp's rounding of activations sees it
-                fwd = reference_forward.Forward(path, round_acts=round_acts)
+                fwd = reference_forward.Forward(path, round_acts=round_acts, n_ctx=N_CTX)
                 ref[key] = fwd.forward(ids).tolist()
                 if fwd.router_margin < 1e-3:  # an expert choice float32 could make differently
                     print(f"tiny_models.py: {name}: router top-k margin {fwd.router_margin:.2e}", file=sys.stderr)
