@@ -30,10 +30,10 @@ constexpr DTypeTraits kTraits[] = {
     /* 17 */ {"iq2_xs", 256, 74, false},
     /* 18 */ {"iq3_xxs", 256, 98, false},
     /* 19 */ {"iq1_s", 256, 50, false},
-    /* 20 */ {"iq4_nl", 32, 18, false},
+    /* 20 */ {"iq4_nl", 32, 18, true},
     /* 21 */ {"iq3_s", 256, 110, false},
     /* 22 */ {"iq2_s", 256, 82, false},
-    /* 23 */ {"iq4_xs", 256, 136, false},
+    /* 23 */ {"iq4_xs", 256, 136, true},
     /* 24 */ {"i8", 1, 1, false},
     /* 25 */ {"i16", 1, 2, false},
     /* 26 */ {"i32", 1, 4, false},
@@ -41,6 +41,15 @@ constexpr DTypeTraits kTraits[] = {
     /* 28 */ {"f64", 1, 8, false},
     /* 29 */ {"iq1_m", 256, 56, false},
     /* 30 */ {"bf16", 1, 2, true},
+    /* 31 */ kNone,  // 31-33: q4_0_4_4, q4_0_4_8, q4_0_8_8 (retired)
+    /* 32 */ kNone,
+    /* 33 */ kNone,
+    /* 34 */ kNone,  // tq1_0, tq2_0: not read by weir
+    /* 35 */ kNone,
+    /* 36 */ kNone,  // 36-38: iq4_nl_4_4, iq4_nl_4_8, iq4_nl_8_8 (retired)
+    /* 37 */ kNone,
+    /* 38 */ kNone,
+    /* 39 */ {"mxfp4", 32, 17, true},
 };
 
 }  // namespace

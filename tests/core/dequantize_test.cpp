@@ -123,7 +123,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, DequantizeVectors,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q4_0,
                                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                            DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K, DType::Q8_K),
+                                           DType::Q6_K, DType::Q8_K, DType::IQ4_NL,
+                                           DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Every type the traits table marks dequantizable has a dequantizer, and no

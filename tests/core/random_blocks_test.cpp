@@ -25,7 +25,8 @@ namespace {
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                        DType::MXFP4};
 
 struct Stats {
   double mean = 0, std = 0;

@@ -40,7 +40,8 @@ N_BLOCKS = 16    # per block-quantized type
 N_PLAIN = 512    # elements for F32 / F16 / BF16
 
 TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-         "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"]
+         "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
+         "IQ4_NL", "IQ4_XS", "MXFP4"]  # new types go last: the rng stream of the others stays
 
 # Byte offsets of the fp16 fields of each block format (see
 # src/core/quant/block_formats.h); every other byte is quant payload.
@@ -55,7 +56,14 @@ FP16_FIELDS = {
     "Q4_K": [0, 2],       # d, dmin
     "Q5_K": [0, 2],       # d, dmin
     "Q6_K": [208],        # d
+    "IQ4_NL": [0],        # d
+    "IQ4_XS": [0],        # d
 }
+
+# MXFP4's E8M0 scale byte (offset 0): random, but the first blocks take the
+# corners 0 and 1 (float32 subnormal halves), 2, 127 and 254, 255 (whose
+# larger values overflow to infinity).
+E8M0_SPECIAL = [0, 1, 2, 127, 254, 255]
 
 # fp16 corner cases used for the first blocks: +0, -0, smallest and a
 # mid-range subnormal of each sign, the largest subnormal.
@@ -91,6 +99,8 @@ def quant_blocks(rng, name):
         qs = raw[:, 4:260].view(np.int8)
         bsums = qs.reshape(N_BLOCKS, 16, 16).astype(np.int16).sum(axis=-1, dtype=np.int16)
         raw[:, 260:292] = bsums.astype("<i2").view(np.uint8)
+    elif name == "MXFP4":
+        raw[:len(E8M0_SPECIAL), 0] = E8M0_SPECIAL
     else:
         for fi, off in enumerate(FP16_FIELDS[name]):
             s = fp16_scales(rng, N_BLOCKS, fi).astype("<u2")
@@ -124,7 +134,8 @@ def expected(raw, name):
     if name == "Q8_K":
         out = dequantize_q8_K(raw)
     else:
-        out = gguf.quants.dequantize(raw, T[name])
+        with np.errstate(over="ignore"):  # MXFP4 with e = 254, 255: inf, as intended
+            out = gguf.quants.dequantize(raw, T[name])
     out = np.asarray(out)
     assert out.dtype == np.float32, (name, out.dtype)
     return out.reshape(-1)

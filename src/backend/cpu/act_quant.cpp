@@ -18,12 +18,15 @@ DType activation_type(DType w) {
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return DType::Q8_0;  // Q8_1 for the _1 types: same values
+    case DType::Q8_0:
+    case DType::IQ4_NL:
+    case DType::MXFP4: return DType::Q8_0;  // Q8_1 for the _1 types: same values
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_XS:
     case DType::Q8_K: return DType::Q8_K;
     default: break;
   }

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_queue.h"
+#include "backend/cuda/plan/kernel_limits.h"
 #include "backend/cuda/plan/launch_memory.h"
 #include "core/collective.h"
 #include "core/error.h"
@@ -69,8 +70,8 @@ Queue& CudaBackend::copy_queue() { return *copy_queue_; }
 
 bool CudaBackend::supports(const Tensor& t) const {
   switch (t.op) {
-    case Op::MulMat:
-    case Op::GetRows: return traits(t.src[0]->dtype).dequantizable;
+    case Op::MulMat:  // the types with device kernels, not all that the CPU reads (iq4_nl ...)
+    case Op::GetRows: return has_dequantizer(t.src[0]->dtype);
     case Op::MulMatId: return mul_mat_id_supported(t);
     case Op::TopK: return t.src[0]->ne[0] < (int64_t(1) << 30);
     case Op::MoeWeights: return t.ne[0] <= 32;

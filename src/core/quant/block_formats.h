@@ -136,6 +136,56 @@ struct BlockQ8_K {
   int16_t bsums[kQK_K / 16];   // sum of qs[16*g .. 16*g + 15]
 };
 
+// ---------------------------------------------------------------------------
+// Lookup formats: each 4-bit quant indexes a fixed table of 16 small
+// integers, scaled per block. Nibbles are packed as in q4_0 (element i of a
+// 32-element group in qs[i % 16], low nibble for i < 16).
+// ---------------------------------------------------------------------------
+
+// The non-linear value table of iq4_nl and iq4_xs (ggml's kvalues_iq4nl).
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// The E2M1 (fp4) values of mxfp4, doubled so they are integers: element =
+// e8m0_to_f32_half(e) * kMXFP4Values[q] (ggml's kvalues_mxfp4). Bit 3 is the
+// sign, so 0 and 8 both stand for zero.
+inline constexpr int8_t kMXFP4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// iq4_nl: x = d * kIQ4NLValues[q], q in [0, 15].
+struct BlockIQ4_NL {
+  uint16_t d;             // fp16 scale
+  uint8_t qs[kQK / 2];    // nibbles as in q4_0
+};
+
+// iq4_xs: super-block of 256 in 8 sub-blocks of 32; element i of sub-block
+// j is d * (ls[j] - 32) * kIQ4NLValues[q], q the nibble i of qs[16*j ..
+// 16*j + 15] (packed as in q4_0). The 6-bit ls[j] is split:
+//   low 4 bits:  (scales_l[j / 2] >> 4*(j % 2)) & 15
+//   high 2 bits: (scales_h >> 2*j) & 3
+struct BlockIQ4_XS {
+  uint16_t d;                   // fp16 super-block scale
+  uint16_t scales_h;            // high 2 bits of the 8 sub-block scales
+  uint8_t scales_l[kQK_K / 64]; // low 4 bits, two sub-blocks a byte
+  uint8_t qs[kQK_K / 2];        // nibbles, 16 bytes per sub-block
+};
+
+// mxfp4 (OCP microscaling): x = 2^(e - 127) * fp4(q) = e8m0_to_f32_half(e)
+// * kMXFP4Values[q]. One shared E8M0 exponent byte per 32 elements.
+struct BlockMXFP4 {
+  uint8_t e;              // E8M0 shared scale (a biased power of two)
+  uint8_t qs[kQK / 2];    // E2M1 nibbles as in q4_0
+};
+
+// Half of the E8M0 scale 2^(e - 127) as a float32 (ggml's
+// GGML_E8M0_TO_FP32_HALF): 2^(e - 128), the float32 subnormals 2^-128 and
+// 2^-127 for e = 0 and 1. Exact for every e.
+inline float e8m0_to_f32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -147,6 +197,9 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 
 static_assert(offsetof(BlockQ5_0, qs) == 6);
 static_assert(offsetof(BlockQ5_1, qs) == 8);
@@ -156,6 +209,7 @@ static_assert(offsetof(BlockQ4_K, qs) == 16);
 static_assert(offsetof(BlockQ5_K, qs) == 48);
 static_assert(offsetof(BlockQ6_K, d) == 208);
 static_assert(offsetof(BlockQ8_K, bsums) == 260);
+static_assert(offsetof(BlockIQ4_XS, qs) == 8);
 
 // Copies block b (0-based) out of a byte stream of blocks. Tensor data need
 // not be aligned for the block struct; memcpy also keeps aliasing rules.
@@ -186,6 +240,14 @@ inline void unpack_scales_q3_K(const uint8_t* scales, int8_t out[16]) {
     const int hi = (scales[8 + j % 4] >> (2 * (j / 4))) & 0x03;
     out[j] = int8_t((lo | (hi << 4)) - 32);
   }
+}
+
+// The signed scale ls[j] - 32 (in [-32, 31]) of sub-block j (0..7) of an
+// iq4_xs super-block.
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int j) {
+  const int lo = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
+  const int hi = (b.scales_h >> (2 * j)) & 0x03;
+  return (lo | (hi << 4)) - 32;
 }
 
 }  // namespace weir::quant

@@ -1,5 +1,5 @@
 // weir::dequantize_row: dispatch by DType to the reference dequantizers
-// (dequantize_legacy.cpp, dequantize_k.cpp) plus the plain float types.
+// (dequantize_legacy.cpp, dequantize_k.cpp, dequantize_lookup.cpp) plus the plain float types.
 
 #include <cstring>
 #include <string>
@@ -62,6 +62,9 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: return quant::dequantize_q5_K(src, dst, nb);
     case DType::Q6_K: return quant::dequantize_q6_K(src, dst, nb);
     case DType::Q8_K: return quant::dequantize_q8_K(src, dst, nb);
+    case DType::IQ4_NL: return quant::dequantize_iq4_nl(src, dst, nb);
+    case DType::IQ4_XS: return quant::dequantize_iq4_xs(src, dst, nb);
+    case DType::MXFP4: return quant::dequantize_mxfp4(src, dst, nb);
     default: break;
   }
   throw Error(std::string("dequantize_row: no dequantizer for dtype ") + tr.name +

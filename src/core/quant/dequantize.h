@@ -32,4 +32,9 @@ void dequantize_q5_K(const void* src, float* dst, int64_t n_blocks);
 void dequantize_q6_K(const void* src, float* dst, int64_t n_blocks);
 void dequantize_q8_K(const void* src, float* dst, int64_t n_blocks);
 
+// Lookup formats (dequantize_lookup.cpp).
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n_blocks);
+void dequantize_iq4_xs(const void* src, float* dst, int64_t n_blocks);
+void dequantize_mxfp4(const void* src, float* dst, int64_t n_blocks);
+
 }  // namespace weir::quant

@@ -1,5 +1,6 @@
 #include "core/quant/random_blocks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -125,6 +126,13 @@ void gen_k_with_min(Rng& rng, uint8_t* dst, int64_t nb, float d, float q_mean) {
   });
 }
 
+// E[v^2] of a value table indexed by a uniform 4-bit quant.
+constexpr double table_mean_sq(const int8_t (&v)[16]) {
+  double s = 0;
+  for (int8_t x : v) s += double(x) * x;
+  return s / 16;
+}
+
 }  // namespace
 
 uint64_t mix_seed(uint64_t a, uint64_t b) {
@@ -137,6 +145,7 @@ bool can_randomize(DType t) {
     case DType::F32: case DType::F16: case DType::BF16:
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::IQ4_NL: case DType::IQ4_XS: case DType::MXFP4:
       return true;
     default:
       return false;
@@ -239,6 +248,39 @@ void random_fill(DType t, void* dst_v, int64_t n, float mean, float std, uint64_
           const int mag = 16 + (sc[j] & 15);
           sc[j] = uint8_t(int8_t((sc[j] & 0x80) ? -mag : mag));
         }
+      });
+    }
+    case DType::IQ4_NL:  // the table's mean (-5.875) cancels by the sign of d
+      return gen_signed_d<BlockIQ4_NL>(rng, dst, nb, float(s / std::sqrt(table_mean_sq(kIQ4NLValues))));
+    case DType::IQ4_XS: {
+      // Sub-block scales ls - 32 of magnitude [16, 31] and random sign.
+      const uint16_t dh = f32_to_fp16(float(s / std::sqrt(mean_sq(16, 31) * table_mean_sq(kIQ4NLValues))));
+      return gen_blocks<BlockIQ4_XS>(rng, dst, nb, [&](uint8_t* p) {
+        put16(p + offsetof(BlockIQ4_XS, d), dh);
+        uint8_t* sl = p + offsetof(BlockIQ4_XS, scales_l);
+        const uint16_t r = get16(p + offsetof(BlockIQ4_XS, scales_h));  // random bits to choose from
+        uint16_t sh = 0;
+        for (int j = 0; j < 8; ++j) {
+          const int mag = 16 + ((sl[j / 2] >> (4 * (j % 2))) & 15);
+          const int v = 32 + (((r >> j) & 1) ? -mag : mag);  // stored biased by 32, in [1, 63]
+          sh = uint16_t(sh | (v >> 4) << (2 * j));
+          sl[j / 2] = uint8_t((sl[j / 2] & ~(15 << (4 * (j % 2)))) | (v & 15) << (4 * (j % 2)));
+        }
+        put16(p + offsetof(BlockIQ4_XS, scales_h), sh);
+      });
+    }
+    case DType::MXFP4: {
+      // The table is symmetric (mean 0). The scale is a power of two: each
+      // block takes 2^lo or 2^(lo + 1) (by its own random e byte) in the
+      // proportion that makes the expected square std^2 / E[v^2].
+      const double want = s / std::sqrt(table_mean_sq(kMXFP4Values));  // scale 2^(e - 128)
+      const double lo = want > 0 ? std::floor(std::log2(want)) : -128;
+      const double up = std::exp2(2 * lo) > 0 ? (want * want / std::exp2(2 * lo) - 1) / 3 : 0;  // P(lo + 1)
+      const uint8_t e0 = uint8_t(std::clamp(lo + 128, 0.0, 253.0));
+      const int threshold = int(std::lround(up * 256));
+      return gen_blocks<BlockMXFP4>(rng, dst, nb, [&](uint8_t* p) {
+        uint8_t& e = p[offsetof(BlockMXFP4, e)];
+        e = uint8_t(e0 + (int(e) < threshold ? 1 : 0));
       });
     }
     default:

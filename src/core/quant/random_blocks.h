@@ -12,6 +12,11 @@
 //   q4_1, q5_1         m = -d * mean(q)
 //   q2_K, q4_K, q5_K   min of each sub-block = mean(q) * its scale (via dmin)
 //   q3_K, q6_K         sub-block scales of random sign
+//   iq4_nl             d of random sign per block
+//   iq4_xs             sub-block scales of random sign
+//   mxfp4              none needed: its value table is symmetric (its
+//                      power-of-two scale is one of two neighbours per
+//                      block, mixed to give the std)
 // The sub-block scales are random too (q4_K / q5_K use the full 6 bits, so
 // the packed high bits are exercised), and d is chosen from their expected
 // square. Float types get uniform values (mean, std) and are the only types
