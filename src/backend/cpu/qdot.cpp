@@ -9,6 +9,7 @@
 #include "backend/cpu/act_quant.h"
 #include "backend/cpu/qdot_k.h"
 #include "backend/cpu/qdot_legacy.h"
+#include "backend/cpu/qdot_lookup.h"
 
 namespace weir::cpu {
 namespace {
@@ -31,6 +32,7 @@ bool is_legacy(DType w) {
   return w == DType::Q4_0 || w == DType::Q4_1 || w == DType::Q5_0 || w == DType::Q5_1 ||
          w == DType::Q8_0;
 }
+bool is_lookup(DType w) { return w == DType::IQ4_NL || w == DType::IQ4_XS || w == DType::MXFP4; }
 bool is_k(DType w) {
   return w == DType::Q2_K || w == DType::Q3_K || w == DType::Q4_K || w == DType::Q5_K ||
          w == DType::Q6_K;
@@ -79,6 +81,7 @@ QDotKernels qdot_kernels(DType w, SimdLevel level) {
     QDotKernels k;
     if (is_legacy(w)) k = qdot_legacy_kernels(w, SimdLevel(l));
     else if (is_k(w)) k = qdot_k_kernels(w, SimdLevel(l));
+    else if (is_lookup(w)) k = qdot_lookup_kernels(w, SimdLevel(l));
     else return {};
     if (k) return k;
   }
