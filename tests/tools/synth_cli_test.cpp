@@ -37,7 +37,7 @@ TEST(SynthCli, ListsPresets) {
   Result r = weir("synth");
   EXPECT_EQ(r.code, 0);
   for (const char* p : {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-8b",
-                        "gemma3-270m", "tiny"})
+                        "gemma3-270m", "phi-3-mini", "phi-4", "tiny"})
     EXPECT_TRUE(has(r.out, p)) << p << "\n" << r.out;
   r = weir("synth --arch qwen3");
   EXPECT_EQ(r.code, 0);
@@ -76,6 +76,28 @@ TEST(SynthCli, WritesAModelThatRuns) {
     EXPECT_EQ(f.get_uint("general.file_type"), 1u);
     EXPECT_NE(f.find_tensor("blk.2.post_ffw_norm.weight"), nullptr);
     EXPECT_EQ(f.find_tensor("output.weight"), nullptr);  // tied
+  }
+  r = weir("run -m " + out + " -p hello -n 16 --temp 0 --ignore-eos -t 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "generation 16 tokens")) << r.out;
+  std::filesystem::remove(out);
+}
+
+// phi3: fused attn_qkv and ffn_up as synth writes them (Q8_0), and a run of it.
+TEST(SynthCli, WritesAPhi3ThatRuns) {
+  const std::string out = weir::test::own_dir() + "/synth-cli-phi3.gguf";
+  Result r = weir("synth --arch phi3 --preset tiny --type Q8_0 --seed 7 -t 2 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  {
+    weir::GGUFFile f = weir::GGUFFile::open(out);
+    EXPECT_EQ(f.get_str("general.architecture"), "phi3");
+    EXPECT_EQ(f.get_uint("phi3.rope.scaling.original_context_length"), 8192u);
+    const weir::GGUFTensorInfo* qkv = f.find_tensor("blk.1.attn_qkv.weight");
+    ASSERT_NE(qkv, nullptr);
+    EXPECT_EQ(qkv->ne[1], 4 * 64 + 2 * 2 * 64);  // q rows, then k and v rows
+    EXPECT_EQ(f.find_tensor("blk.1.ffn_up.weight")->ne[1], 2 * 512);  // gate rows, then up rows
+    EXPECT_EQ(f.find_tensor("blk.1.attn_q.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.1.ffn_gate.weight"), nullptr);
   }
   r = weir("run -m " + out + " -p hello -n 16 --temp 0 --ignore-eos -t 1");
   EXPECT_EQ(r.code, 0) << r.out;
