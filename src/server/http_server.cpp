@@ -460,7 +460,10 @@ int HttpServer::bind() {
   Impl& i = *impl_;
   i.port = i.o.port == 0 ? i.svr.bind_to_any_port(i.o.host.c_str()) : (i.svr.bind_to_port(i.o.host.c_str(), i.o.port) ? i.o.port : -1);
   if (i.port < 0) throw Error("serve: cannot listen on " + i.o.host + ":" + std::to_string(i.o.port) + " (in use, or not this host's address)");
-  if (i.listen_fd >= 0) ::listen(i.listen_fd, std::max(128, i.o.connections * 2));  // a listening socket takes a new backlog
+  // A listening socket takes a new backlog: room for a burst of connections
+  // (the gate takes them as fast as it can and evicts past its limit); a
+  // full backlog drops a client's SYN, which then waits a second to retry.
+  if (i.listen_fd >= 0) ::listen(i.listen_fd, std::max(4096, i.o.connections * 2));
   return i.port;
 }
 
