@@ -1,5 +1,7 @@
 #include "engine/openai/embeddings.h"
 
+#include "engine/openai/json_body.h"
+
 #include <algorithm>
 #include <cstring>
 #include <future>
@@ -18,23 +20,6 @@ namespace {
 
 constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit of an input array
 constexpr const char* kInputForms = "a string, an array of strings, an array of token ids or an array of arrays of token ids";
-
-const char* json_kind(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number";
-    default: return "an integer";
-  }
-}
-
-const json* present(const json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
 
 bool all_of_kind(const json& a, bool (json::*is)() const noexcept) {
   return std::all_of(a.begin(), a.end(), [&](const json& x) { return (x.*is)(); });
@@ -99,27 +84,27 @@ EmbeddingRequest parse_embedding_request(const json& body, bool accept_unknown) 
   if (!body.is_object()) throw bad_request("", "the request body must be a JSON object, got " + std::string(json_kind(body)));
   EmbeddingRequest r;
   r.unknown_fields = check_fields(body, Endpoint::Embeddings, accept_unknown);
-  const json* in = present(body, "input");
+  const json* in = given_field(body, "input");
   if (!in) throw bad_request("input", "'input' is required");
   read_inputs(*in, r);
-  if (const json* v = present(body, "model")) {
+  if (const json* v = given_field(body, "model")) {
     if (!v->is_string()) throw bad_request("model", "'model' must be a string, got " + std::string(json_kind(*v)));
     r.model = v->get<std::string>();
   }
-  if (const json* v = present(body, "encoding_format")) {
+  if (const json* v = given_field(body, "encoding_format")) {
     if (*v != "float" && *v != "base64")
       throw bad_request("encoding_format", "'encoding_format' must be float or base64, got " +
                                                v->dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 200));
     r.base64 = *v == "base64";
   }
-  if (const json* v = present(body, "dimensions")) {
+  if (const json* v = given_field(body, "dimensions")) {
     const bool positive = v->is_number_unsigned() ? v->get<uint64_t>() >= 1 && v->get<uint64_t>() <= uint64_t(INT64_MAX)
                                                   : v->is_number_integer() && v->get<int64_t>() >= 1;
     if (!positive)
       throw bad_request("dimensions", "'dimensions' must be a positive integer, got " + v->dump());
     r.dimensions = v->get<int64_t>();
   }
-  if (const json* v = present(body, "normalize")) {
+  if (const json* v = given_field(body, "normalize")) {
     if (!v->is_boolean()) throw bad_request("normalize", "'normalize' must be a boolean, got " + std::string(json_kind(*v)));
     r.normalize = v->get<bool>();
   }

@@ -133,4 +133,21 @@ nlohmann::json parse_json_body(std::string_view body, const JsonLimits& limits) 
   }
 }
 
+const nlohmann::json* given_field(const nlohmann::json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+const char* json_kind(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::boolean: return "a boolean";
+    case nlohmann::json::value_t::string: return "a string";
+    case nlohmann::json::value_t::array: return "an array";
+    case nlohmann::json::value_t::object: return "an object";
+    case nlohmann::json::value_t::number_float: return "a number";
+    default: return "an integer";
+  }
+}
+
 }  // namespace weir::openai

@@ -21,6 +21,12 @@ struct JsonLimits {
 // (the byte offset; no raw bytes of the body are quoted).
 nlohmann::json parse_json_body(std::string_view body, const JsonLimits& limits = {});
 
+// body's field `name`, or nullptr when absent or null (null means "the
+// default" in OpenAI's bodies).
+const nlohmann::json* given_field(const nlohmann::json& body, const char* name);
+// What a value is, for messages: "a string", "an integer", "null", ...
+const char* json_kind(const nlohmann::json& v);
+
 // `s` with every ill-formed UTF-8 sequence replaced by U+FFFD: text that
 // goes to a client (an error message quoting input) is always UTF-8.
 std::string utf8_or_replacement(std::string_view s);

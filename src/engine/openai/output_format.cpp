@@ -1,5 +1,7 @@
 #include "engine/openai/output_format.h"
 
+#include "engine/openai/json_body.h"
+
 #include <cmath>
 #include <string>
 
@@ -7,11 +9,6 @@ namespace weir::openai {
 namespace {
 
 using nlohmann::json;
-
-const json* format_field(const json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
 
 std::string format_dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -35,28 +32,28 @@ std::string schema_text(const json& s, const std::string& at) {
 
 void read_output_format(const json& body, GenerationRequest& r) {
   const char* taken = nullptr;
-  if (const json* rf = format_field(body, "response_format")) {
+  if (const json* rf = given_field(body, "response_format")) {
     if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
       throw bad_request("response_format", "'response_format' must be an object with a 'type' (text, json_object or "
                                            "json_schema), got " + format_dump(*rf));
     const std::string type = (*rf)["type"].get<std::string>();
     if (type == "json_object") {
       // llama-server's form with a schema beside the type is taken too.
-      if (const json* s = format_field(*rf, "schema"))
+      if (const json* s = given_field(*rf, "schema"))
         set_format(r, "response_format", {OutputFormat::Kind::JsonSchema, schema_text(*s, "response_format.schema")},
                    &taken);
       else
         set_format(r, "response_format", {OutputFormat::Kind::JsonObject, ""}, &taken);
     } else if (type == "json_schema") {
-      const json* js = format_field(*rf, "json_schema");
+      const json* js = given_field(*rf, "json_schema");
       if (!js || !js->is_object())
         throw bad_request("response_format.json_schema",
                           "'response_format' of type json_schema needs 'json_schema': {\"name\": ..., \"schema\": {...}}");
-      if (const json* n = format_field(*js, "name"); n && !n->is_string())
+      if (const json* n = given_field(*js, "name"); n && !n->is_string())
         throw bad_request("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
-      if (const json* st = format_field(*js, "strict"); st && !st->is_boolean())
+      if (const json* st = given_field(*js, "strict"); st && !st->is_boolean())
         throw bad_request("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
-      const json* s = format_field(*js, "schema");
+      const json* s = given_field(*js, "schema");
       // No schema: any JSON object (OpenAI's API requires one; a missing one asks for nothing more).
       if (!s)
         set_format(r, "response_format", {OutputFormat::Kind::JsonObject, ""}, &taken);
@@ -68,15 +65,15 @@ void read_output_format(const json& body, GenerationRequest& r) {
                         "'response_format.type' must be text, json_object or json_schema, got '" + type + "'");
     }
   }
-  if (const json* g = format_field(body, "grammar")) {
+  if (const json* g = given_field(body, "grammar")) {
     if (!g->is_string()) throw bad_request("grammar", "'grammar' must be a string (a GBNF grammar), got " + format_dump(*g));
     if (!g->get_ref<const std::string&>().empty())
       set_format(r, "grammar", {OutputFormat::Kind::Grammar, g->get<std::string>()}, &taken);
   }
-  if (const json* s = format_field(body, "json_schema"))
+  if (const json* s = given_field(body, "json_schema"))
     set_format(r, "json_schema", {OutputFormat::Kind::JsonSchema, schema_text(*s, "json_schema")}, &taken);
 
-  if (const json* lb = format_field(body, "logit_bias")) {
+  if (const json* lb = given_field(body, "logit_bias")) {
     if (!lb->is_object())
       throw bad_request("logit_bias", "'logit_bias' must be an object of token ids to biases, got " + format_dump(*lb));
     for (const auto& [key, v] : lb->items()) {

@@ -1,5 +1,6 @@
 #include "engine/openai/request.h"
 
+#include "engine/openai/json_body.h"
 #include "engine/openai/output_format.h"
 #include "engine/openai/request_fields.h"
 #include "engine/openai/tool_request.h"
@@ -34,30 +35,12 @@ json error_json(const ApiError& e) {
 
 namespace {
 
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number";
-    default: return "an integer";
-  }
-}
-
 [[noreturn]] void wrong_type(const std::string& name, const json& v, const char* want) {
-  throw bad_request(name, "'" + name + "' must be " + want + ", got " + type_name(v));
-}
-
-// The field, or nullptr when absent or null (null means "the default").
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
+  throw bad_request(name, "'" + name + "' must be " + want + ", got " + json_kind(v));
 }
 
 void read_number(const json& body, const char* name, float lo, float hi, float* out) {
-  const json* v = field(body, name);
+  const json* v = given_field(body, name);
   if (!v) return;
   if (!v->is_number()) wrong_type(name, *v, "a number");
   const double d = v->get<double>();
@@ -68,7 +51,7 @@ void read_number(const json& body, const char* name, float lo, float hi, float* 
 }
 
 void read_int(const json& body, const char* name, int64_t lo, int64_t hi, int* out) {
-  const json* v = field(body, name);
+  const json* v = given_field(body, name);
   if (!v) return;
   if (!v->is_number_integer()) wrong_type(name, *v, "an integer");
   const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX);
@@ -80,7 +63,7 @@ void read_int(const json& body, const char* name, int64_t lo, int64_t hi, int* o
 }
 
 void read_bool(const json& body, const char* name, bool* out) {
-  const json* v = field(body, name);
+  const json* v = given_field(body, name);
   if (!v) return;
   if (!v->is_boolean()) wrong_type(name, *v, "a boolean");
   *out = v->get<bool>();
@@ -88,9 +71,9 @@ void read_bool(const json& body, const char* name, bool* out) {
 
 // The fields both endpoints share.
 GenerationRequest read_common(const json& body) {
-  if (!body.is_object()) throw bad_request("", "the request body must be a JSON object, got " + std::string(type_name(body)));
+  if (!body.is_object()) throw bad_request("", "the request body must be a JSON object, got " + std::string(json_kind(body)));
   GenerationRequest r;
-  if (const json* v = field(body, "model")) {
+  if (const json* v = given_field(body, "model")) {
     if (!v->is_string()) wrong_type("model", *v, "a string");
     r.model = v->get<std::string>();
   }
@@ -100,7 +83,7 @@ GenerationRequest read_common(const json& body) {
   read_int(body, "top_k", 0, 1 << 30, &r.top_k);
   read_number(body, "presence_penalty", -2.0f, 2.0f, &r.presence_penalty);
   read_number(body, "frequency_penalty", -2.0f, 2.0f, &r.frequency_penalty);
-  if (const json* v = field(body, "seed")) {
+  if (const json* v = given_field(body, "seed")) {
     if (!v->is_number_integer()) wrong_type("seed", *v, "an integer");
     r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
   }
@@ -108,12 +91,12 @@ GenerationRequest read_common(const json& body) {
   r.best_of = r.n;
   read_bool(body, "stream", &r.stream);
   read_bool(body, "ignore_eos", &r.ignore_eos);
-  if (const json* v = field(body, "stream_options")) {
+  if (const json* v = given_field(body, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", *v, "an object");
     if (!r.stream) throw bad_request("stream_options", "'stream_options' is only allowed with 'stream': true");
     read_bool(*v, "include_usage", &r.include_usage);
   }
-  if (const json* v = field(body, "stop")) {
+  if (const json* v = given_field(body, "stop")) {
     if (v->is_string()) {
       r.stop.push_back(v->get<std::string>());
     } else if (v->is_array()) {
@@ -144,7 +127,7 @@ std::vector<int32_t> read_tokens(const json& v) {
 // The completion's prompts: a text, token ids, or a list of texts or of
 // token id lists (each prompt its own choices), as OpenAI takes them.
 std::vector<CompletionPrompt> read_prompts(const json& body) {
-  const json* p = field(body, "prompt");
+  const json* p = given_field(body, "prompt");
   if (!p) throw bad_request("prompt", "'prompt' is required");
   const char* want = "a string, an array of token ids, or an array of strings or of token id arrays";
   std::vector<CompletionPrompt> out;
@@ -185,7 +168,7 @@ GenerationRequest parse_chat_request(const json& body, bool accept_unknown) {
   GenerationRequest r = read_common(body);
   r.unknown_fields = std::move(unknown);
   r.chat = true;
-  const json* m = field(body, "messages");
+  const json* m = given_field(body, "messages");
   if (!m) throw bad_request("messages", "'messages' is required");
   if (!m->is_array()) wrong_type("messages", *m, "an array");
   if (m->empty()) throw bad_request("messages", "'messages' must hold at least one message");
@@ -193,12 +176,12 @@ GenerationRequest parse_chat_request(const json& body, bool accept_unknown) {
     const json& msg = (*m)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
     if (!msg.is_object()) wrong_type(at, msg, "an object");
-    const json* role = field(msg, "role");
+    const json* role = given_field(msg, "role");
     if (!role || !role->is_string()) throw bad_request(at + ".role", "'" + at + ".role' must be a string");
     const std::string rl = role->get<std::string>();
     if (rl != "system" && rl != "developer" && rl != "user" && rl != "assistant" && rl != "tool")
       throw bad_request(at + ".role", "'" + at + ".role' must be system, developer, user, assistant or tool, got '" + rl + "'");
-    if (const json* c = field(msg, "content"); c && !c->is_string() && !c->is_array())
+    if (const json* c = given_field(msg, "content"); c && !c->is_string() && !c->is_array())
       wrong_type(at + ".content", *c, "a string or an array of content parts");
   }
   check_tool_messages(*m);
@@ -224,19 +207,19 @@ GenerationRequest parse_completion_request(const json& body, bool accept_unknown
   if (r.max_tokens < 0) r.max_tokens = 16;  // OpenAI's default for completions
   int lp = 0;
   read_int(body, "logprobs", 0, 20, &lp);
-  r.logprobs = field(body, "logprobs") != nullptr;
+  r.logprobs = given_field(body, "logprobs") != nullptr;
   r.top_logprobs = lp;
   read_bool(body, "echo", &r.echo);
   if (r.echo && r.logprobs)
     throw bad_request("echo", "'echo' with 'logprobs' is not supported: weir computes no log-probabilities of the prompt's tokens");
-  if (field(body, "best_of")) {
+  if (given_field(body, "best_of")) {
     read_int(body, "best_of", 1, kMaxChoices, &r.best_of);
     if (r.best_of < r.n)
       throw bad_request("best_of", "'best_of' must be at least 'n' (" + std::to_string(r.n) + "), got " + std::to_string(r.best_of));
     if (r.best_of > 1 && r.stream)
       throw bad_request("best_of", "'best_of' cannot be used with 'stream': the best choices are known only at the end");
   }
-  if (const json* v = field(body, "suffix")) {
+  if (const json* v = given_field(body, "suffix")) {
     if (!v->is_string()) wrong_type("suffix", *v, "a string");
     r.suffix = v->get<std::string>();
   }
