@@ -245,7 +245,8 @@ void GrammarState::reset() {
 struct GrammarWorkers::Impl {
   std::mutex m;
   std::condition_variable start, done;
-  std::vector<std::thread> threads;
+  std::vector<std::thread> threads;  // started at the first batch (most servers never constrain an answer)
+  int want = 1;                      // threads in all, this one included
   uint64_t batch = 0;  // bumped for each batch
   bool stopping = false;
   // The batch at hand.
@@ -284,7 +285,7 @@ struct GrammarWorkers::Impl {
 
 GrammarWorkers::GrammarWorkers(int threads) : impl_(std::make_unique<Impl>()) {
   if (threads <= 0) threads = int(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, 16u));
-  for (int i = 1; i < threads; ++i) impl_->threads.emplace_back([this] { impl_->loop(); });
+  impl_->want = threads;
 }
 
 GrammarWorkers::~GrammarWorkers() {
@@ -299,6 +300,8 @@ GrammarWorkers::~GrammarWorkers() {
 void GrammarWorkers::fill_allowed(std::span<GrammarState* const> states, std::span<uint32_t* const> rows) {
   if (rows.size() != states.size()) throw Error("grammar: a mask row for each state");
   Impl& w = *impl_;
+  if (states.size() >= 2 && w.threads.empty())
+    for (int i = 1; i < w.want; ++i) w.threads.emplace_back([this] { impl_->loop(); });
   if (states.size() < 2 || w.threads.empty()) {
     for (size_t i = 0; i < states.size(); ++i) states[i]->fill_allowed(rows[i]);
     return;

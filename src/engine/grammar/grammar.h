@@ -97,7 +97,8 @@ class GrammarState {
 };
 
 // fill_allowed for many states at once (a batch's rows), on threads kept
-// for it (they sleep between batches).
+// for it (started at the first batch of two or more; they sleep between
+// batches).
 class GrammarWorkers {
  public:
   // threads: 0 for the host's hardware threads, up to 16.
