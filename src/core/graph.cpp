@@ -1,6 +1,7 @@
 #include "core/graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/collective.h"
@@ -174,7 +175,7 @@ Tensor* Graph::silu_mul(Tensor* a, Tensor* b) {
 }
 
 Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens,
-                         int32_t max_keys) {
+                         int32_t max_keys, const AttentionExtras& extras) {
   const int64_t D = q->ne[0], Hq = q->ne[1], T = q->ne[2];
   const int64_t Hkv = k->ne[1], S = k->ne[2];
   if (k->ne[0] != D || v->ne[0] != D || v->ne[1] != Hkv || v->ne[2] != S || Hkv == 0 ||
@@ -200,6 +201,10 @@ Tensor* Graph::set_rows(Tensor* dst, Tensor* src, Tensor* idx) {
   y->view_src = dst;
   for (int i = 0; i < kMaxDims; ++i) y->nb[i] = dst->nb[i];
   y->src[0] = dst;
+  if (extras.sinks && (extras.sinks->dtype != DType::F32 || extras.sinks->n_elements() != Hq))
+    shape_error("attention sinks", extras.sinks, q);
+  if (extras.softcap < 0.0f || !std::isfinite(extras.softcap))
+    throw Error("attention: soft cap " + std::to_string(extras.softcap) + " must be finite and >= 0");
   y->src[1] = src;
   y->src[2] = idx;
   return y;
@@ -208,6 +213,8 @@ Tensor* Graph::set_rows(Tensor* dst, Tensor* src, Tensor* idx) {
 Tensor* Graph::sample(Tensor* logits, Tensor* params) {
   if (logits->dtype != DType::F32 || params->dtype != DType::F32 || params->ne[0] != 5 ||
       params->n_rows() != logits->n_rows())
+  y->fparams[1] = extras.softcap;
+  y->src[4] = extras.sinks;
     shape_error("sample", logits, params);
   Tensor* y = make(DType::I32, {logits->n_rows()}, Op::Sample, "sample");
   y->src[0] = logits;

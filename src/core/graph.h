@@ -35,6 +35,13 @@
 //       engine/sampler.h's chain without the repetition penalty. Row j's
 //       params: temperature, top_k, top_p, min_p, u (a uniform draw in
 //       [0, 1)). temperature <= 0: argmax, lowest id on ties. Otherwise
+//       Extras (AttentionExtras; both off by default):
+//       softcap (fparams[1], > 0): s_j = softcap * tanh(q.k_j * scale / softcap)
+//         before the mask is added (Gemma 2's attention logit soft-capping);
+//       sinks (src[4], F32 [Hq]): head h's softmax counts one more key of
+//         score sinks[h] and no value: p_j = e^(s_j - m) / (sum_i e^(s_i - m)
+//         + e^(sinks[h] - m)), m the max over the keys and the sink (gpt-oss).
+//         A row with every key masked still gives zeros.
 //       top-k (<= 0: off; ties at the boundary: lowest ids win), then top-p
 //       (1: off) and min-p (0: off) on the softmax at temperature 1 over what
 //       top-k kept, then a draw from softmax((logit - max) / temperature)
@@ -78,6 +85,12 @@ struct RopeParams {
   float base = 10000.0f;
   float freq_scale = 1.0f;  // 1 / linear scaling factor
   RopeMode mode = RopeMode::Neox;
+// attention's optional extras (see the op's semantics above).
+struct AttentionExtras {
+  Tensor* sinks = nullptr;  // F32 [Hq]: a sink logit per query head
+  float softcap = 0.0f;     // > 0: the scores' soft cap
+};
+
   Tensor* freq_factors = nullptr;  // optional F32 [n_rot/2]: theta_i is divided by it
 };
 
@@ -105,7 +118,7 @@ class Graph {
   Tensor* gelu_mul(Tensor* a, Tensor* b);
   Tensor* silu_mul(Tensor* a, Tensor* b);
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false,
-                    int32_t max_keys = 0);
+                    int32_t max_keys = 0, const AttentionExtras& extras = {});
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
   Tensor* allow_tokens(Tensor* logits, Tensor* allow);

@@ -49,7 +49,7 @@ enum class RopeMode : int32_t {
 };
 
 inline constexpr int kMaxDims = 4;
-inline constexpr int kMaxSrc = 4;
+inline constexpr int kMaxSrc = 5;
 
 struct Tensor {
   DType dtype = DType::F32;

@@ -511,7 +511,9 @@ struct AttnCase {
 
 // softmax(q k^T * scale + mask) v, grouped heads, k and v views of the
 // first S cells of a cache of Smax; a sliding window; a fully masked row;
-// a prefill from position 0 with long runs of keys.
+// a prefill from position 0 with long runs of keys; soft-capped scores and
+// sinks (graph.h's extras), in decodes over long spans (split keys merged)
+// and prefills.
 TEST_P(CacheOps, Attention) {
   const DType kv = dtype();
   std::vector<AttnCase> cases = {{64, 4, 2, 3, 40, 40, 30, 1 << 30, false, false}};
@@ -530,7 +532,10 @@ TEST_P(CacheOps, Attention) {
         return g.view(g.input(kv, {c.D, c.Hkv, c.Smax}, name), {c.D, c.Hkv, c.S},
                       {row_bytes(kv, c.D), row_bytes(kv, c.D * c.Hkv)}, 0);
       };
-      return g.attention(q, cache("k"), cache("v"), g.input(DType::F32, {c.S, c.T}, "mask"), scale);
+      AttentionExtras extras;
+      extras.softcap = c.softcap;
+      if (c.sinks) extras.sinks = g.input(DType::F32, {c.Hq}, "sinks");
+      return g.attention(q, cache("k"), cache("v"), g.input(DType::F32, {c.S, c.T}, "mask"), scale, false, 0, extras);
     });
     WEIR_REQUIRE_SUPPORT(b(), build);
     std::vector<float> mask(size_t(c.S * c.T), 0.0f);
@@ -557,11 +562,14 @@ TEST_P(CacheOps, Attention) {
           for (int64_t j = 0; j < c.S; ++j) {
             double d = 0;
             for (int64_t i = 0; i < c.D; ++i) d += double(q[i]) * kd[size_t((j * c.Hkv + g) * c.D + i)];
-            s[size_t(j)] = d * scale + mask[size_t(t * c.S + j)];
+            d *= scale;
+            if (c.softcap > 0) d = c.softcap * std::tanh(d / c.softcap);
+            s[size_t(j)] = d + mask[size_t(t * c.S + j)];
             mx = std::max(mx, s[size_t(j)]);
           }
           if (mx == -INFINITY) continue;  // no key: zeros
-          double sum = 0;
+          if (c.sinks) mx = std::max(mx, double(sinks[size_t(h)]));
+          double sum = c.sinks ? std::exp(sinks[size_t(h)] - mx) : 0.0;
           for (double& e : s) sum += (e = std::exp(e - mx));
           for (int64_t i = 0; i < c.D; ++i) {
             double o = 0, a = 0;
@@ -579,7 +587,8 @@ TEST_P(CacheOps, Attention) {
     }
     const auto r = test::run_graph(b(), build, in);
     const std::string what = "D " + std::to_string(c.D) + " Hkv " + std::to_string(c.Hkv) + " T " +
-                             std::to_string(c.T) + " S " + std::to_string(c.S);
+                             std::to_string(c.T) + " S " + std::to_string(c.S) +
+                             (c.softcap > 0 ? " softcap " + std::to_string(c.softcap) : "") + (c.sinks ? " sinks" : "");
     for (size_t run = 0; run < 2; ++run) {
       // Within 2e-5 of sum p|v| (CUDA: 5e-3 of the largest value), and a
       // row that sees no key exactly zeros (the near() bound there is 0
@@ -630,6 +639,8 @@ TEST_P(CacheOps, SetRows) {
       const std::vector<int32_t>& idx = run ? c.idx2 : c.idx1;
       in.push_back({{"cache", before}, {"src", bytes_of(src)}, {"idx", bytes_of(idx)}});
       Bytes w = before;
+  float softcap = 0.0f;  // graph.h's attention extras: the scores' soft cap
+  bool sinks = false;    // and a sink logit per head
       const size_t rb = row_bytes(ct, c.K);
       for (int64_t t = 0; t < T; ++t) {
         const Bytes e = encoded(std::vector<float>(src.begin() + t * c.K, src.begin() + (t + 1) * c.K));
@@ -642,6 +653,21 @@ TEST_P(CacheOps, SetRows) {
     EXPECT_TRUE(test::same_bytes(r[1][0], want[1])) << "K " << c.K << ", second run";
   }
   // Read back by get_rows in the same graph (as attention reads the cache).
+  const size_t plain = cases.size();
+  for (size_t i = 0; i < plain; ++i) {
+    AttnCase e = cases[i];
+    e.softcap = 2.0f;
+    cases.push_back(e);
+    e.softcap = 0.0f;
+    e.sinks = true;
+    cases.push_back(e);
+  }
+  for (const float cap : {0.0f, 3.0f}) {
+    cases.push_back({64, 8, 2, 1, 1500, 1600, 1499, 1 << 30, false, false, cap, true});  // decode, split keys
+    cases.push_back({64, 8, 2, 4, 1500, 1600, 1496, 1 << 30, false, false, cap, true});  // 4 tokens of one sequence
+    cases.push_back({128, 8, 1, 48, 300, 320, 252, 1 << 30, false, false, cap, true});   // prefill
+    cases.push_back({64, 8, 2, 40, 600, 640, 560, 128, true, false, cap, true});        // prefill, window
+  }
   const int64_t K = 128, N = 20, T = 3;
   const Builder build = one([&](Graph& g) {
     Tensor* w = g.set_rows(g.input(ct, {K, N}, "cache"), g.input(DType::F32, {K, T}, "src"),
@@ -669,6 +695,11 @@ TEST_P(CacheOps, SetRows) {
 // --- sample --------------------------------------------------------------------
 
 // Temperature 0: the argmax of each row.
+      // Sinks from well below to well above the scores (head 0: a sink
+      // that takes most of the weight).
+      std::vector<float> sinks = randn(size_t(c.Hq), 17 + run, 2.0f);
+      sinks[0] = 6.0f;
+      if (c.sinks) in.back().push_back({"sinks", bytes_of(sinks)});
 TEST_P(Ops, SampleGreedy) {
   const int64_t V = 1000, n = 3;
   const auto l1 = randn(size_t(V * n), 17, 3.0f), l2 = randn(size_t(V * n), 18, 3.0f);

@@ -9,7 +9,9 @@
 //   p_j = expf(s_j - max) * float(1 / sum_j expf(s_j - max))    (sum in double)
 //   out = sum_j p_j v_j                                          (float)
 // Keys whose mask is -inf are skipped (a run of them costs one compare per
-// key). A row with every key masked gives zeros.
+// key). A row with every key masked gives zeros. Extras (graph.h): a soft
+// cap makes s_j = cap * tanhf(dot * scale / cap) + mask[t][j]; a sink adds
+// expf(sink_h - max) to the sum (the max taken over the keys and the sink).
 //
 // Work units: with enough tokens, (t, g) pairs, each doing the Hq/Hkv query
 // heads that share kv head g together, so every key and value row is read
@@ -44,6 +46,8 @@ struct AttnArgs {
   int64_t D, Hq, T, Hkv, S;
   int64_t heads_per_unit;  // Hq / Hkv (grouped units) or 1
   float scale;
+  float cap;           // the scores' soft cap, 0: none
+  const float* sinks;  // [Hq] or null
   int64_t u0, u1;  // the work units [u0, u1) to run (see attention_run_impl)
   float* scores;  // S * heads_per_unit floats, key-major
   float* acc;     // heads_per_unit * D floats
@@ -207,6 +211,16 @@ WEIR_INLINE float scale_mask_max(float* s, const float* m, int n, float scale, f
 }
 
 // s = exp(s - mx); returns the sum of the results (double accumulation).
+// scale_mask_max with a soft cap: s = cap * tanh(s * scale / cap) + mask.
+WEIR_INLINE float cap_mask_max(float* s, const float* m, int n, float scale, float cap, float mx) {
+  const float inv = 1.0f / cap;
+  for (int i = 0; i < n; ++i) {
+    s[i] = cap * std::tanh(s[i] * scale * inv) + m[i];
+    mx = std::max(mx, s[i]);
+  }
+  return mx;
+}
+
 template <class V>
 WEIR_INLINE double exp_sum(float* s, int n, float mx) {
   constexpr int L = kLanes<V>;
@@ -256,8 +270,18 @@ WEIR_INLINE void attention_unit(const AttnArgs& a, int64_t t, int64_t h0, int nh
     int h = 0;
     for (; h + 4 <= nh; h += 4) score_block<V, 4>(q + h * ldq, ldq, kr, ld, n, D, sc + h * lds + j, lds);
     for (; h < nh; ++h) score_block<V, 1>(q + h * ldq, ldq, kr, ld, n, D, sc + h * lds + j, lds);
-    for (h = 0; h < nh; ++h) mx[h] = scale_mask_max<V>(sc + h * lds + j, mrow + j, n, a.scale, mx[h]);
+    for (h = 0; h < nh; ++h)
+      mx[h] = a.cap > 0.0f ? cap_mask_max(sc + h * lds + j, mrow + j, n, a.scale, a.cap, mx[h])
+                           : scale_mask_max<V>(sc + h * lds + j, mrow + j, n, a.scale, mx[h]);
   }
+  // A sink is one more key of no value; a row that saw no key stays empty.
+  if (a.sinks)
+    for (int h = 0; h < nh; ++h)
+      if (mx[h] != -INFINITY) {
+        const float sk = a.sinks[h0 + h];
+        mx[h] = std::max(mx[h], sk);
+        sum[h] += double(std::exp(sk - mx[h]));
+      }
   // Softmax: exponentials, their sums in double, then p = e * float(1/sum).
   for (int64_t j1, j = next_run(mrow, 0, S, &j1); j < S; j = next_run(mrow, j1, S, &j1))
     for (int h = 0; h < nh; ++h) sum[h] += exp_sum<V>(sc + h * lds + j, int(j1 - j), mx[h]);
@@ -329,6 +353,11 @@ void op_attention(const Tensor& dst, const OpContext& c) {
   a.Hkv = k->ne[1];
   a.S = k->ne[2];
   a.scale = dst.fparams[0];
+  a.cap = dst.fparams[1] > 0.0f ? dst.fparams[1] : 0.0f;
+  const Tensor* sinks = dst.src[4];
+  if (sinks && (sinks->dtype != DType::F32 || !sinks->is_contiguous() || sinks->n_elements() != q->ne[1]))
+    return fail(c, where + ": sinks " + sinks->name + " must be F32 with a value per query head");
+  a.sinks = sinks ? static_cast<const float*>(sinks->data) : nullptr;
   if (k->ne[0] != a.D || v->ne[0] != a.D || v->ne[1] != a.Hkv || v->ne[2] != a.S || a.Hkv <= 0 ||
       a.Hq % a.Hkv != 0 || mask->ne[0] != a.S || mask->ne[1] != a.T || dst.ne[0] != a.D * a.Hq ||
       dst.ne[1] != a.T || q->ne[3] != 1 || k->ne[3] != 1)

@@ -44,6 +44,8 @@ struct Params {
   bool q16, kv16;            // q rows / K and V rows 16-byte aligned
   bool mask_early;           // attn_vec: no kernel of the graph writes the mask (scanned before pdl_wait())
   Q8Act q8;                  // the output also as 8-bit blocks (attn_combine, attn_vec or attn_dec with one split)
+  const float* sinks;        // F32 [Hq] or null: each head's sink logit (graph.h), in natural units
+  float cap, inv_cap;        // the scores' soft cap (cap > 0; qscale is then the plain scale) or 0
 };
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -65,6 +67,21 @@ __device__ __forceinline__ float warp_max(float x) {
   return x;
 }
 // (warp_sum: cuda_util.cuh)
+
+// A score q.k * qscale in log2 units: with a soft cap, q was scaled by the
+// plain scale and the score becomes cap * tanh(score / cap), then log2 units.
+__device__ __forceinline__ float capped_score(const Params& p, float s) {
+  return p.cap > 0.f ? p.cap * kLog2e * tanhf(s * p.inv_cap) : s;
+}
+
+// 1 / the softmax's denominator of head h's row with running (max m, sum l)
+// over all its keys (log2 units), the head's sink counted as one more key
+// of no value: out = acc * this. A row that saw no key gives 0.
+__device__ __forceinline__ float softmax_inverse(const Params& p, int h, float m, float l) {
+  if (!p.sinks || m == -INFINITY) return l > 0.f ? 1.f / l : 0.f;
+  const float sk = __ldg(p.sinks + h) * kLog2e, M = fmaxf(m, sk), a = fast_exp2(m - M);
+  return a / fmaf(l, a, fast_exp2(sk - M));
+}
 
 // (cp.async, ldmatrix and mma.sync: mma_ptx.cuh)
 

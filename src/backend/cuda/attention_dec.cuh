@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        s[nt][e] = mk[nt][e] == -INFINITY ? -INFINITY : fmaf(mk[nt][e], kLog2e, s[nt][e]);
+        s[nt][e] = mk[nt][e] == -INFINITY ? -INFINITY : fmaf(mk[nt][e], kLog2e, capped_score(p, s[nt][e]));
         mx = fmaxf(mx, s[nt][e]);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
       cpo[i] = acc;
       if (d == 0) cml[r] = make_float2(M, L);
     } else if (p.splits == 1) {
-      const float out = L > 0.f ? acc / L : 0.f;
+      const float out = acc * softmax_inverse(p, h, M, L);
       p.out[t * p.o_nb1 + int64_t(h) * D + d] = out;
       if (p.q8.q) q8_store_block(p.q8, t, (int64_t(h) * D + d) / 32, out);  // D % 32 == 0
     } else {  // attn_combine reads no output of a split that saw no key (max -inf)
@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(DecCfg<D>::TH) attn_dec(const Params p) {
         }
       const int d = i - r * D;
       const int row = row0 + r, t = row / G, h = g * G + row % G;
-      const float out = L > 0.f ? acc / L : 0.f;
+      const float out = acc * softmax_inverse(p, h, M, L);
       p.out[t * p.o_nb1 + int64_t(h) * D + d] = out;
       if (p.q8.q) q8_store_block(p.q8, t, (int64_t(h) * D + d) / 32, out);
     }

@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[nt][e] = mk[nt][e] == -INFINITY ? -INFINITY : fmaf(mk[nt][e], kLog2e, s[nt][e]);
+          s[nt][e] = mk[nt][e] == -INFINITY ? -INFINITY : fmaf(mk[nt][e], kLog2e, capped_score(p, s[nt][e]));
           if (e < 2)
             mx_a = fmaxf(mx_a, s[nt][e]);
           else
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma(const Params p) {
     const int t = row / G, h = g * G + row % G;
     const float l = hb ? l_b : l_a, m = hb ? m_b : m_a;
     if (p.splits == 1) {
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = softmax_inverse(p, h, m, l);
       float* op = p.out + t * p.o_nb1 + int64_t(h) * D + 2 * (lane & 3);
 #pragma unroll
       for (int d = 0; d < DT; ++d)

@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
           part[r] = s;
         }
         Butterfly<R, 1, L>::run(part, c);
-        if (c < R) sh[rr * TK + i * NKG + kg] = mv[i] == -INFINITY ? -INFINITY : fmaf(mv[i], kLog2e, part[0]);
+        if (c < R) sh[rr * TK + i * NKG + kg] = mv[i] == -INFINITY ? -INFINITY : fmaf(mv[i], kLog2e, capped_score(p, part[0]));
       }
       __syncthreads();
       // Online softmax, a warp per row.
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(TH) attn_vec(const Params p) {
     for (int k = 0; k < NKG; ++k) s += sh[(k * R + r) * DL + d];
     const int row = row0 + r, t = row / G, h = g * G + row % G;
     if (p.splits == 1) {
-      const float l = l_s[r], o = l > 0.f ? s / l : 0.f;
+      const float o = s * softmax_inverse(p, h, m_s[r], l_s[r]);
       p.out[t * p.o_nb1 + int64_t(h) * D + d] = o;
       // D % 32 == 0 with q8: a warp's 32 consecutive i are one block of dims.
       if (p.q8.q) q8_store_block(p.q8, t, (int64_t(h) * D + d) / 32, o);

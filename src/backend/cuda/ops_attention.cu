@@ -1,9 +1,13 @@
 // attention (core/graph.h) on the GPU: q F32 [D, Hq, T], k and v F16, F32
 // or Q8_0 (the 8-bit cache, -ctk q8_0: heads of whole 34-byte blocks)
-// [D, Hkv, S] (KV cache views), mask F32 [S, T] of 0 / -inf, scale; output
-// F32 [D*Hq, T]. Same semantics as the CPU reference (backend/cpu/
-// ops_attention.cpp): s_j = q.k_j * scale + mask_j, softmax over the keys
-// that are not masked, out = sum_j p_j v_j; a row with every key masked is 0.
+// [D, Hkv, S] (KV cache views), mask F32 [S, T] of 0 / -inf, scale, and
+// optionally a soft cap and per-head sinks; output F32 [D*Hq, T]. Same
+// semantics as the CPU reference (backend/cpu/ops_attention.cpp): s_j =
+// q.k_j * scale (capped: cap * tanh(s_j / cap)) + mask_j, softmax over the
+// keys that are not masked and the head's sink, out = sum_j p_j v_j; a row
+// with every key masked is 0. The cap is applied where each kernel finishes
+// a score (capped_score), the sink where a row is normalized
+// (softmax_inverse; attn_combine for splits).
 //
 // Rows. For kv head g, the query rows (t, h) with h in g's group (G = Hq/Hkv
 // heads) are numbered r = t * G + (h - g * G); a block takes consecutive rows,
@@ -148,6 +152,10 @@ __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
     if (warp == 0 && p.q8.q) q8_store_block(p.q8, t, int64_t(h) * (D / 32) + blockIdx.y, 0.f);
     return;
   }
+  // The head's sink (graph.h) as one more key of no value: it raises the
+  // maximum and the sum, not the weighted values.
+  const float sink = p.sinks ? __ldg(p.sinks + h) * kLog2e : -INFINITY;
+  M = fmaxf(M, sink);
   float L = 0.f;
   for (int s = tid; s < ns; s += kThreads) {
     const float2 ml = p.part_ml[s * TH + row];
@@ -172,6 +180,7 @@ __global__ void __launch_bounds__(kThreads) attn_combine(const Params p) {
     float sa = 0.f, sl = 0.f;
 #pragma unroll
     for (int w = 0; w < NW; ++w) sa += red_a[w][lane], sl += red_l[w];
+    if (p.sinks) sl += fast_exp2(sink - M);
     out[d] = sa / sl;
     // D % 32 == 0 here: the warp's 32 dims are one block of the product's x.
     if (p.q8.q) q8_store_block(p.q8, t, int64_t(h) * (D / 32) + blockIdx.y, sa / sl);
@@ -348,7 +357,12 @@ void op_attention(const Tensor& dst, const OpCtx& c) {
   p.out = static_cast<float*>(dst.data), p.o_nb1 = int64_t(dst.nb[1] / 4);
   p.D = int(s.D), p.Hq = int(s.Hq), p.G = int(s.Hq / s.Hkv), p.T = int(s.T), p.S = int(s.S);
   p.rows = p.T * p.G;
-  p.qscale = dst.fparams[0] * kLog2e;
+  // A soft cap (graph.h) takes the plain scale's scores; the kernels cap
+  // them and go to log2 units after.
+  p.cap = dst.fparams[1] > 0.f ? dst.fparams[1] : 0.f;
+  p.inv_cap = p.cap > 0.f ? 1.f / p.cap : 0.f;
+  p.qscale = p.cap > 0.f ? dst.fparams[0] : dst.fparams[0] * kLog2e;
+  p.sinks = dst.src[4] ? static_cast<const float*>(dst.src[4]->data) : nullptr;
   p.q16 = aligned16(q->data) && q->nb[1] % 16 == 0 && q->nb[2] % 16 == 0;
   p.mask_early = c.weights_constant && c.options().attn_early_mask;  // off: scanned after pdl_wait()
   p.kv16 = aligned16(k->data) && aligned16(v->data) && k->nb[1] % 16 == 0 && k->nb[2] % 16 == 0 && v->nb[1] % 16 == 0 &&
