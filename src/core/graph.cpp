@@ -32,6 +32,7 @@ const char* op_name(Op op) {
     case Op::MoeWeights: return "moe_weights";
     case Op::MulMatId: return "mul_mat_id";
     case Op::MoeSum: return "moe_sum";
+    case Op::Softcap: return "softcap";
     case Op::Count: break;
   }
   return "?";
@@ -136,6 +137,14 @@ Tensor* Graph::add(Tensor* a, Tensor* b) {
 Tensor* Graph::scale(Tensor* a, float s) {
   Tensor* y = unary_like(a, Op::Scale);
   y->fparams[0] = s;
+  return y;
+}
+
+Tensor* Graph::softcap(Tensor* a, float cap) {
+  if (!(cap > 0) || !std::isfinite(cap))
+    throw Error("softcap: cap " + std::to_string(cap) + " must be positive and finite");
+  Tensor* y = unary_like(a, Op::Softcap);
+  y->fparams[0] = cap;
   return y;
 }
 

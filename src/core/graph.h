@@ -11,6 +11,8 @@
 //   mul(a [K, ...], b [K, 1 or same])            -> a's shape; b broadcast over rows
 //   add(a, b)                                     -> idem
 //   scale(a, s)                                   -> a * s
+//   softcap(a, cap)                               -> cap * tanh(a / cap), cap > 0 and finite
+//       (Gemma 2's final logit soft-capping: logits bent smoothly into (-cap, cap))
 //   rope(x [D, H, T], pos I32 [T], {n_rot, base, freq_scale, mode, freq_factors})
 //       rotates pair i (i < n_rot/2) of each head of token t by
 //         theta_i = freq_scale * pos[t] * base^(-2i/n_rot) / ff[i]
@@ -113,6 +115,7 @@ class Graph {
   Tensor* mul(Tensor* a, Tensor* b);
   Tensor* add(Tensor* a, Tensor* b);
   Tensor* scale(Tensor* a, float s);
+  Tensor* softcap(Tensor* a, float cap);
   Tensor* rope(Tensor* x, Tensor* pos, const RopeParams& p);
   Tensor* rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale);
   Tensor* gelu_mul(Tensor* a, Tensor* b);

@@ -37,6 +37,7 @@ enum class Op : uint8_t {
   MulMatId,  // y = W[expert] x for each token's chosen experts
   MoeSum,    // the experts' outputs weighted and summed
   AllowTokens,  // logits with the tokens a bitmask does not allow set to -inf (constrained decoding)
+  Softcap,   // cap * tanh(a / cap): Gemma 2's final logit soft-capping
   Count,
 };
 const char* op_name(Op op);

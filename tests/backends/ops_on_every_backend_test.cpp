@@ -316,6 +316,47 @@ TEST_P(Ops, RmsNorm) {
     }
 }
 
+// softcap(x, cap) = cap * tanh(x / cap) against the double formula: rows
+// contiguous and strided (a view), values from near 0 to far past the cap
+// (tanh saturates to +-cap), +-inf to +-cap, caps 30 (Gemma 2's logits) and
+// 0.75.
+TEST_P(Ops, Softcap) {
+  const int64_t K = 300, R = 7;
+  for (float cap : {30.0f, 0.75f})
+    for (bool strided : {false, true}) {
+      const int64_t ld = strided ? K + 3 : K;
+      const Builder build = one([&](Graph& g) {
+        Tensor* x = g.input(DType::F32, {ld, R}, "x");
+        if (strided) x = g.view(x, {K, R}, {size_t(ld) * 4}, 0);
+        return g.softcap(x, cap);
+      });
+      WEIR_REQUIRE_SUPPORT(b(), build);
+      auto x1 = randn(size_t(ld * R), 21, 4.0f * cap);
+      const auto x2 = randn(size_t(ld * R), 22, 0.3f * cap);
+      x1[0] = INFINITY;
+      x1[1] = -INFINITY;
+      x1[2] = 1e30f;
+      x1[3] = -1e-30f;
+      x1[4] = 0.0f;
+      auto want = [&](const std::vector<float>& x) {
+        std::vector<double> y;
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t i = 0; i < K; ++i) y.push_back(double(cap) * std::tanh(double(x[size_t(r * ld + i)]) / cap));
+        return y;
+      };
+      const auto r = test::run_graph(b(), build, {{{"x", bytes_of(x1)}}, {{"x", bytes_of(x2)}}});
+      const Tol tol{0.0, 4e-7, 1e-37};  // a few float ulps of each value
+      const std::string what = "cap " + std::to_string(cap) + (strided ? " strided" : "");
+      EXPECT_TRUE(near(r[0][0], want(x1), tol)) << what;
+      EXPECT_TRUE(near(r[1][0], want(x2), tol)) << what << ", second run";
+      const std::vector<float> y = test::floats_of(r[0][0]);
+      EXPECT_EQ(y[0], cap) << what;
+      EXPECT_EQ(y[1], -cap) << what;
+      EXPECT_EQ(y[2], cap) << what;
+      EXPECT_EQ(y[4], 0.0f) << what;
+    }
+}
+
 // A chain, so that intermediates share memory: rms_norm(x) * w + x, scaled.
 TEST_P(Ops, NormMulAddScaleChain) {
   const int64_t K = 300, R = 5;
@@ -823,6 +864,7 @@ TEST(EveryOp, HasATestOnEveryBackend) {
       {Op::Mul, "Ops.MulAddAndScaleRoundOnce"},
       {Op::Add, "Ops.MulAddAndScaleRoundOnce"},
       {Op::Scale, "Ops.MulAddAndScaleRoundOnce"},
+      {Op::Softcap, "Ops.Softcap"},
       {Op::Rope, "Ops.Rope"},
       {Op::GeluMul, "Ops.GatedUnits"},
       {Op::SiluMul, "Ops.GatedUnits"},

@@ -236,6 +236,7 @@ bool CpuBackend::supports(const Tensor& t) const {
     case Op::Mul:
     case Op::Add:
     case Op::Scale:
+    case Op::Softcap:
     case Op::Rope:
     case Op::GeluMul:
     case Op::SiluMul:
@@ -539,6 +540,7 @@ void CpuBackend::run_graph(Graph& g) {
           case Op::Mul: cpu::op_mul(*t, ctx); break;
           case Op::Add: cpu::op_add(*t, ctx); break;
           case Op::Scale: cpu::op_scale(*t, ctx); break;
+          case Op::Softcap: cpu::op_softcap(*t, ctx); break;
           case Op::Rope: cpu::op_rope(*t, ctx); break;
           case Op::GeluMul: cpu::op_gelu_mul(*t, ctx); break;
           case Op::SiluMul: cpu::op_silu_mul(*t, ctx); break;

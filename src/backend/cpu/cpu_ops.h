@@ -50,6 +50,7 @@ void op_rms_norm(const Tensor& dst, const OpContext& c);
 void op_mul(const Tensor& dst, const OpContext& c);
 void op_add(const Tensor& dst, const OpContext& c);
 void op_scale(const Tensor& dst, const OpContext& c);
+void op_softcap(const Tensor& dst, const OpContext& c);
 void op_rope(const Tensor& dst, const OpContext& c);
 void op_gelu_mul(const Tensor& dst, const OpContext& c);
 void op_silu_mul(const Tensor& dst, const OpContext& c);

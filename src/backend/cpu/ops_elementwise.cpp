@@ -1,4 +1,4 @@
-// Row-wise element kernels: mul, add, scale, gelu_mul, rms_norm. Threads
+// Row-wise element kernels: mul, add, scale, softcap, gelu_mul, rms_norm. Threads
 // share the rows of dst in chunks (for_each_row_chunk); every source is addressed through its own strides,
 // so views work. Numerics follow llama.cpp's CPU code:
 //  - rms_norm: sum of float squares accumulated in double, mean rounded to
@@ -236,6 +236,24 @@ void op_scale(const Tensor& dst, const OpContext& c) {
   const int64_t k = dst.ne[0];
   for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) scale_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+  });
+}
+
+// Plain float: y = cap * tanhf(x / cap) (llama.cpp scales by 1/cap, tanh,
+// scales by cap: within an ulp or two of this).
+void op_softcap(const Tensor& dst, const OpContext& c) {
+  const Tensor* a = dst.src[0];
+  if (std::string e = check_f32(dst, a, nullptr, "softcap"); !e.empty()) return fail(c, e);
+  if (a->ne[0] != dst.ne[0] || a->n_rows() != dst.n_rows())
+    return fail(c, "softcap: " + dst.name + ": shape of " + shape_str(*a) + " does not match");
+  const int64_t k = dst.ne[0];
+  const float cap = dst.fparams[0];
+  for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* y = dst_row(dst, r);
+      const float* x = src_row(*a, r);
+      for (int64_t i = 0; i < k; ++i) y[i] = cap * std::tanh(x[i] / cap);
+    }
   });
 }
 

@@ -80,6 +80,7 @@ bool CudaBackend::supports(const Tensor& t) const {
     case Op::Mul:
     case Op::Add:
     case Op::Scale:
+    case Op::Softcap:
     case Op::Rope:
     case Op::GeluMul:
     case Op::SiluMul:

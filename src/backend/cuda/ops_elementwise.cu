@@ -196,6 +196,10 @@ struct ScaleF {
   float s;
   __device__ float operator()(float a, float) const { return a * s; }
 };
+struct SoftcapF {
+  float cap;
+  __device__ float operator()(float a, float) const { return cap * tanhf(a / cap); }
+};
 
 bool rows_aligned16(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0 && t.nb[3] % 16 == 0;
@@ -322,6 +326,11 @@ void op_binary(const Tensor& dst, const OpCtx& c) {
 void op_scale(const Tensor& dst, const OpCtx& c) {
   check_rows_f32("scale", dst, dst.src[0]);
   map(dst, *dst.src[0], nullptr, c, ScaleF{dst.fparams[0]});
+}
+
+void op_softcap(const Tensor& dst, const OpCtx& c) {
+  check_rows_f32("softcap", dst, dst.src[0]);
+  map(dst, *dst.src[0], nullptr, c, SoftcapF{dst.fparams[0]});
 }
 
 void op_glu(const Tensor& dst, const OpCtx& c) {

@@ -20,6 +20,7 @@ void run_single(Tensor& t, const OpCtx& c) {
     case Op::Add:
     case Op::Mul: op_binary(t, c); break;
     case Op::Scale: op_scale(t, c); break;
+    case Op::Softcap: op_softcap(t, c); break;
     case Op::GeluMul:
     case Op::SiluMul: op_glu(t, c); break;
     case Op::Rope: op_rope(t, c); break;
