@@ -1,5 +1,5 @@
 // weir::quant::quantize_rows: dispatch by DType to the reference quantizers
-// (quantize_legacy.cpp, quantize_k.cpp) plus the plain float types. Rows
+// (quantize_legacy.cpp, quantize_k.cpp, quantize_lookup.cpp) plus the plain float types. Rows
 // are independent and nothing here keeps state, so callers split rows over
 // threads as they like.
 #include "core/quant/quantize.h"
@@ -18,14 +18,17 @@ bool can_quantize(DType t) {
     case DType::F32: case DType::F16: case DType::BF16:
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K:
+    case DType::Q8_K: case DType::IQ4_NL: case DType::IQ4_XS: case DType::MXFP4:
       return true;
     default:
       return false;
   }
 }
 
-void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t n_per_row) {
+bool uses_importance(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS; }
+
+void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t n_per_row,
+                   const float* importance) {
   const DTypeTraits& tr = traits(t);  // throws for unknown ids
   if (!can_quantize(t)) throw Error(std::string("cannot quantize to ") + tr.name);
   if (n_rows < 0 || n_per_row < 0 || n_per_row % tr.block_size != 0)
@@ -58,6 +61,9 @@ void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t
     case DType::Q5_K: return quantize_q5_K(src, dst, nb);
     case DType::Q6_K: return quantize_q6_K(src, dst, nb);
     case DType::Q8_K: return quantize_q8_K(src, dst, nb);
+    case DType::IQ4_NL: return quantize_iq4_nl(src, dst, nb, importance, n_per_row);
+    case DType::IQ4_XS: return quantize_iq4_xs(src, dst, nb, importance, n_per_row);
+    case DType::MXFP4: return quantize_mxfp4(src, dst, nb);
     default: break;
   }
   throw Error(std::string("cannot quantize to ") + tr.name);

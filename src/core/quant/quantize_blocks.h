@@ -23,4 +23,11 @@ void quantize_q5_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q6_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q8_K(const float* x, void* dst, int64_t n_blocks);
 
+// Lookup formats (quantize_lookup.cpp): llama.cpp's rules. qw, when not
+// null, holds importance weights for a row of qw_period elements (block b
+// reads qw[(block_size * b) % qw_period ...]).
+void quantize_iq4_nl(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
+void quantize_iq4_xs(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
+void quantize_mxfp4(const float* x, void* dst, int64_t n_blocks);
+
 }  // namespace weir::quant
