@@ -105,6 +105,125 @@ const char* kTools = R"([
       "tags": {"type": "array", "items": {"type": "string"}}}}, "return": {"type": "string"}}}
 ])";
 
+// gpt-oss (the Harmony format): its own conversations, since they carry what
+// the generic ones lack: 'developer' first, 'thinking' (the analysis channel)
+// with and without tool calls, a final answer after calls (which drops the
+// call's analysis), content_type, argument strings (tojson quotes them), the
+// template's refusals, and its kwargs (reasoning_effort, model_identity,
+// builtin_tools). kGptOssTools covers every branch of its
+// render_typescript_type: enums and defaults of each JSON type, arrays of
+// each item type, of objects and of arrays, an array without 'items',
+// nested objects, nullable, type lists, oneOf (the loop's 'set' does not
+// leave the loop in Jinja, so objects among the variants do not turn it
+// into 'any'), and tools without parameters.
+const char* kGptOssTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city — now.",
+    "parameters": {"type": "object", "properties": {
+      "city": {"type": "string", "description": "The city, e.g. 'Zürich' <b>"},
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+      "days": {"type": "integer", "description": "How many days", "default": 3},
+      "detailed": {"type": "boolean", "default": false}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "search", "description": "Search & find",
+    "parameters": {"type": "object", "properties": {
+      "query": {"type": "string"}, "limit": {"type": "number", "default": 0.5},
+      "tags": {"type": "array", "items": {"type": "string"}},
+      "ids": {"type": "array", "items": {"type": "integer"}, "nullable": true},
+      "flags": {"type": "array", "items": {"type": "boolean"}},
+      "scores": {"type": "array", "items": {"type": "number"}},
+      "points": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x"]}},
+      "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+      "anything": {"type": "array"},
+      "filter": {"type": "object", "description": "Nested", "properties": {"lang": {"type": "string", "enum": ["en", "fr"]},
+         "range": {"type": "object", "properties": {"from": {"type": "integer"}, "to": {"type": "integer"}}, "required": ["from", "to"]}},
+         "required": ["lang"], "default": {"lang": "en"}},
+      "note": {"type": "string", "nullable": true, "default": null},
+      "mode": {"type": ["string", "null"]},
+      "one": {"type": ["integer"]},
+      "choice": {"oneOf": [{"type": "string", "description": "a name"}, {"type": "integer", "default": 7}], "default": "auto"},
+      "shape": {"oneOf": [{"type": "object"}, {"type": "string"}]},
+      "meta": {"type": "object"},
+      "free": {}
+    }, "required": ["query"]}}},
+  {"type": "function", "function": {"name": "now", "description": "The time", "parameters": {"type": "object", "properties": {}}}},
+  {"type": "function", "function": {"name": "ping", "description": "Ping"}}
+])";
+
+const Conversation kGptOssConversations[] = {
+    {"developer", R"([{"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "Hi"}])"},
+    {"system_then_developer", R"([{"role": "system", "content": "S"}, {"role": "developer", "content": "D"},
+                                  {"role": "user", "content": "Hi"}])"},
+    {"thinking", R"([{"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "thinking": "Two and two make four."}, {"role": "user", "content": "3+3?"}])"},
+    {"thinking_last", R"([{"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "thinking": "Two\nand two."}])"},
+    {"call_with_thinking", R"([{"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "thinking": "I need the weather tool.", "tool_calls": [{"type": "function", "id": "c1",
+          "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 21, \"sky\": \"clear\"}"}])"},
+    {"call_with_content_as_analysis", R"([{"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [{"type": "function", "id": "c1",
+          "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"}])"},
+    {"call_then_final", R"([{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Weather in Zürich?"},
+        {"role": "assistant", "thinking": "Call it.", "tool_calls": [{"type": "function", "id": "c1",
+          "function": {"name": "get_weather", "arguments": {"city": "Zürich", "unit": "celsius"}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": {"temp": -3, "sky": "snow \"heavy\""}},
+        {"role": "assistant", "content": "It is -3 and snowing.", "thinking": "Cold."}, {"role": "user", "content": "Thanks"}])"},
+    {"two_calls", R"([{"role": "user", "content": "Search then time"},
+        {"role": "assistant", "tool_calls": [{"type": "function", "id": "a", "function": {"name": "search",
+          "arguments": {"query": "weir", "tags": ["a", "b"], "filter": {"lang": "en"}}}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "[1, 2]"},
+        {"role": "assistant", "tool_calls": [{"type": "function", "id": "b", "function": {"name": "now", "arguments": {}}}]},
+        {"role": "tool", "tool_call_id": "b", "content": "noon"}])"},
+    {"content_type", R"j([{"role": "user", "content": "Run it"},
+        {"role": "assistant", "tool_calls": [{"type": "function", "id": "p",
+          "function": {"name": "python", "arguments": "print(1)", "content_type": "code"}}]},
+        {"role": "tool", "content": "1\n"}])j"},
+    {"bare_tool_call", R"([{"role": "user", "content": "Ping"},
+        {"role": "assistant", "tool_calls": [{"name": "ping", "arguments": {"n": 1.5, "deep": [null, true]}}]},
+        {"role": "tool", "content": "pong"}, {"role": "assistant", "content": "Pong."}])"},
+    {"refused_content_and_thinking", R"([{"role": "user", "content": "x"},
+        {"role": "assistant", "content": "c", "thinking": "t", "tool_calls": [{"function": {"name": "now", "arguments": {}}}]}])"},
+    {"refused_channel_in_content", R"([{"role": "user", "content": "x"},
+        {"role": "assistant", "content": "<|channel|>final<|message|>hi"}])"},
+    {"refused_channel_in_thinking", R"([{"role": "user", "content": "x"},
+        {"role": "assistant", "content": "hi", "thinking": "<|channel|>analysis<|message|>t"}])"},
+    {"refused_tool_without_call", R"([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}])"},
+    {"refused_tool_after_final", R"([{"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "now", "arguments": {}}}]},
+        {"role": "tool", "content": "noon"}, {"role": "assistant", "content": "Noon."}, {"role": "tool", "content": "late"}])"},
+};
+
+// The kwargs Hugging Face's apply_chat_template passes through to the template.
+const char* const kGptOssKwargs[] = {
+    "",
+    R"(, "reasoning_effort": "low")",
+    R"(, "reasoning_effort": "high", "model_identity": "You are weir's test model.")",
+    R"(, "builtin_tools": ["browser", "python"])",
+    R"(, "builtin_tools": ["python"], "reasoning_effort": "medium")",
+};
+
+std::vector<JinjaCase> gpt_oss_cases(const std::string& source) {
+  std::vector<JinjaCase> out;
+  for (const Conversation& c : kGptOssConversations) {
+    for (size_t k = 0; k < std::size(kGptOssKwargs); ++k) {
+      for (int tools = 0; tools <= 1; ++tools) {
+        for (int gen = 0; gen <= 1; ++gen) {
+          JinjaCase j;
+          j.name = std::string("gpt-oss/") + c.name + "/kwargs" + std::to_string(k) + (tools ? "/tools" : "") +
+                   (gen ? "/generation_prompt" : "");
+          j.source = source;
+          j.context = std::string("{\"messages\": ") + c.messages + ", \"add_generation_prompt\": " +
+                      (gen ? "true" : "false") + kGptOssKwargs[k] +
+                      (tools ? std::string(", \"tools\": ") + kGptOssTools : "") + "}";
+          out.push_back(std::move(j));
+        }
+      }
+    }
+  }
+  return out;
+}
+
 struct ChatTemplate {
   std::string name;
   std::string source;
@@ -132,6 +251,10 @@ const std::vector<ChatTemplate>& templates() {
         {"gemma3_builtin", read_data("gemma3-builtin-chat-template.jinja"), "<bos>", "<eos>", true},
         // microsoft/Phi-3-mini-4k-instruct's tokenizer_config.json (EOS <|endoftext|>).
         {"phi3", read_data("phi3-chat-template.jinja"), "<s>", "<|endoftext|>", false},
+        // openai/gpt-oss-120b's (and -20b's) chat_template.jinja as published on
+        // Hugging Face: the copy llama.cpp keeps as models/templates/openai-gpt-oss-120b.jinja
+        // before it changed param_spec['items'] for minja (16738 bytes, sha256 a4c9919c...7c8146).
+        {"gpt-oss", read_data("gpt-oss-chat-template.jinja"), "", "<|return|>", true},
     };
   }();
   return all;
@@ -185,6 +308,7 @@ class JinjaChatTemplates : public testing::Test {
                                    "tools_in_user_message": false, "add_generation_prompt": true, "tools": )") + kTools + "}"});
     all.push_back({"chatml/no_thinking", source_of("chatml"),
                    R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true, "enable_thinking": false})"});
+    for (JinjaCase& c : gpt_oss_cases(source_of("gpt-oss"))) all.push_back(std::move(c));
     results_ = new std::map<std::string, test::JinjaResult>(test::render_with_jinja2(all));
     extra_ = all;
   }
@@ -227,6 +351,7 @@ TEST_F(JinjaChatTemplates, Llama32Tools) { check("llama3.2"); }
 TEST_F(JinjaChatTemplates, Mistral03Tools) { check("mistral0.3"); }
 TEST_F(JinjaChatTemplates, Gemma3BuiltInTools) { check("gemma3_builtin"); }
 TEST_F(JinjaChatTemplates, Phi3) { check("phi3"); }
+TEST_F(JinjaChatTemplates, GptOss) { check("gpt-oss"); }
 
 // The Gemma 3 template as Google describes it: bos, the system prompt
 // folded into the first user turn, 'assistant' as 'model'.

@@ -314,8 +314,54 @@ const Cases kSyntaxErrors = {
     {"err_syn_positional_after_kw", "{{ range(stop=3, 1) }}"},
 };
 
+// What gpt-oss's chat template (the Harmony format) leans on: a dict's
+// missing key read with [] falls back to the attribute in Jinja, so
+// d['items'] is the dict's items method (defined, true, with no 'type'); the
+// type tests its render_typescript_type combines; tojson of every JSON type
+// and of strings with quotes, controls and non-ASCII; slicing by loop.index;
+// 'in' on strings, dicts and none; string + none or a list refused; a
+// macro's default argument and its own 'set' of an undefined global.
+const Cases kGptOss = {
+    {"go_missing_key_falls_back_to_method",
+     "[{{ d['items'] is defined }}][{% if d['items'] %}t{% endif %}][{{ d['items']['type'] is defined }}]"
+     "[{{ d['keys'] is callable }}][{{ d['nope'] is defined }}][{{ d.items is defined }}]",
+     R"({"d": {"type": "array"}})"},
+    {"go_method_item_then_attr", "[{{ d['items'].type }}][{{ d['items']['type'] == 'string' }}]", R"({"d": {"a": 1}})"},
+    {"go_type_tests",
+     "{% for t in ts %}{{ t is defined and t is iterable and t is not string and t is not mapping and t[0] is defined }};{% endfor %}",
+     R"({"ts": ["string", ["string", "null"], [], {"a": 1}, 3, null, ["object"]]})"},
+    {"go_type_list_join", "{{ t|join(' | ') }} {{ t|length }} {{ t[0] }}", R"({"t": ["string", "null"]})"},
+    {"go_enum_join", R"({{ '"' + e|join('" | "') + '"' }} {{ '"' + n|join('" | "') + '"' }})",
+     R"({"e": ["celsius", "fahrenheit"], "n": [1, 2.5, true, null]})"},
+    {"go_tojson_values", "{% for v in vs %}{{ v|tojson }};{% endfor %}",
+     R"({"vs": [10, 0.5, 1.0, -0.0, 1e20, 1e-07, 123456789012345678, false, null, "x", {"lang": "en", "n": [1, {}]}, []]})"},
+    {"go_tojson_strings", "{% for v in vs %}{{ v|tojson }};{% endfor %}",
+     R"({"vs": ["{\"city\": \"Paris\"}", "tab\tnl\ncr\r\u0001\u001f\u007f", "é中😀\u2028\u00a0", "back\\slash /", ""]})"},
+    {"go_slice_by_loop_index", "{% for m in ms %}[{% for f in ms[loop.index:] %}{{ f }}{% endfor %}]{% endfor %}",
+     R"({"ms": ["a", "b", "c"]})"},
+    {"go_in_dict_and_string", "{{ 'content' in m }} {{ 'thinking' in m }} {{ '<|x|>' in m.content }} {{ 'tool_calls' not in m }}",
+     R"({"m": {"role": "assistant", "content": "a <|x|> b"}})"},
+    {"go_conditional_expression", "{{ (c.t if c.t is defined else 'json') + '|' }}{{ (d.t if d.t is defined else 'json') }}",
+     R"({"c": {"t": "code"}, "d": {}})"},
+    {"go_macro_default_and_global_set",
+     "{% macro m(a, b=false) %}{% if g is not defined %}{% set g = 'dflt' %}{% endif %}{{ g }}{{ b }}{% endmacro %}{{ m(1) }}|{{ m(1, true) }}",
+     R"({})"},
+    {"go_macro_reads_global", "{% macro m() %}{% if g is not defined %}{% set g = 'dflt' %}{% endif %}{{ g }}{% endmacro %}{{ m() }}",
+     R"({"g": "given"})"},
+    {"go_set_in_loop_stays_in_loop",
+     "{% set found = false %}{% for v in vs %}{% if v.type == 'object' %}{% set found = true %}{% endif %}{% endfor %}{{ found }}",
+     R"({"vs": [{"type": "object"}, {"type": "string"}]})"},
+    {"go_namespace_none", "{% set ns = namespace(name=none) %}{{ ns.name is none }}{% set ns.name = 'f' %}{{ ns.name }}"},
+    {"go_output_between_tags", "{{- 'a' -}}\n    {{ 'b' }}\n    {%- if true %}\n        {{- 'c' }}\n    {% endif -%}\n|"},
+    {"err_go_in_none", "{{ 'x' in m.content }}", R"({"m": {"content": null}})"},
+    {"err_go_str_plus_none", "{{ 'a' + n }}", R"({"n": null})"},
+    {"err_go_str_plus_list", "{{ 'a' + l }}", R"({"l": [{"type": "text"}]})"},
+    {"err_go_str_plus_int", "{{ '// default: ' + d }}", R"({"d": 3})"},
+    {"err_go_str_plus_undefined", "{{ '// ' + t.description }}", R"({"t": {}})"},
+};
+
 const std::vector<const Cases*> kGroups = {&kWhitespace, &kLiterals, &kOperators, &kAccess, &kStatements,
-                                           &kFilters,    &kTests,    &kMethods,   &kGlobals, &kSyntaxErrors};
+                                           &kFilters,    &kTests,    &kMethods,   &kGlobals, &kSyntaxErrors, &kGptOss};
 
 class JinjaFeatures : public testing::Test {
  protected:
@@ -360,6 +406,7 @@ TEST_F(JinjaFeatures, Tests) { check(kTests, "tests"); }
 TEST_F(JinjaFeatures, Methods) { check(kMethods, "methods"); }
 TEST_F(JinjaFeatures, Globals) { check(kGlobals, "globals"); }
 TEST_F(JinjaFeatures, SyntaxErrors) { check(kSyntaxErrors, "syntax errors"); }
+TEST_F(JinjaFeatures, GptOssTemplate) { check(kGptOss, "what gpt-oss's template uses"); }
 
 TEST(JinjaFeatureTable, HasAtLeast150Cases) {
   size_t n = 0;
