@@ -33,6 +33,8 @@ const char* op_name(Op op) {
     case Op::MulMatId: return "mul_mat_id";
     case Op::MoeSum: return "moe_sum";
     case Op::Softcap: return "softcap";
+    case Op::LayerNorm: return "layer_norm";
+    case Op::Gelu: return "gelu";
     case Op::Count: break;
   }
   return "?";
@@ -121,6 +123,14 @@ Tensor* Graph::rms_norm(Tensor* x, float eps) {
 }
 
 Tensor* Graph::mul(Tensor* a, Tensor* b) {
+Tensor* Graph::layer_norm(Tensor* x, float eps) {
+  Tensor* y = unary_like(x, Op::LayerNorm);
+  y->fparams[0] = eps;
+  return y;
+}
+
+Tensor* Graph::gelu(Tensor* a) { return unary_like(a, Op::Gelu); }
+
   if (a->ne[0] != b->ne[0] || (b->n_rows() != 1 && b->n_rows() != a->n_rows())) shape_error("mul", a, b);
   Tensor* y = unary_like(a, Op::Mul);
   y->src[1] = b;

@@ -8,6 +8,8 @@
 //   get_rows(table [K, N], ids I32 [T])          -> [K, T]   row ids[t] of table
 //   mul_mat(W [K, N], x [K, T])                  -> [N, T]   y[:, t] = W x[:, t]
 //   rms_norm(x [K, ...], eps)                    -> same     x / sqrt(mean(x^2) + eps) per row
+//   layer_norm(x [K, ...], eps)                  -> same     (x - m) / sqrt(v + eps) per row, m the
+//       row's mean, v the mean of (x - m)^2 (no weight or bias: mul and add them)
 //   mul(a [K, ...], b [K, 1 or same])            -> a's shape; b broadcast over rows
 //   add(a, b)                                     -> idem
 //   scale(a, s)                                   -> a * s
@@ -22,6 +24,7 @@
 //       are copied. rope_neox(x, pos, n_rot, base, freq_scale) is mode Neox
 //       without factors.
 //   gelu_mul(a, b)                                -> gelu_tanh(a) * b
+//   gelu(a)                                       -> gelu_tanh(a) (ggml_gelu: BERT's FFN)
 //   silu_mul(a, b)                                -> silu(a) * b = a / (1 + e^-a) * b
 //   attention(q [D, Hq, T], k [D, Hkv, S], v [D, Hkv, S], mask [S, T], scale,
 //             separate_tokens)
@@ -115,6 +118,7 @@ class Graph {
   Tensor* mul(Tensor* a, Tensor* b);
   Tensor* add(Tensor* a, Tensor* b);
   Tensor* scale(Tensor* a, float s);
+  Tensor* layer_norm(Tensor* x, float eps);
   Tensor* softcap(Tensor* a, float cap);
   Tensor* rope(Tensor* x, Tensor* pos, const RopeParams& p);
   Tensor* rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale);
@@ -122,6 +126,7 @@ class Graph {
   Tensor* silu_mul(Tensor* a, Tensor* b);
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false,
                     int32_t max_keys = 0, const AttentionExtras& extras = {});
+  Tensor* gelu(Tensor* a);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
   Tensor* allow_tokens(Tensor* logits, Tensor* allow);

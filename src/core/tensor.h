@@ -39,6 +39,8 @@ enum class Op : uint8_t {
   AllowTokens,  // logits with the tokens a bitmask does not allow set to -inf (constrained decoding)
   Softcap,   // cap * tanh(a / cap): Gemma 2's final logit soft-capping
   Count,
+  LayerNorm, // (x - mean(x)) / sqrt(var(x) + eps) per row (BERT)
+  Gelu,      // gelu_tanh(a) (BERT's FFN)
 };
 const char* op_name(Op op);
 

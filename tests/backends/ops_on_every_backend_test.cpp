@@ -357,6 +357,88 @@ TEST_P(Ops, Softcap) {
     }
 }
 
+// layer_norm of rows of any length, contiguous and strided (a view), rows
+// far from zero mean (the variance is taken about the mean, not as
+// E[x^2] - m^2); then times a weight plus a bias, as BERT's norms.
+TEST_P(Ops, LayerNorm) {
+  const int64_t R = 6;
+  for (int64_t K : {1, 7, 384, 1001})
+    for (bool strided : {false, true}) {
+      const int64_t ld = strided ? K + 3 : K;
+      const std::vector<float> w = randn(size_t(K), 40), bias = randn(size_t(K), 41);
+      const Builder build = [&](Graph& g) {
+        Tensor* x = g.input(DType::F32, {ld, R}, "x");
+        if (strided) x = g.view(x, {K, R}, {size_t(ld) * 4}, 0);
+        Tensor* n = g.layer_norm(x, 1e-12f);
+        Tensor* y = g.add(g.mul(n, g.external(DType::F32, {K}, const_cast<float*>(w.data()), "w")),
+                          g.external(DType::F32, {K}, const_cast<float*>(bias.data()), "b"));
+        return std::vector<Tensor*>{n, y};
+      };
+      WEIR_REQUIRE_SUPPORT(b(), build);
+      auto x1 = randn(size_t(ld * R), 42 + uint32_t(K), 3.0f), x2 = randn(size_t(ld * R), 43 + uint32_t(K));
+      for (float& v : x1) v += 50.0f;
+      auto want = [&](const std::vector<float>& x, bool affine) {
+        std::vector<double> y;
+        for (int64_t r = 0; r < R; ++r) {
+          double m = 0, v = 0;
+          for (int64_t k = 0; k < K; ++k) m += x[size_t(r * ld + k)];
+          m /= double(K);
+          for (int64_t k = 0; k < K; ++k) v += (x[size_t(r * ld + k)] - m) * (x[size_t(r * ld + k)] - m);
+          v /= double(K);
+          for (int64_t k = 0; k < K; ++k) {
+            const double n = (x[size_t(r * ld + k)] - m) / std::sqrt(v + 1e-12);
+            y.push_back(affine ? n * w[size_t(k)] + bias[size_t(k)] : n);
+          }
+        }
+        return y;
+      };
+      const auto r = test::run_graph(b(), build, {{{"x", bytes_of(x1)}}, {{"x", bytes_of(x2)}}});
+      // K = 1: x - m is exactly 0, so every value is 0. Else 2e-5 of the
+      // largest (the normalized values are ~1; x1's offset of 50 costs
+      // float digits of x - m).
+      const Tol tol{2e-5, 1e-5, 1e-30};
+      const std::string what = "K " + std::to_string(K) + (strided ? " strided" : "");
+      EXPECT_TRUE(near(r[0][0], want(x1, false), tol)) << what;
+      EXPECT_TRUE(near(r[0][1], want(x1, true), tol)) << what << ", times w plus b";
+      EXPECT_TRUE(near(r[1][0], want(x2, false), tol)) << what << ", second run";
+      EXPECT_TRUE(near(r[1][1], want(x2, true), tol)) << what << ", second run, times w plus b";
+    }
+}
+
+// gelu(a) = gelu_tanh(a) (the exact backends take the formula, as in
+// GatedUnits), edges included; contiguous and strided.
+TEST_P(Ops, Gelu) {
+  const int64_t K = 333, R = 5;
+  const float edges[] = {-10.0f, 10.0f, -9.999f, 9.999f, 1e-6f, -3e-7f, 0.0f, -0.0f, 6.1e-5f, -20.0f, 20.0f, 1.0f / 3.0f};
+  for (bool strided : {false, true}) {
+    const int64_t ld = strided ? K + 3 : K;
+    const Builder build = one([&](Graph& g) {
+      Tensor* x = g.input(DType::F32, {ld, R}, "a");
+      if (strided) x = g.view(x, {K, R}, {size_t(ld) * 4}, 0);
+      return g.gelu(x);
+    });
+    WEIR_REQUIRE_SUPPORT(b(), build);
+    std::vector<float> a1 = randn(size_t(ld * R), 44, 4.0f);
+    const std::vector<float> a2 = randn(size_t(ld * R), 45, 2.0f);
+    std::copy(std::begin(edges), std::end(edges), a1.begin());
+    auto want = [&](const std::vector<float>& a, std::vector<double>* mag) {
+      std::vector<double> y;
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t k = 0; k < K; ++k) {
+          y.push_back(gelu_d(a[size_t(r * ld + k)]));
+          mag->push_back(std::fabs(double(a[size_t(r * ld + k)])));
+        }
+      return y;
+    };
+    const auto r = test::run_graph(b(), build, {{{"a", bytes_of(a1)}}, {{"a", bytes_of(a2)}}});
+    std::vector<double> m1, m2;
+    const auto w1 = want(a1, &m1), w2 = want(a2, &m2);
+    const Tol tol{cuda() ? 1e-5 : 0.0, 1e-5, 1e-30};
+    EXPECT_TRUE(near(floats_of(r[0][0]), w1, tol, &m1)) << (strided ? "strided" : "");
+    EXPECT_TRUE(near(floats_of(r[1][0]), w2, tol, &m2)) << (strided ? "strided" : "") << ", second run";
+  }
+}
+
 // A chain, so that intermediates share memory: rms_norm(x) * w + x, scaled.
 TEST_P(Ops, NormMulAddScaleChain) {
   const int64_t K = 300, R = 5;
@@ -891,6 +973,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, WeightOps,
 INSTANTIATE_TEST_SUITE_P(Backends, CacheOps,
                          ::testing::Combine(::testing::ValuesIn(test::backend_names()),
                                             ::testing::Values(DType::F32, DType::F16, DType::Q8_0)),
+      {Op::LayerNorm, "Ops.LayerNorm"},
+      {Op::Gelu, "Ops.Gelu"},
                          test::ParamName());
 
 }  // namespace

@@ -233,6 +233,8 @@ bool CpuBackend::supports(const Tensor& t) const {
     case Op::MoeWeights:
     case Op::MoeSum:
     case Op::RmsNorm:
+    case Op::LayerNorm:
+    case Op::Gelu:
     case Op::Mul:
     case Op::Add:
     case Op::Scale:
@@ -538,6 +540,8 @@ void CpuBackend::run_graph(Graph& g) {
             break;
           case Op::RmsNorm: cpu::op_rms_norm(*t, ctx); break;
           case Op::Mul: cpu::op_mul(*t, ctx); break;
+          case Op::LayerNorm: cpu::op_layer_norm(*t, ctx); break;
+          case Op::Gelu: cpu::op_gelu(*t, ctx); break;
           case Op::Add: cpu::op_add(*t, ctx); break;
           case Op::Scale: cpu::op_scale(*t, ctx); break;
           case Op::Softcap: cpu::op_softcap(*t, ctx); break;

@@ -47,6 +47,8 @@ void op_mul_mat_repacked(const Tensor& dst, const RepackedWeight& rw, const OpCo
 // mul_mat on AMX tiles (amx_product.h), x packed by amx_pack_token.
 void op_mul_mat_amx(const Tensor& dst, const OpContext& c);
 void op_rms_norm(const Tensor& dst, const OpContext& c);
+void op_layer_norm(const Tensor& dst, const OpContext& c);
+void op_gelu(const Tensor& dst, const OpContext& c);
 void op_mul(const Tensor& dst, const OpContext& c);
 void op_add(const Tensor& dst, const OpContext& c);
 void op_scale(const Tensor& dst, const OpContext& c);

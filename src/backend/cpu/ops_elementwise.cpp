@@ -8,6 +8,10 @@
 //    fp16(gelu_tanh(x)), widened and multiplied by b; x <= -10 gives 0 and
 //    x >= 10 gives x * b. dst.iparams[0] = 1 or OpContext::exact selects the exact float formula
 //    0.5f*x*(1 + tanhf(sqrt(2/pi)*x*(1 + 0.044715f*x*x))) * b instead.
+//  - gelu: ggml_vec_gelu_f32, the same table (or formula) without the b.
+//  - layer_norm: ggml_norm: the row's sum in double, mean rounded to float,
+//    y = x - mean, the sum of float squares y*y in double, variance rounded
+//    to float, y *= 1/sqrtf(variance + eps).
 
 // The fp16 rounding below relies on separately rounded products and sums.
 #pragma GCC optimize("fp-contract=off")
@@ -223,6 +227,23 @@ WEIR_INLINE void gelu_mul_row_impl(float* __restrict y, const float* a, const fl
 WEIR_DISPATCH(gelu_mul_row, (float* y, const float* a, const float* b, int64_t k, const uint16_t* table),
               (y, a, b, k, table))
 
+template <class V>
+WEIR_INLINE void layer_norm_row_impl(float* __restrict y, const float* x, float eps, int64_t k) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < k; ++i) sum += double(x[i]);
+  const float mean = float(sum / double(k));
+  double sum2 = 0.0;
+  for (int64_t i = 0; i < k; ++i) {
+    const float v = x[i] - mean;
+    y[i] = v;
+    sum2 += double(v * v);
+  }
+  const float variance = float(sum2 / double(k));
+  const float scale = 1.0f / sqrtf(variance + eps);
+  for (int64_t i = 0; i < k; ++i) y[i] *= scale;
+}
+WEIR_DISPATCH(layer_norm_row, (float* y, const float* x, float eps, int64_t k), (y, x, eps, k))
+
 }  // namespace
 
 void op_mul(const Tensor& dst, const OpContext& c) { binary(dst, c, BinOp::Mul, "mul"); }
@@ -265,6 +286,17 @@ void op_rms_norm(const Tensor& dst, const OpContext& c) {
   const int64_t k = dst.ne[0];
   for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) rms_norm_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
+  });
+}
+
+void op_layer_norm(const Tensor& dst, const OpContext& c) {
+  const Tensor* a = dst.src[0];
+  if (std::string e = check_f32(dst, a, nullptr, "layer_norm"); !e.empty()) return fail(c, e);
+  if (a->ne[0] != dst.ne[0] || a->n_rows() != dst.n_rows())
+    return fail(c, "layer_norm: " + dst.name + ": shape of " + shape_str(*a) + " does not match");
+  const int64_t k = dst.ne[0];
+  for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) layer_norm_row(dst_row(dst, r), src_row(*a, r), dst.fparams[0], k);
   });
 }
 
@@ -317,6 +349,26 @@ void op_gelu_mul(const Tensor& dst, const OpContext& c) {
         for (int64_t i = 0; i < k; ++i) y[i] = gelu_tanh(ar[i]) * br[i];
       } else {
         gelu_mul_row(y, ar, br, k, table);
+      }
+    }
+  });
+}
+
+void op_gelu(const Tensor& dst, const OpContext& c) {
+  const Tensor* a = dst.src[0];
+  if (std::string e = check_f32(dst, a, nullptr, "gelu"); !e.empty()) return fail(c, e);
+  const int64_t k = dst.ne[0];
+  if (a->ne[0] != k || a->n_rows() != dst.n_rows())
+    return fail(c, "gelu: " + dst.name + ": shape of " + shape_str(*a) + " does not match");
+  const bool exact = c.exact;
+  const uint16_t* table = exact ? nullptr : gelu_table();
+  for_each_row_chunk(c, dst.n_rows(), k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* y = dst_row(dst, r);
+      const float* x = src_row(*a, r);
+      for (int64_t i = 0; i < k; ++i) {
+        const float v = x[i];
+        y[i] = exact ? gelu_tanh(v) : v <= -10.0f ? 0.0f : v >= 10.0f ? v : fp16_to_f32_fast(table[f32_to_fp16_fast(v)]);
       }
     }
   });

@@ -77,6 +77,8 @@ bool CudaBackend::supports(const Tensor& t) const {
     case Op::MoeWeights: return t.ne[0] <= 32;
     case Op::MoeSum:
     case Op::RmsNorm:
+    case Op::LayerNorm:
+    case Op::Gelu:
     case Op::Mul:
     case Op::Add:
     case Op::Scale:

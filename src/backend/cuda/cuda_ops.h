@@ -81,6 +81,8 @@ void op_mul_mat_add_norm(const Tensor& product, const Tensor& add, const Tensor&
                           const OpCtx& c);
 void op_mul_mat_glu(const Tensor& a, const Tensor& b, const Tensor& glu, const OpCtx& c);
 void op_rms_norm(const Tensor& dst, const OpCtx& c);
+void op_layer_norm(const Tensor& dst, const OpCtx& c);
+void op_gelu(const Tensor& dst, const OpCtx& c);
 void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c);
 void op_add_rms_norm_mul(const Tensor& add, const Tensor& norm, const Tensor& mul, const OpCtx& c);
 void op_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add, const Tensor& norm,

@@ -1,5 +1,5 @@
-// Row-wise element kernels: rms_norm, add, mul (b broadcast over rows),
-// scale, gelu_mul, silu_mul. Every operand is addressed through its own
+// Row-wise element kernels: rms_norm, layer_norm, add, mul (b broadcast over
+// rows), scale, gelu, gelu_mul, silu_mul. Every operand is addressed through its own
 // strides (rows contiguous), so views work. Numerics: float, as the CPU's
 // exact mode (gelu by the tanh formula, not ggml's fp16 table).
 #include <cstdlib>
@@ -64,6 +64,25 @@ __global__ void rms_norm_kernel(Rows x, Rows y, int64_t K, float eps, const floa
     yr[k] = v;
     if (q8.q) q8_store_block(q8, blockIdx.x, k / 32, v);
   }
+}
+
+// One block per row: the mean, then the mean of (x - mean)^2 (two block
+// sums), y = (x - mean) / sqrt(variance + eps).
+__global__ void layer_norm_kernel(Rows x, Rows y, int64_t K, float eps) {
+  pdl_wait();
+  const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
+  float* yr = const_cast<float*>(reinterpret_cast<const float*>(y.row(blockIdx.x)));
+  float s = 0.0f;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xr[k];
+  const float mean = block_sum(s) / float(K);
+  __syncthreads();  // every thread has read the first sum before block_sum's memory is reused
+  float s2 = 0.0f;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+    const float v = xr[k] - mean;
+    s2 += v * v;
+  }
+  const float scale = 1.0f / sqrtf(block_sum(s2) / float(K) + eps);
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) yr[k] = (xr[k] - mean) * scale;
 }
 
 // The same with float4s held in registers (NV per thread; rows 16-byte
@@ -192,6 +211,9 @@ struct AddF {
 struct MulF {
   __device__ float operator()(float a, float b) const { return a * b; }
 };
+struct GeluF {
+  __device__ float operator()(float a, float) const { return gelu_tanh(a); }
+};
 struct ScaleF {
   float s;
   __device__ float operator()(float a, float) const { return a * s; }
@@ -275,6 +297,20 @@ void op_rms_norm(const Tensor& dst, const OpCtx& c) {
   const int64_t rows = dst.n_rows(), K = dst.ne[0];
   if (rows == 0) return;
   launch_norm(rows, K, c, *dst.src[0], dst, dst.fparams[0], nullptr, nullptr, nullptr, q8_out(dst, c));
+}
+
+void op_layer_norm(const Tensor& dst, const OpCtx& c) {
+  check_rows_f32("layer_norm", dst, dst.src[0]);
+  const int64_t rows = dst.n_rows(), K = dst.ne[0];
+  if (rows == 0) return;
+  const int threads = K >= 1024 ? 1024 : K >= 256 ? 256 : 128;
+  launch_kernel(layer_norm_kernel, unsigned(rows), threads, 0, c.launch_stream(), rows_of(*dst.src[0]), rows_of(dst),
+                K, dst.fparams[0]);
+}
+
+void op_gelu(const Tensor& dst, const OpCtx& c) {
+  check_rows_f32("gelu", dst, dst.src[0]);
+  map(dst, *dst.src[0], nullptr, c, GeluF{});
 }
 
 void op_rms_norm_mul(const Tensor& norm, const Tensor& mul, const OpCtx& c) {

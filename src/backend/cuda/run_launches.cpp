@@ -17,6 +17,8 @@ void run_single(Tensor& t, const OpCtx& c) {
     case Op::SetRows: op_set_rows(t, c); break;
     case Op::MulMat: op_mul_mat(t, c); break;
     case Op::RmsNorm: op_rms_norm(t, c); break;
+    case Op::LayerNorm: op_layer_norm(t, c); break;
+    case Op::Gelu: op_gelu(t, c); break;
     case Op::Add:
     case Op::Mul: op_binary(t, c); break;
     case Op::Scale: op_scale(t, c); break;
