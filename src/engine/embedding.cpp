@@ -8,13 +8,18 @@
 
 namespace weir {
 
-std::vector<std::vector<EmbedChunk>> plan_embedding_steps(std::span<const int64_t> lengths, int64_t budget) {
+std::vector<std::vector<EmbedChunk>> plan_embedding_steps(std::span<const int64_t> lengths, int64_t budget,
+                                                          bool whole) {
   if (budget < 1) throw Error("embeddings: a step must take at least one token");
   std::vector<std::vector<EmbedChunk>> steps;
   int64_t room = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
+    if (whole && lengths[i] > budget)
+      throw Error("input " + std::to_string(i) + " has " + std::to_string(lengths[i]) +
+                  " tokens, more than a forward step takes (" + std::to_string(budget) +
+                  "): this model sees a whole input at once");
     for (int64_t begin = 0; begin < lengths[i];) {
-      if (room == 0) {
+      if (room == 0 || (whole && room < lengths[i])) {
         steps.emplace_back();
         room = budget;
       }
@@ -27,9 +32,9 @@ std::vector<std::vector<EmbedChunk>> plan_embedding_steps(std::span<const int64_
   return steps;
 }
 
-int64_t embedding_cells(std::span<const int64_t> lengths, int64_t budget) {
+int64_t embedding_cells(std::span<const int64_t> lengths, int64_t budget, bool whole) {
   int64_t most = 0;
-  for (const auto& step : plan_embedding_steps(lengths, budget)) {
+  for (const auto& step : plan_embedding_steps(lengths, budget, whole)) {
     int64_t held = 0;  // every input of the step holds its tokens so far
     for (const EmbedChunk& c : step) held += c.begin + c.count;
     most = std::max(most, held);
@@ -47,6 +52,9 @@ Embeddings embed_tokens(Session& s, const std::vector<std::vector<int32_t>>& inp
     if (n > s.n_ctx())
       throw Error("input " + std::to_string(i) + " has " + std::to_string(n) + " tokens, more than the context (" +
                   std::to_string(s.n_ctx()) + ")");
+    if (const int64_t most = s.model().hparams().n_pos_max; most > 0 && n > most)
+      throw Error("input " + std::to_string(i) + " has " + std::to_string(n) + " tokens, more than the model's " +
+                  std::to_string(most) + " positions");
     lengths.push_back(n);
     out.tokens += n;
   }
@@ -62,7 +70,8 @@ Embeddings embed_tokens(Session& s, const std::vector<std::vector<int32_t>>& inp
     seq_of[input] = -1;
   };
   try {
-    for (const std::vector<EmbedChunk>& step : plan_embedding_steps(lengths, o.step_tokens)) {
+    const bool whole = !s.model().hparams().causal;
+    for (const std::vector<EmbedChunk>& step : plan_embedding_steps(lengths, o.step_tokens, whole)) {
       std::vector<int32_t> tokens, seqs, out_rows;
       std::vector<size_t> owner;  // the input of each out row (SIZE_MAX: none)
       for (const EmbedChunk& c : step) {

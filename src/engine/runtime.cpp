@@ -98,6 +98,12 @@ Runtime build_runtime(const RuntimeSpec& spec) {
   RuntimeSpec s = spec;
   if (s.n_ctx_at_most_trained && r.model->hparams().n_ctx_train > 0)
     s.n_ctx = std::min(s.n_ctx, r.model->hparams().n_ctx_train);
+  if (!r.model->hparams().causal && s.n_ctx > 0) {
+    // A non-causal model sees a whole sequence in one step: a step takes
+    // the context.
+    s.n_batch = std::max(s.n_batch, s.n_ctx);
+    s.n_ubatch = std::max(s.n_ubatch, s.n_ctx);
+  }
   r.backends = make_backends(*r.model, s);
   if (s.n_ctx > 0) r.session = make_session(*r.model, r.backends, s);
   return r;

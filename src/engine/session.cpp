@@ -207,6 +207,9 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
   // A cell is visible to token t if it holds an earlier (or the same)
   // position of t's sequence: all masked, then the sequence's own cells.
   const size_t all = pos.size() * size_t(n_kv);
+  // A non-causal model's token sees all of them (its later tokens are in
+  // this step's cells: a sequence is encoded in one step).
+  const bool causal = model_.hparams().causal;
   Step::Opened& o = st.opened[st.turn];
   if (!o.valid) {
     std::fill_n(m, all, -INFINITY);
@@ -223,7 +226,7 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
     const int32_t p = pos[t];
     for (int32_t j : kv_.cells_of(seq[t])) {
       const int32_t cp = kv_.cell_pos(j);
-      if (j >= n_kv || cp > p) continue;
+      if (j >= n_kv || (causal && cp > p)) continue;
       const size_t i = size_t(t) * size_t(n_kv) + size_t(j);
       m[i] = 0.0f;
       if (ms && p - cp < n_swa) ms[i] = 0.0f;
@@ -247,6 +250,13 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     pos[t] = int32_t(seq_len_[s]++);
   }
   // One sequence: its cells in one claim; several: a cell each.
+  if (const int64_t most = model_.hparams().n_pos_max; most > 0)
+    for (size_t t = 0; t < T; ++t)
+      if (pos[t] >= most) {
+        for (size_t u = 0; u < T; ++u) --seq_len_[size_t(seq[u])];
+        throw Error("session: position " + std::to_string(pos[t]) + " is past the model's " + std::to_string(most) +
+                    " positions (" + model_.hparams().arch + ".context_length)");
+      }
   size_t claimed = 0;
   if (std::all_of(seq.begin(), seq.end(), [&](int32_t x) { return x == seq[0]; })) {
     cells = kv_.claim(pos, seq[0]);

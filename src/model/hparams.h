@@ -29,6 +29,11 @@ struct HParams {
   std::vector<bool> is_swa;        // per layer
   float attn_scale = 1.0f;         // applied to q before attention
   float embd_scale = 1.0f;         // applied to the token embeddings
+  // false: a token sees every token of its sequence, later ones too (BERT
+  // encoders), so a sequence is encoded in one forward step.
+  bool causal = true;
+  bool embeddings_only = false;    // no LM head (BERT encoders): a graph of logits is refused
+  int64_t n_pos_max = 0;           // positions a sequence may take at most (BERT's position table; 0: no bound)
   // Mixture of experts (0 experts: a dense FFN): each token's FFN is the
   // weighted sum of n_expert_used of n_expert expert FFNs n_ff_exp wide.
   int64_t n_expert = 0;

@@ -53,10 +53,10 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
   // the others, so a large embedding makes greedy decoding repeat the last
   // token forever; the stds below keep that ratio near 2:
   // - llama-style (added as is; the layers add about RMS 0.5-1): std 1/sqrt(E);
-  // - gemma3 (scaled by sqrt(E); each of the 2 L post-normed sublayers adds
+  // - gemma2/3 (scaled by sqrt(E); each of the 2 L post-normed sublayers adds
   //   RMS 1): embedding RMS c in the stream with E c^2 = 4 (c^2 + 2 L).
   float embd_std = 1.0f;
-  if (p.arch == "gemma3") {
+  if (p.arch == "gemma3" || p.arch == "gemma2") {
     const float c = std::min(1.0f, std::sqrt(8.0f * float(p.n_layer) / float(E - 4)));
     embd_std = c / std::sqrt(float(E));
   } else if (p.tied_embeddings) {
@@ -154,6 +154,8 @@ void write_synth_metadata(GGUFWriter& w, const SynthPreset& p, FileType ft) {
     w.set_u32(a + "attention.value_length", uint32_t(p.head_dim));
   }
   if (p.n_swa > 0) w.set_u32(a + "attention.sliding_window", uint32_t(p.n_swa));
+  if (p.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", p.attn_softcap);
+  if (p.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", p.final_softcap);
   if (p.write_vocab_size) w.set_u32(a + "vocab_size", uint32_t(p.n_vocab));
   if (p.write_rope_dim) w.set_u32(a + "rope.dimension_count", uint32_t(p.head_dim));
   if (p.rope_orig_ctx > 0) w.set_u32(a + "rope.scaling.original_context_length", uint32_t(p.rope_orig_ctx));

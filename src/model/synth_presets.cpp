@@ -145,6 +145,32 @@ std::vector<SynthPreset> make_presets() {
     p.n_swa = 512;
     v.push_back(p);
   }
+  {
+    // google/gemma-2-9b (keys as llama.cpp's converter writes them): head_dim
+    // 256 (n_head * head_dim 4096 != n_embd), sliding window 4096 on every
+    // other layer, soft-capped attention scores (50) and logits (30).
+    SynthPreset p;
+    p.name = "gemma-2-9b";
+    p.arch = "gemma2";
+    p.display_name = "Gemma 2 9B";
+    p.n_vocab = 256000;
+    p.n_ctx_train = 8192;
+    p.n_embd = 3584;
+    p.n_layer = 42;
+    p.n_head = 16;
+    p.n_head_kv = 8;
+    p.head_dim = 256;
+    p.n_ff = 14336;
+    p.rms_eps = 1e-6f;
+    p.rope_base = 10000.0f;
+    p.tied_embeddings = true;
+    p.write_head_dim = true;
+    p.post_norms = true;
+    p.n_swa = 4096;
+    p.attn_softcap = 50.0f;
+    p.final_softcap = 30.0f;
+    v.push_back(p);
+  }
   auto phi3 = [](std::string name, std::string display, int64_t V, int64_t ctx, int64_t E, int64_t L, int64_t H,
                  int64_t Hkv, int64_t F, float rope_base, int64_t swa) {
     SynthPreset p;
@@ -176,7 +202,8 @@ std::vector<SynthPreset> make_presets() {
   // (multiples of 256 where K-quants need them).
   for (const SynthPreset& big : std::vector<SynthPreset>(v)) {
     if (big.name != "llama-3.2-1b" && big.name != "qwen2.5-7b" && big.name != "qwen3-8b" &&
-        big.name != "gemma3-270m" && big.name != "qwen3-30b-a3b" && big.name != "phi-3-mini")
+        big.name != "gemma3-270m" && big.name != "qwen3-30b-a3b" && big.name != "phi-3-mini" &&
+        big.name != "gemma-2-9b")
       continue;
     SynthPreset p = big;
     p.name = "tiny";
@@ -193,7 +220,7 @@ std::vector<SynthPreset> make_presets() {
       p.write_head_dim = true;
       p.rope_llama3_orig_ctx = 1024;  // so the scaling factors vary over the rope dims
     }
-    if (p.arch == "gemma3") p.n_swa = 128;
+    if (p.arch == "gemma3" || p.arch == "gemma2") p.n_swa = 128;
     if (p.arch == "phi3") {
       p.n_swa = 0;
       p.rope_orig_ctx = p.n_ctx_train;

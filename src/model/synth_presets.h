@@ -11,7 +11,7 @@ namespace weir {
 
 struct SynthPreset {
   std::string name;  // "llama-3.1-8b"
-  std::string arch;  // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma3, phi3
+  std::string arch;  // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3
   std::string display_name;  // general.name
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
@@ -31,6 +31,9 @@ struct SynthPreset {
   bool qk_norm = false;          // blk.N.attn_{q,k}_norm.weight (qwen3, gemma3)
   bool post_norms = false;       // blk.N.post_attention_norm / post_ffw_norm (gemma3)
   int64_t n_swa = 0;             // <arch>.attention.sliding_window (gemma3; phi3 writes it unused)
+  // gemma2: <arch>.attn_logit_softcapping and final_logit_softcapping when > 0.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
   // phi3: blk.N.attn_qkv (q, k, v rows) for attn_q/k/v, and blk.N.ffn_up of
   // 2 n_ff rows (gate, then up) for ffn_gate/ffn_up; and
   // <arch>.rope.scaling.original_context_length when rope_orig_ctx > 0.

@@ -22,7 +22,8 @@ ForwardGraph begin_forward(int64_t T, int64_t n_kv, int64_t n_out, bool with_swa
 }
 
 Tensor* cached_attention(Graph& g, const ForwardGraph& fg, KVCache& kv, int il, Tensor* q, Tensor* k,
-                         Tensor* v, Tensor* mask, float scale, int32_t max_keys) {
+                         Tensor* v, Tensor* mask, float scale, int32_t max_keys,
+                         const AttentionExtras& extras) {
   const int64_t Dk = k->ne[0], Hkv = k->ne[1], T = k->ne[2];
   const int64_t Dv = v->ne[0] / Hkv, n_kv = fg.n_kv;
   Tensor* kc = g.external(kv.dtype(), {Dk * Hkv, kv.n_cells()}, kv.k(il), "cache_k");
@@ -31,7 +32,7 @@ Tensor* cached_attention(Graph& g, const ForwardGraph& fg, KVCache& kv, int il, 
   vc = g.set_rows(vc, v, fg.kv_cells);
   Tensor* kview = g.view(kc, {Dk, Hkv, n_kv}, {row_bytes(kv.dtype(), Dk), kv.k_row_bytes()}, 0);
   Tensor* vview = g.view(vc, {Dv, Hkv, n_kv}, {row_bytes(kv.dtype(), Dv), kv.v_row_bytes()}, 0);
-  return g.attention(q, kview, vview, mask, scale, fg.separate_tokens, max_keys);
+  return g.attention(q, kview, vview, mask, scale, fg.separate_tokens, max_keys, extras);
 }
 
 }  // namespace weir

@@ -79,7 +79,8 @@ std::vector<Case> cases() {
   std::vector<Case> v;
   // Dense models, and mixtures of experts: qwen3moe (8 experts, 3 a token)
   // and mixtral (llama attention, 4 experts, 2 a token).
-  for (const char* m : {"llama3", "qwen2", "qwen3", "gemma3", "llama3-q4_0", "qwen3moe", "mixtral", "phi3"})
+  for (const char* m :
+       {"llama3", "qwen2", "qwen3", "gemma3", "llama3-q4_0", "qwen3moe", "mixtral", "phi3", "gemma2"})
     for (const char* b : {"cpu", "chaos", "cuda"}) v.push_back({m, b});
   // qwen3moe with Q8_0 matrices and experts: not on CUDA, whose 8-bit
   // activations (~1% of a row) can flip a near tie of the router's logits,

@@ -89,6 +89,8 @@ TEST(Synth, PresetsMatchTheRealModelsParameterCounts) {
   EXPECT_EQ(params("llama", "mixtral-8x7b"), 46702792704u);       // "46.7B"
   EXPECT_EQ(params("phi3", "phi-3-mini"), 3821079552u);           // "3.82B"
   EXPECT_EQ(params("phi3", "phi-4"), 14659507200u);               // "14.7B"
+  EXPECT_EQ(params("bert", "bge-small"), 33360000u - 147840u);  // "33.4M" less the pooler the converter drops
+  EXPECT_EQ(params("nomic-bert", "nomic-embed-text"), 136731648u);  // "137M", the embedding padded to 30528 rows
   EXPECT_THROW(find_synth_preset("llama", "qwen3-8b"), Error);
   EXPECT_THROW(find_synth_preset("llama", "nope"), Error);
   EXPECT_THROW(find_synth_preset("nope", "tiny"), Error);

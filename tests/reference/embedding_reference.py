@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Float64 reference embeddings of a GGUF decoder: each token sequence run
 alone through reference_forward.py's forward pass (hidden states after the
-output norm, before the LM head), pooled and normalized here with numpy,
+output norm, before the LM head), or a BERT encoder's through
+bert_forward.py's (its last layer's output), pooled and normalized here with numpy,
 written from the definitions (mean: the average of the rows; cls: the
 first row; last: the last row; l2: divided by the Euclidean length), not
 from weir's code.
@@ -29,6 +30,7 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bert_forward  # noqa: E402
 import reference_forward  # noqa: E402
 
 
@@ -41,7 +43,11 @@ def main():
     if len(sys.argv) < 4:
         print(__doc__, file=sys.stderr)
         return 2
-    fwd = reference_forward.Forward(sys.argv[1], lazy=True)
+    arch = gguf.GGUFReader(sys.argv[1]).fields["general.architecture"].contents()
+    if arch in ("bert", "nomic-bert"):
+        fwd = bert_forward.BertForward(sys.argv[1])
+    else:
+        fwd = reference_forward.Forward(sys.argv[1], lazy=True)
     cases = []
     for arg in sys.argv[3:]:
         ids = [int(x) for x in arg.split(",")]
