@@ -18,6 +18,7 @@ std::string shape_str(const int64_t* ne, int n) {
 }  // namespace
 
 // The architectures weir can build, by their GGUF general.architecture name.
+std::unique_ptr<Model> make_bert(GGUFFile f);    // model/bert.cpp (bert, nomic-bert)
 std::unique_ptr<Model> make_gemma2(GGUFFile f);  // model/gemma2.cpp
 std::unique_ptr<Model> make_gemma3(GGUFFile f);  // model/gemma3.cpp
 std::unique_ptr<Model> make_llama(GGUFFile f);   // model/llama_family.cpp
@@ -29,10 +30,12 @@ std::unique_ptr<Model> make_phi3(GGUFFile f);      // model/llama_family.cpp
 const std::map<std::string, ModelFactory>& architectures() {
   static const std::map<std::string, ModelFactory> r = {
       {"gemma2", make_gemma2},
+      {"bert", make_bert},
       {"gemma3", make_gemma3},
       {"llama", make_llama},
       {"phi3", make_phi3},
       {"qwen2", make_qwen2},
+      {"nomic-bert", make_bert},
       {"qwen3", make_qwen3},
       {"qwen3moe", make_qwen3moe},
   };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -36,9 +37,53 @@ SynthTensor tensor(std::string name, std::initializer_list<int64_t> ne, float me
 
 constexpr size_t kChunkBytes = size_t(4) << 20;  // one piece of generated data
 
+// A BERT encoder's tensors (is_bert_preset), in the converter's order:
+// post-norm LayerNorms (weight ~1, bias ~0), so any embedding scale works.
+std::vector<SynthTensor> bert_tensors(const SynthPreset& p) {
+  const int64_t E = p.n_embd, V = p.n_vocab, F = p.n_ff;
+  if (E <= 0 || V <= 0 || F <= 0 || p.n_layer <= 0 || p.n_head <= 0 || p.head_dim * p.n_head != E)
+    throw Error("synth preset '" + p.name + "': invalid shape");
+  const bool nomic = p.arch == "nomic-bert";
+  const float in_std = 1.0f / std::sqrt(float(E)), ff_std = 1.0f / std::sqrt(float(F));
+  const float norm_std = 0.02f, bias_std = 0.02f;
+  std::vector<SynthTensor> r;
+  r.push_back(tensor("token_embd.weight", {E, V}, 0, 1.0f));
+  if (!nomic) r.push_back(tensor("position_embd.weight", {E, p.n_ctx_train}, 0, 0.5f));
+  r.push_back(tensor("token_types.weight", {E, 2}, 0, 0.5f));
+  r.push_back(tensor("token_embd_norm.weight", {E}, 1, norm_std));
+  r.push_back(tensor("token_embd_norm.bias", {E}, 0, bias_std));
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    if (nomic) {
+      r.push_back(tensor(b + "attn_qkv.weight", {E, 3 * E}, 0, in_std));
+    } else {
+      for (const char* w : {"attn_q", "attn_k", "attn_v"}) {
+        r.push_back(tensor(b + w + ".weight", {E, E}, 0, in_std));
+        r.push_back(tensor(b + w + ".bias", {E}, 0, bias_std));
+      }
+    }
+    r.push_back(tensor(b + "attn_output.weight", {E, E}, 0, in_std));
+    if (!nomic) r.push_back(tensor(b + "attn_output.bias", {E}, 0, bias_std));
+    r.push_back(tensor(b + "attn_output_norm.weight", {E}, 1, norm_std));
+    r.push_back(tensor(b + "attn_output_norm.bias", {E}, 0, bias_std));
+    r.push_back(tensor(b + "ffn_up.weight", {E, F}, 0, in_std));
+    if (nomic) r.push_back(tensor(b + "ffn_gate.weight", {E, F}, 0, in_std));
+    else r.push_back(tensor(b + "ffn_up.bias", {F}, 0, bias_std));
+    r.push_back(tensor(b + "ffn_down.weight", {F, E}, 0, ff_std));
+    if (!nomic) r.push_back(tensor(b + "ffn_down.bias", {E}, 0, bias_std));
+    r.push_back(tensor(b + "layer_output_norm.weight", {E}, 1, norm_std));
+    r.push_back(tensor(b + "layer_output_norm.bias", {E}, 0, bias_std));
+  }
+  return r;
+}
+
+// gpt-oss's tensors (llama.cpp's converter names and order): biases on q,
+// k, v, the output and every expert, a sink logit per head, the router with
+// its bias; post_attention_norm is the FFN's norm.
 }  // namespace
 
 std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
+  if (is_bert_preset(p)) return bert_tensors(p);
   const int64_t E = p.n_embd, V = p.n_vocab, F = p.n_ff, D = p.head_dim;
   const int64_t Q = D * p.n_head, KV = D * p.n_head_kv;
   if (E <= 0 || V <= 0 || F <= 0 || D <= 0 || p.n_layer <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 ||
@@ -141,6 +186,21 @@ void write_synth_metadata(GGUFWriter& w, const SynthPreset& p, FileType ft) {
   w.set_str("general.architecture", p.arch);
   w.set_str("general.type", "model");
   w.set_str("general.name", "synthetic " + p.display_name + " (random weights)");
+  if (is_bert_preset(p)) {  // the keys llama.cpp's BertModel / NomicBertModel converters write
+    w.set_u32(a + "context_length", uint32_t(p.n_ctx_train));
+    w.set_u32(a + "embedding_length", uint32_t(p.n_embd));
+    w.set_u32(a + "block_count", uint32_t(p.n_layer));
+    w.set_u32(a + "feed_forward_length", uint32_t(p.n_ff));
+    w.set_u32(a + "attention.head_count", uint32_t(p.n_head));
+    w.set_f32(a + "attention.layer_norm_epsilon", p.layer_norm_eps);
+    w.set_bool(a + "attention.causal", false);
+    w.set_u32(a + "pooling_type", uint32_t(p.pooling_type));
+    if (p.arch == "nomic-bert") w.set_f32(a + "rope.freq_base", p.rope_base);
+    w.set_u32("general.file_type", uint32_t(ft));
+    if (ft != FileType::ALL_F32 && ft != FileType::MOSTLY_F16 && ft != FileType::MOSTLY_BF16)
+      w.set_u32("general.quantization_version", 2);
+    return;
+  }
   w.set_u32(a + "context_length", uint32_t(p.n_ctx_train));
   w.set_u32(a + "embedding_length", uint32_t(p.n_embd));
   w.set_u32(a + "block_count", uint32_t(p.n_layer));
@@ -213,6 +273,49 @@ void write_synthetic_vocab(GGUFWriter& w, int64_t n) {
   w.set_bool("tokenizer.ggml.add_eos_token", false);
 }
 
+void write_synthetic_wpm_vocab(GGUFWriter& w, int64_t n) {
+  if (n < 300) throw Error("a synthetic WordPiece vocabulary needs at least 300 tokens, not " + std::to_string(n));
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  auto add = [&](std::string t, int32_t type) {
+    if (int64_t(tokens.size()) >= n) return;
+    tokens.push_back(std::move(t));
+    types.push_back(type);
+  };
+  add("[PAD]", 3);
+  for (int i = 1; i < 100; ++i) add("[unused" + std::to_string(i - 1) + "]", 1);
+  add("[UNK]", 3);
+  add("[CLS]", 3);
+  add("[SEP]", 3);
+  add("[MASK]", 3);
+  const std::string sp = "\xe2\x96\x81";  // U+2581: the converter's word-start mark
+  for (int c = 33; c < 127; ++c) add(sp + std::string(1, char(c)), 1);
+  for (int c = 33; c < 127; ++c)
+    if (std::isalnum(c)) add(std::string(1, char(c)), 1);  // "##c" pieces
+  // Then lower-case words of growing length, each as a word start and as a piece.
+  for (int len = 2; int64_t(tokens.size()) < n; ++len) {
+    std::string word(size_t(len), 'a');
+    while (int64_t(tokens.size()) < n) {
+      add(sp + word, 1);
+      add(word, 1);
+      int i = len - 1;
+      while (i >= 0 && word[size_t(i)] == 'z') word[size_t(i--)] = 'a';
+      if (i < 0) break;
+      ++word[size_t(i)];
+    }
+  }
+  w.set_u32("tokenizer.ggml.token_type_count", 2);
+  w.set_str("tokenizer.ggml.model", "bert");
+  w.set_str("tokenizer.ggml.pre", "default");
+  w.set_str_array("tokenizer.ggml.tokens", tokens);
+  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 100);
+  w.set_u32("tokenizer.ggml.seperator_token_id", 102);  // sic: llama.cpp's spelling
+  w.set_u32("tokenizer.ggml.padding_token_id", 0);
+  w.set_u32("tokenizer.ggml.cls_token_id", 101);
+  w.set_u32("tokenizer.ggml.mask_token_id", 103);
+}
+
 int64_t copy_vocab(GGUFWriter& w, const GGUFFile& f) {
   for (const auto& [key, value] : f.kvs())
     if (key.rfind("tokenizer.", 0) == 0) w.set_value(key, value);
@@ -239,6 +342,8 @@ std::vector<SynthTensor> plan_synth_tensors(const SynthPreset& p, FileType ft) {
   }
   const std::vector<DType> types = plan_tensor_types(ft, info, descs);
   for (size_t i = 0; i < ts.size(); ++i) ts[i].type = ts[i].rope_freqs ? DType::F32 : types[i];
+  for (SynthTensor& t : ts)  // the converter keeps these F32 (BERT)
+    if (t.name == "position_embd.weight" || t.name == "token_types.weight") t.type = DType::F32;
   return ts;
 }
 
@@ -266,6 +371,8 @@ SynthResult write_synth_model(const SynthPreset& p, const SynthOptions& o, const
     if (nv != p.n_vocab)
       throw Error("synth: the vocabulary has " + std::to_string(nv) + " tokens but the model " +
                   std::to_string(p.n_vocab) + " rows");
+  } else if (is_bert_preset(p)) {
+    write_synthetic_wpm_vocab(w, p.n_vocab);
   } else {
     write_synthetic_vocab(w, p.n_vocab);
   }

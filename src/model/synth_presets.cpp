@@ -198,12 +198,52 @@ std::vector<SynthPreset> make_presets() {
   v.push_back(phi3("phi-3-mini", "Phi 3 Mini 4k", 32064, 4096, 3072, 32, 32, 32, 8192, 10000.0f, 2047));
   // microsoft/phi-4: GQA 40:10, head_dim 128, rope_theta 250000, no sliding window.
   v.push_back(phi3("phi-4", "Phi 4", 100352, 16384, 5120, 40, 40, 10, 17920, 250000.0f, 0));
+  {
+    // BAAI/bge-small-en-v1.5: BERT, 12 layers of 384, 12 heads, FFN 1536,
+    // 512 positions, CLS pooling (33,212,160 weights in the GGUF: the HF
+    // model's 33.4M less its pooler, which the converter drops).
+    SynthPreset p;
+    p.name = "bge-small";
+    p.arch = "bert";
+    p.display_name = "bge small en v1.5";
+    p.n_vocab = 30522;
+    p.n_ctx_train = 512;
+    p.n_embd = 384;
+    p.n_layer = 12;
+    p.n_head = 12;
+    p.n_head_kv = 12;
+    p.head_dim = 32;
+    p.n_ff = 1536;
+    p.pooling_type = 2;
+    v.push_back(p);
+  }
+  {
+    // nomic-ai/nomic-embed-text-v1.5: nomic-bert, 12 layers of 768, 12
+    // heads, SwiGLU FFN 3072, rope base 1000, 2048 context, mean pooling;
+    // the converter pads the vocabulary to the embedding's 30528 rows
+    // (136,731,648 weights).
+    SynthPreset p;
+    p.name = "nomic-embed-text";
+    p.arch = "nomic-bert";
+    p.display_name = "nomic embed text v1.5";
+    p.n_vocab = 30528;
+    p.n_ctx_train = 2048;
+    p.n_embd = 768;
+    p.n_layer = 12;
+    p.n_head = 12;
+    p.n_head_kv = 12;
+    p.head_dim = 64;
+    p.n_ff = 3072;
+    p.rope_base = 1000.0f;
+    p.pooling_type = 1;
+    v.push_back(p);
+  }
   // Tiny models for tests: every feature of the architecture, small dims
   // (multiples of 256 where K-quants need them).
   for (const SynthPreset& big : std::vector<SynthPreset>(v)) {
     if (big.name != "llama-3.2-1b" && big.name != "qwen2.5-7b" && big.name != "qwen3-8b" &&
         big.name != "gemma3-270m" && big.name != "qwen3-30b-a3b" && big.name != "phi-3-mini" &&
-        big.name != "gemma-2-9b")
+        big.name != "bge-small" && big.name != "nomic-embed-text" && big.name != "gemma-2-9b")
       continue;
     SynthPreset p = big;
     p.name = "tiny";
@@ -221,6 +261,10 @@ std::vector<SynthPreset> make_presets() {
       p.rope_llama3_orig_ctx = 1024;  // so the scaling factors vary over the rope dims
     }
     if (p.arch == "gemma3" || p.arch == "gemma2") p.n_swa = 128;
+    if (is_bert_preset(p)) {  // MHA; bert's position table of 512
+      p.n_head_kv = p.n_head;
+      p.n_ctx_train = p.arch == "bert" ? 512 : 2048;
+    }
     if (p.arch == "phi3") {
       p.n_swa = 0;
       p.rope_orig_ctx = p.n_ctx_train;
@@ -236,6 +280,8 @@ std::vector<SynthPreset> make_presets() {
 }
 
 }  // namespace
+
+bool is_bert_preset(const SynthPreset& p) { return p.arch == "bert" || p.arch == "nomic-bert"; }
 
 const std::vector<SynthPreset>& synth_presets() {
   static const std::vector<SynthPreset> v = make_presets();

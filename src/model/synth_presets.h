@@ -52,7 +52,17 @@ struct SynthPreset {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   bool write_ff_exp = false;  // <arch>.expert_feed_forward_length (qwen3moe; mixtral's is feed_forward_length)
+  // BERT encoders (arch bert, nomic-bert): LayerNorms with biases
+  // (<arch>.attention.layer_norm_epsilon), non-causal, a WordPiece vocabulary,
+  // <arch>.pooling_type (1 mean, 2 cls). bert: absolute positions
+  // (position_embd, n_ctx_train rows), q/k/v/output/FFN biases, GELU FFN;
+  // nomic-bert: fused attn_qkv, rope, SwiGLU FFN, no biases.
+  float layer_norm_eps = 1e-12f;
+  int pooling_type = 0;
 };
+
+// Whether p is a BERT encoder (bert, nomic-bert).
+bool is_bert_preset(const SynthPreset& p);
 
 // Every preset, real models first, then one small "tiny" per architecture
 // for tests.
