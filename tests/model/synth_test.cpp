@@ -89,6 +89,7 @@ TEST(Synth, PresetsMatchTheRealModelsParameterCounts) {
   EXPECT_EQ(params("llama", "mixtral-8x7b"), 46702792704u);       // "46.7B"
   EXPECT_EQ(params("phi3", "phi-3-mini"), 3821079552u);           // "3.82B"
   EXPECT_EQ(params("phi3", "phi-4"), 14659507200u);               // "14.7B"
+  EXPECT_EQ(params("gemma2", "gemma-2-9b"), 9241705984u);        // "9.24B"
   EXPECT_EQ(params("bert", "bge-small"), 33360000u - 147840u);  // "33.4M" less the pooler the converter drops
   EXPECT_EQ(params("nomic-bert", "nomic-embed-text"), 136731648u);  // "137M", the embedding padded to 30528 rows
   EXPECT_THROW(find_synth_preset("llama", "qwen3-8b"), Error);
@@ -166,6 +167,10 @@ TEST(Synth, TinyQwen3Generates4096Tokens) {
 
 // Fused attn_qkv and ffn_up (gate and up rows), GQA 4:2.
 TEST(Synth, TinyPhi3Generates4096Tokens) { generate(synth_tiny("phi3", "f16"), 4096); }
+
+// Soft-capped attention and logits, every other layer a window of 128
+// (decoding runs far past it).
+TEST(Synth, TinyGemma2Generates4096Tokens) { generate(synth_tiny("gemma2", "f16"), 4096); }
 
 // A mixture of experts in K-quants (the router stays F32, as llama.cpp
 // keeps it).

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Independent float64 forward pass of a GGUF decoder (llama, qwen2, qwen3,
-gemma3, phi3, and the mixture-of-experts qwen3moe and Mixtral, which GGUF
-calls llama), written from the published model definitions (Meta's Llama, HF
-transformers' Qwen2/Qwen3/Gemma3/Phi3/Qwen3Moe/Mixtral), not from weir's code.
+gemma2, gemma3, phi3, and the mixture-of-experts qwen3moe and Mixtral, which
+GGUF calls llama), written from the published model definitions (Meta's Llama,
+HF transformers' Qwen2/Qwen3/Gemma2/Gemma3/Phi3/Qwen3Moe/Mixtral), not from
+weir's code.
 The `gguf` package reads and dequantizes the weights.
 
 Facts about the GGUF layout it relies on:
@@ -24,6 +25,14 @@ Facts about the GGUF layout it relies on:
   as llama.cpp picks them, and cos and sin are multiplied by
   rope.scaling.attn_factor; attention.sliding_window is not used (llama.cpp
   turns Phi's off).
+- gemma2 (HF Gemma2ForCausalLM): gemma3's layout without q/k norms;
+  layers 0, 2, 4 ... slide (window attention.sliding_window), the others see
+  every key, all with rope.freq_base; scores (q.k) * query_pre_attn_scalar^-0.5
+  are soft-capped, cap * tanh(s / cap) with cap ARCH.attn_logit_softcapping,
+  before the mask; the logits likewise with ARCH.final_logit_softcapping.
+  GGUF does not store query_pre_attn_scalar: HF's configs give head_dim for
+  the 2B and 9B and hidden_size / num_heads (144) for the 27B, which
+  llama.cpp tells apart by its 46 layers.
 
 With round_acts=True it also models llama.cpp's CPU rounding of activations
 before products with Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights: x is quantized to
@@ -92,7 +101,16 @@ class Forward:
             long = n_ctx is not None and n_ctx > orig
             self.rope_factors = "rope_factors_long.weight" if long else "rope_factors_short.weight"
             self.rope_mscale = g("rope.scaling.attn_factor", 1.0)
-        self.gemma = self.arch == "gemma3"
+        self.gemma = self.arch in ("gemma2", "gemma3")
+        # Gemma 2: HF's query_pre_attn_scalar and soft caps (0: none).
+        self.query_scale = 1.0 / math.sqrt(self.head_dim)
+        self.attn_softcap = self.final_softcap = 0.0
+        if self.arch == "gemma2":
+            if self.n_layer == 46:  # Gemma 2 27B: query_pre_attn_scalar = hidden_size / num_heads
+                self.query_scale = 1.0 / math.sqrt(self.n_embd // self.n_head)
+            self.attn_softcap = g("attn_logit_softcapping", 50.0)
+            self.final_softcap = g("final_logit_softcapping", 30.0)
+            self.window = g("attention.sliding_window", 4096)
         self.n_expert = g("expert_count", 0)
         self.n_expert_used = g("expert_used_count", 0)
         # Smallest gap between the k-th and (k+1)-th router logit seen by
@@ -192,7 +210,9 @@ class Forward:
         group = Hq // self.n_head_kv
         out = np.zeros((T, Hq, v.shape[-1]))
         for hh in range(Hq):
-            s = q[:, hh, :] @ k[:, hh // group, :].T / math.sqrt(D)
+            s = q[:, hh, :] @ k[:, hh // group, :].T * self.query_scale
+            if self.attn_softcap:
+                s = np.tanh(s / self.attn_softcap) * self.attn_softcap
             s = np.where(allowed, s, -np.inf)
             s = np.exp(s - s.max(axis=1, keepdims=True))
             s /= s.sum(axis=1, keepdims=True)
@@ -202,7 +222,10 @@ class Forward:
     def forward(self, ids):
         """Logits [T, n_vocab] for every position of ids (causal)."""
         x = self.hidden(ids)
-        return self.mm(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+        logits = self.mm(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+        if self.final_softcap:
+            logits = np.tanh(logits / self.final_softcap) * self.final_softcap
+        return logits
 
     def hidden(self, ids):
         """Hidden states [T, n_embd] for every position of ids (causal): the
@@ -232,8 +255,10 @@ class Forward:
                 q = self.rms(q, self.W(b + "attn_q_norm.weight"))
                 k = self.rms(k, self.W(b + "attn_k_norm.weight"))
             allowed, base = causal, self.rope_base
-            if self.gemma and self.window > 0 and (il + 1) % 6 != 0:  # local layers
+            if self.arch == "gemma3" and self.window > 0 and (il + 1) % 6 != 0:  # local layers
                 allowed, base = causal & (i - j < self.window), 10000.0
+            if self.arch == "gemma2" and self.window > 0 and il % 2 == 0:  # sliding layers: same rope base
+                allowed = causal & (i - j < self.window)
             q, k = self.rope(q, pos, base), self.rope(k, pos, base)
             a = self.lin(self.attention(q, k, v, allowed), b + "attn_output")
             if self.gemma:

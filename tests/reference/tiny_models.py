@@ -56,6 +56,12 @@ MODELS = {
     # Gemma 3: 6 layers (the 6th global), window 5 < prompt, q/k norms, MQA.
     "gemma3": dict(arch="gemma3", n_embd=64, n_layer=6, n_head=4, n_head_kv=1, n_ff=128,
                    key_length=16, rope_base=1e6, qk_norm=True, window=5, tied=True),
+    # Gemma 2: 4 layers (0 and 2 slide over a window of 5 < prompt, 1 and 3
+    # see every key), head_dim 32 from key_length (n_head * 32 != n_embd, and
+    # n_embd / n_head = 16 is the 27B's scale, not this one's), GQA 4:2, no
+    # q/k norms, soft caps small enough that tanh bends: scores and logits 5.
+    "gemma2": dict(arch="gemma2", n_embd=64, n_layer=4, n_head=4, n_head_kv=2, n_ff=128,
+                   key_length=32, window=5, tied=True, attn_softcap=5.0, final_softcap=5.0),
     # Qwen3-MoE (as Qwen3-30B-A3B): qwen3 attention (head_dim 16, GQA 4:2, q/k
     # norms), every layer's FFN a router over 8 experts of width 32
     # (expert_feed_forward_length), 3 used per token, no shared expert, own
@@ -191,6 +197,9 @@ def write_model(path, spec, rng, broken=None):
         w.add_uint32(p + "attention.sliding_window", spec["window"])
     if "pooling_type" in spec:
         w.add_uint32(p + "pooling_type", spec["pooling_type"])
+    if "attn_softcap" in spec:
+        w.add_float32(p + "attn_logit_softcapping", spec["attn_softcap"])
+        w.add_float32(p + "final_logit_softcapping", spec["final_softcap"])
     add_vocab(w, bos=N_VOCAB + 1000 if broken == "broken-bos" else 1, eos=0 if broken == "flat-logits-eos0" else 2)
 
     def mat(name, n_out, n_in, scale=1.0):
@@ -279,7 +288,7 @@ def write_model(path, spec, rng, broken=None):
             mat(b + "ffn_gate.weight", F, E, 2.0)
             mat(b + "ffn_up.weight", F, E)
             mat(b + "ffn_down.weight", E, F)
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             vec(b + "post_attention_norm.weight", E, 1.0, 0.1)
             vec(b + "post_ffw_norm.weight", E, 1.0, 0.1)
     w.write_header_to_file()
