@@ -1,10 +1,11 @@
-// IQ4_NL, IQ4_XS and MXFP4 quantizers byte for byte against independent
-// references: tests/data/quant/<type>.lvec hold input rows (random, zeros,
-// constants, zero sub-blocks, ties, outliers, tiny, below 1e-15, huge), with
-// and without importance weights, and the bytes that
-// tests/reference/iq4_quantize.py (numpy, float32, llama.cpp's published
-// rules) or, for MXFP4, the gguf package make of them
-// (tests/data/make_lookup_quant_vectors.py writes the files).
+// IQ4_NL, IQ4_XS and MXFP4 quantizers, and Q4_K / Q5_K with importance
+// weights, byte for byte against independent references:
+// tests/data/quant/<type>.lvec hold input rows (random, zeros, constants,
+// zero sub-blocks, ties, outliers, tiny, below 1e-15, huge), with and
+// without importance weights, and the bytes that
+// tests/reference/iq4_quantize.py and k_quantize_weighted.py (numpy,
+// float32, llama.cpp's published rules) or, for MXFP4, the gguf package
+// make of them (tests/data/make_lookup_quant_vectors.py writes the files).
 
 #include <gtest/gtest.h>
 
@@ -30,14 +31,8 @@ struct Case {
   std::vector<uint8_t> expected;
 };
 
-std::string lower(const char* s) {
-  std::string r(s);
-  for (char& c : r) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-
 std::vector<Case> load_cases(DType t) {
-  const std::string path = test::data_dir() + "/quant/" + lower(dtype_name(t)) + ".lvec";
+  const std::string path = test::data_dir() + "/quant/" + dtype_name(t) + ".lvec";
   std::ifstream f(path, std::ios::binary);
   EXPECT_TRUE(f.good()) << "cannot open " << path << " (run python3 tests/data/make_lookup_quant_vectors.py)";
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -99,6 +94,9 @@ TEST_P(QuantizeLookup, MatchesReferenceBytes) {
   if (t != DType::MXFP4) {
     EXPECT_GT(weighted, 10);
   }
+  if (t == DType::Q4_K || t == DType::Q5_K) {
+    EXPECT_EQ(size_t(weighted), cases.size());  // unweighted, weir's own search: not llama.cpp's bytes
+  }
 }
 
 // Row by row gives the same bytes as all rows at once.
@@ -114,13 +112,14 @@ TEST_P(QuantizeLookup, RowByRow) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, QuantizeLookup, ::testing::Values(DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
+INSTANTIATE_TEST_SUITE_P(Types, QuantizeLookup,
+                         ::testing::Values(DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::Q4_K, DType::Q5_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Importance weights move the error to where the weights are: the weighted
 // squared error, measured with the weights used, is lower than without them.
 TEST(QuantizeLookup, ImportanceLowersWeightedError) {
-  for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType t : {DType::IQ4_NL, DType::IQ4_XS, DType::Q4_K, DType::Q5_K}) {
     const int64_t n = 1024, rows = 16;
     const std::vector<float> x = test::normal_data(size_t(n * rows), 1.0, 7);
     test::Rng r(11);

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Writes tests/data/quant/{iq4_nl,iq4_xs,mxfp4}.lvec: inputs and the bytes
-llama.cpp's quantizer rules make of them, for tests/core/quantize_lookup_test.
+"""Writes tests/data/quant/{iq4_nl,iq4_xs,mxfp4,q4_K,q5_K}.lvec: inputs and the
+bytes llama.cpp's quantizer rules make of them, for
+tests/core/quantize_lookup_test.
 
 IQ4_NL and IQ4_XS bytes come from tests/reference/iq4_quantize.py (numpy,
 float32, llama.cpp's published rules), with and without importance weights;
-MXFP4 bytes from the `gguf` package's MXFP4.quantize_blocks.
+Q4_K and Q5_K with importance weights only (weir's unweighted K-quants are
+its own search) from tests/reference/k_quantize_weighted.py; MXFP4 bytes
+from the `gguf` package's MXFP4.quantize_blocks.
 
 File layout, little-endian:
     u32 type id, u32 number of cases
@@ -28,6 +31,7 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "reference"))
 import iq4_quantize  # noqa: E402
+import k_quantize_weighted  # noqa: E402
 
 from gguf.constants import GGMLQuantizationType as T  # noqa: E402
 import gguf.quants  # noqa: E402
@@ -78,10 +82,12 @@ def weights(rng, n_per_row, kind):
 
 def build(name):
     rng = np.random.default_rng(SEED)
-    n = 256 if name == "IQ4_XS" else 32
+    k_type = name in ("Q4_K", "Q5_K")
+    n = 256 if name == "IQ4_XS" or k_type else 32
     cases = []
     for i, (_, rows) in enumerate(inputs(rng, n)):
-        cases.append((rows, None))
+        if not k_type:
+            cases.append((rows, None))
         if name != "MXFP4":
             cases.append((rows, weights(rng, rows.shape[1], i % 3)))
     if name == "MXFP4":  # exponents at the ends of the E8M0 range
@@ -96,6 +102,8 @@ def build(name):
         data += rows.astype("<f4").tobytes()
         if name == "MXFP4":
             q = gguf.quants.quantize(rows, T[name])
+        elif k_type:
+            q = k_quantize_weighted.quantize(rows, name, w)
         else:
             q = iq4_quantize.quantize(rows, name, w)
         data += np.ascontiguousarray(q).view(np.uint8).tobytes()
@@ -107,9 +115,9 @@ def main():
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     bad = 0
-    for name in ["IQ4_NL", "IQ4_XS", "MXFP4"]:
+    for name in ["IQ4_NL", "IQ4_XS", "MXFP4", "Q4_K", "Q5_K"]:
         data = build(name)
-        path = HERE / "quant" / f"{name.lower()}.lvec"
+        path = HERE / "quant" / f"{name.lower().replace('_k', '_K')}.lvec"
         if args.check:
             ok = path.exists() and path.read_bytes() == data
             bad += not ok

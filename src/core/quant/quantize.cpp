@@ -25,7 +25,9 @@ bool can_quantize(DType t) {
   }
 }
 
-bool uses_importance(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS; }
+bool uses_importance(DType t) {
+  return t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::Q4_K || t == DType::Q5_K;
+}
 
 void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t n_per_row,
                    const float* importance) {
@@ -57,8 +59,10 @@ void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t
     case DType::Q8_0: return quantize_q8_0(src, dst, nb);
     case DType::Q2_K: return quantize_q2_K(src, dst, nb);
     case DType::Q3_K: return quantize_q3_K(src, dst, nb);
-    case DType::Q4_K: return quantize_q4_K(src, dst, nb);
-    case DType::Q5_K: return quantize_q5_K(src, dst, nb);
+    case DType::Q4_K:
+      return importance ? quantize_q4_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q4_K(src, dst, nb);
+    case DType::Q5_K:
+      return importance ? quantize_q5_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q5_K(src, dst, nb);
     case DType::Q6_K: return quantize_q6_K(src, dst, nb);
     case DType::Q8_K: return quantize_q8_K(src, dst, nb);
     case DType::IQ4_NL: return quantize_iq4_nl(src, dst, nb, importance, n_per_row);

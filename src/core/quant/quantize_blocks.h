@@ -22,6 +22,9 @@ void quantize_q4_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q5_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q6_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q8_K(const float* x, void* dst, int64_t n_blocks);
+// With importance weights (quantize_k_weighted.cpp): llama.cpp's rules.
+void quantize_q4_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
+void quantize_q5_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
 
 // Lookup formats (quantize_lookup.cpp): llama.cpp's rules. qw, when not
 // null, holds importance weights for a row of qw_period elements (block b
