@@ -80,6 +80,22 @@ TEST(OpenAiResponse, StreamChunks) {
   EXPECT_EQ(t["choices"][0]["index"], 5);
 }
 
+// A Harmony model's analysis: message.reasoning_content (as llama-server
+// returns it), absent when empty; streamed as delta.reasoning_content.
+TEST(OpenAiResponse, ReasoningContent) {
+  const std::string reasoning = "User asks 2+2.";
+  const json m = chat_choice(0, "4", "stop", nullptr, nullptr, &reasoning)["message"];
+  EXPECT_EQ(m["reasoning_content"], "User asks 2+2.");
+  EXPECT_EQ(m["content"], "4");
+  const std::string none;
+  EXPECT_FALSE(chat_choice(0, "4", "stop", nullptr, nullptr, &none)["message"].contains("reasoning_content"));
+  const json c = reasoning_chunk(ResponseHead{"chatcmpl-4", 1, "m"}, 1, "think", nullptr);
+  EXPECT_EQ(c["object"], "chat.completion.chunk");
+  EXPECT_EQ(c["choices"][0]["index"], 1);
+  EXPECT_EQ(c["choices"][0]["delta"], json::parse(R"({"reasoning_content": "think"})"));
+  EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
+}
+
 // Several choices (n, best_of, prompt lists): each at its index, the usage
 // of all of them once.
 TEST(OpenAiResponse, SeveralChoices) {

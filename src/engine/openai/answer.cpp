@@ -170,7 +170,9 @@ std::vector<std::vector<int32_t>> prompt_tokens(const AnswerContext& c, const Ge
   try {
     const jinja::RenderLimits defaults;
     const bool with_tools = r.tools.is_array() && !r.tools.empty();
-    text = c.chat->render(jinja::value_from_json(messages_for_template(r.messages).dump()), true,
+    json messages = messages_for_template(r.messages);
+    if (is_harmony_template(c.chat->source())) messages = harmony_messages(messages);
+    text = c.chat->render(jinja::value_from_json(messages.dump()), true,
                           with_tools ? jinja::value_from_json(r.tools.dump()) : jinja::Value(),
                           c.render_limits ? *c.render_limits : defaults);
   } catch (const Cancelled&) {  // its stop flag: the server is stopping
@@ -208,6 +210,8 @@ std::shared_ptr<Answer> Answer::start(const AnswerContext& c, const GenerationRe
     a->tool_syntax_ = c.chat ? tool_syntax_of(c.chat->source()) : ToolSyntax::Json;
     if (forces_tool_call(r.tool_choice)) a->forced_choice_ = r.tool_choice;
   }
+  // A forced call's grammar makes the answer plain JSON, read as above.
+  a->harmony_ = r.chat && c.chat && is_harmony_template(c.chat->source()) && a->forced_choice_.is_null();
   // echo: a text prompt as sent; token ids as their pieces (as /detokenize
   // and weir.Llama.detokenize give them).
   a->echo_.resize(n_prompts);
@@ -217,8 +221,10 @@ std::shared_ptr<Answer> Answer::start(const AnswerContext& c, const GenerationRe
       for (int32_t t : r.prompts[p].tokens) a->echo_[p] += c.tok.token_to_piece(t, false);
     }
   a->streamed_.resize(n_prompts * per_prompt);
-  if (a->tools_)
-    for (StreamedChoice& s : a->streamed_) s.tool_stream = std::make_unique<ToolCallStream>(a->tool_syntax_, a->forced_choice_);
+  for (StreamedChoice& s : a->streamed_) {
+    if (a->harmony_) s.harmony = std::make_unique<HarmonyStream>(a->tools_);
+    else if (a->tools_) s.tool_stream = std::make_unique<ToolCallStream>(a->tool_syntax_, a->forced_choice_);
+  }
   const uint64_t seed = r.seed ? *r.seed : 0;
   std::vector<Job> jobs;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -296,6 +302,11 @@ json Answer::whole_choice(size_t index, size_t job) const {
   const Progress::Job& j = pr_->jobs[job];
   const std::vector<TokenLogprob>* lp = pr_->want_logprobs ? &j.logprobs : nullptr;
   if (!chat_) return text_choice(index, echo_[job / per_prompt_] + j.text, j.finish_reason, lp);
+  if (harmony_) {
+    HarmonyAnswer h = parse_harmony(j.text, tools_);
+    if (!parallel_tools_ && h.calls.size() > 1) h.calls.resize(1);
+    return chat_choice(index, h.content, h.calls.empty() ? j.finish_reason : "tool_calls", lp, &h.calls, &h.reasoning);
+  }
   if (tools_) {
     const ParsedAnswer p = read_calls(j.text);
     if (!p.calls.empty()) return chat_choice(index, p.content, "tool_calls", lp, &p.calls);
@@ -361,9 +372,25 @@ std::vector<json> Answer::next_chunks(std::chrono::milliseconds wait) {
       // choice's last chunk, for tokens whose text a stop string held back).
       std::vector<TokenLogprob> lps;
       const std::vector<TokenLogprob>* lp = pr_->want_logprobs ? &lps : nullptr;
+      // Harmony: reasoning and content as they come (log-probabilities with
+      // the first chunk of the two), calls at the end.
+      if (c.harmony) {
+        const HarmonyAnswer h = c.harmony->push(j.text);
+        j.text.clear();
+        if (!h.reasoning.empty()) {
+          lps.swap(j.logprobs);
+          out.push_back(reasoning_chunk(head_, k, h.reasoning, lp));
+          lps.clear();
+        }
+        if (!h.content.empty()) {
+          lps.swap(j.logprobs);
+          out.push_back(chat_chunk(head_, k, nullptr, h.content, "", lp));
+          lps.clear();
+        }
+      }
       // With tools, text from where a call may begin is held to the end (its
       // log-probabilities go with the last chunk).
-      const std::string text = tools_ ? c.tool_stream->push(j.text) : j.text;
+      const std::string text = c.tool_stream ? c.tool_stream->push(j.text) : j.text;
       j.text.clear();
       if (!text.empty()) {
         lps.swap(j.logprobs);
@@ -373,7 +400,15 @@ std::vector<json> Answer::next_chunks(std::chrono::milliseconds wait) {
       if (!j.done) continue;
       lps.swap(j.logprobs);
       std::string finish = j.finish_reason;
-      if (tools_) {
+      if (c.harmony) {
+        HarmonyAnswer h = c.harmony->finish();
+        if (!parallel_tools_ && h.calls.size() > 1) h.calls.resize(1);
+        if (!h.reasoning.empty()) out.push_back(reasoning_chunk(head_, k, h.reasoning, nullptr));
+        if (!h.content.empty()) out.push_back(chat_chunk(head_, k, nullptr, h.content, "", nullptr));
+        for (size_t i = 0; i < h.calls.size(); ++i)
+          for (json& chunk : tool_call_chunks(head_, k, i, h.calls[i])) out.push_back(std::move(chunk));
+        if (!h.calls.empty()) finish = "tool_calls";
+      } else if (tools_) {
         ParsedAnswer p = c.tool_stream->finish();
         if (!parallel_tools_ && p.calls.size() > 1) p.calls.resize(1);
         const bool blank = p.content.find_first_not_of(" \t\r\n") == std::string::npos;

@@ -11,7 +11,11 @@
 // tool_choice not "none") the answer is read back for tool calls in the
 // syntax the template teaches (tool_calls.h): message.tool_calls and
 // finish_reason "tool_calls"; streamed, text goes out until a call may
-// begin and the calls come at the end (tool_call_stream.h).
+// begin and the calls come at the end (tool_call_stream.h). A template
+// that writes Harmony (gpt-oss's) has its answers read by harmony.h: the
+// analysis channel as reasoning_content, the final one as the content, its
+// calls to functions as tool_calls (streamed: reasoning and content as they
+// come, the calls at the end).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "engine/batcher.h"
+#include "engine/openai/harmony.h"
 #include "engine/openai/request.h"
 #include "engine/openai/response.h"
 #include "engine/openai/tool_call_stream.h"
@@ -103,6 +108,7 @@ class Answer {
   struct StreamedChoice {
     bool role_sent = false, echo_sent = false, finished = false;
     std::unique_ptr<ToolCallStream> tool_stream;  // with tools
+    std::unique_ptr<HarmonyStream> harmony;       // a Harmony template's
   };
   std::mutex engine_m_;
   Batcher* engine_ = nullptr;  // null once detached
@@ -118,6 +124,7 @@ class Answer {
   bool tools_ = false, parallel_tools_ = true;
   ToolSyntax tool_syntax_ = ToolSyntax::Json;
   nlohmann::json forced_choice_;  // tool_choice when it forces a call, else null
+  bool harmony_ = false;  // the template writes Harmony (and no call is forced)
   ParsedAnswer read_calls(const std::string& text) const;
   Usage usage() const;  // under pr_->m
   nlohmann::json whole_choice(size_t index, size_t job) const;  // under pr_->m

@@ -82,8 +82,10 @@ json usage_json(const Usage& u) {
 }
 
 json chat_choice(size_t index, const std::string& text, const std::string& finish_reason,
-                 const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls) {
+                 const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls,
+                 const std::string* reasoning) {
   json message = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  if (reasoning && !reasoning->empty()) message["reasoning_content"] = *reasoning;
   if (calls && !calls->empty()) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) message["content"] = nullptr;
     json list = json::array();
@@ -129,6 +131,16 @@ json chat_chunk(const ResponseHead& h, size_t choice, const std::string* role, c
                                {"delta", delta},
                                {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
                                {"finish_reason", finish(finish_reason)}}});
+  return j;
+}
+
+json reasoning_chunk(const ResponseHead& h, size_t choice, const std::string& text,
+                     const std::vector<TokenLogprob>* logprobs) {
+  json j = head(h, "chat.completion.chunk");
+  j["choices"] = json::array({{{"index", choice},
+                               {"delta", {{"reasoning_content", text}}},
+                               {"logprobs", logprobs ? chat_logprobs(*logprobs) : json(nullptr)},
+                               {"finish_reason", nullptr}}});
   return j;
 }
 

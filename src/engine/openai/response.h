@@ -35,9 +35,12 @@ nlohmann::json usage_json(const Usage& u);
 // finish_reason: "stop" or "length" ("tool_calls" with calls). With calls
 // (non-empty): message.tool_calls, each {"id", "type": "function",
 // "function": {"name", "arguments"}}, and the content null when the text
-// outside them is only white space.
+// outside them is only white space. reasoning (a Harmony model's analysis,
+// engine/openai/harmony.h), when not empty: message.reasoning_content, as
+// llama-server and DeepSeek's API name it.
 nlohmann::json chat_choice(size_t index, const std::string& text, const std::string& finish_reason,
-                           const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls = nullptr);
+                           const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* calls = nullptr,
+                           const std::string* reasoning = nullptr);
 nlohmann::json text_choice(size_t index, const std::string& text, const std::string& finish_reason,
                            const std::vector<TokenLogprob>* logprobs);
 // A whole answer: its choices (an array of the above, in index order) and
@@ -51,6 +54,9 @@ nlohmann::json chat_chunk(const ResponseHead& h, size_t choice, const std::strin
                           const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs);
 nlohmann::json text_chunk(const ResponseHead& h, size_t choice, const std::string& text, const std::string& finish_reason,
                           const std::vector<TokenLogprob>* logprobs);
+// A chunk of streamed reasoning: delta.reasoning_content.
+nlohmann::json reasoning_chunk(const ResponseHead& h, size_t choice, const std::string& text,
+                               const std::vector<TokenLogprob>* logprobs);
 // A streamed tool call of choice `choice`, as OpenAI streams one: a chunk
 // whose delta opens call `index` ({"index", "id", "type", "function":
 // {"name", "arguments": ""}}), then one with its arguments ({"index",
