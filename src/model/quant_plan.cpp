@@ -2,10 +2,11 @@
 // llama_tensor_get_type (src/llama-quant.cpp) for the file types weir
 // produces; only the rules are taken from there (facts), the code is ours.
 // Deviations, all for things weir cannot know or make:
-//   - no importance matrix: the imatrix-only rules (Q4_0 / Q5_0 ffn_down)
-//     never apply;
-//   - rows that fit no K-quant fall back from Q2_K / Q3_K to Q4_0 (llama.cpp
-//     now uses IQ4_NL, which weir cannot produce; same size, 32-blocks);
+//   - rows that fit no K-quant fall back from Q2_K / Q3_K to Q4_0 (as
+//     llama.cpp does now; it used IQ4_NL for a while);
+//   - attn_qkv in the IQ4 file types gets attn_v's rule (Q5_K with grouped
+//     query attention), as llama.cpp now treats fused qkv like attn_v; the
+//     K mixtures keep the older attn_qkv rules below;
 //   - "70B" (attn_v bump) is recognised as llama.cpp's loader names it:
 //     arch llama, 80 layers, grouped-query attention;
 //   - tensors llama.cpp leaves unquantized keep their type there; here,
@@ -33,7 +34,8 @@ constexpr FileTypeName kNames[] = {
     {FileType::Q5_1, "Q5_1"},     {FileType::Q8_0, "Q8_0"},      {FileType::Q2_K, "Q2_K"},
     {FileType::Q3_K_S, "Q3_K_S"}, {FileType::Q3_K_M, "Q3_K_M"},  {FileType::Q3_K_L, "Q3_K_L"},
     {FileType::Q4_K_S, "Q4_K_S"}, {FileType::Q4_K_M, "Q4_K_M"},  {FileType::Q5_K_S, "Q5_K_S"},
-    {FileType::Q5_K_M, "Q5_K_M"}, {FileType::Q6_K, "Q6_K"},
+    {FileType::Q5_K_M, "Q5_K_M"}, {FileType::Q6_K, "Q6_K"},      {FileType::IQ4_NL, "IQ4_NL"},
+    {FileType::IQ4_XS, "IQ4_XS"}, {FileType::MXFP4_MOE, "MXFP4_MOE"},
 };
 // llama-quantize's short names for the _M mixtures.
 constexpr FileTypeName kAliases[] = {
@@ -60,6 +62,9 @@ DType default_type(FileType ft) {
     case FileType::Q4_K_S: case FileType::Q4_K_M: return DType::Q4_K;
     case FileType::Q5_K_S: case FileType::Q5_K_M: return DType::Q5_K;
     case FileType::Q6_K: return DType::Q6_K;
+    case FileType::IQ4_NL: return DType::IQ4_NL;
+    case FileType::IQ4_XS: return DType::IQ4_XS;
+    case FileType::MXFP4_MOE: return DType::MXFP4;
   }
   throw Error("unknown file type " + std::to_string(uint32_t(ft)));
 }
@@ -105,10 +110,12 @@ struct PlanState {
   FileType ft;
   const QuantModelInfo& info;
   bool has_output = false;
+  bool with_imatrix = false;
   int n_attention_wv = 0, i_attention_wv = 0, i_ffn_down = 0;
 };
 
 bool is(const PlanState& s, FileType t) { return s.ft == t; }
+bool is_iq4(const PlanState& s) { return is(s, FileType::IQ4_NL) || is(s, FileType::IQ4_XS); }
 
 DType choose(PlanState& s, const TensorDesc& t, DType type) {
   const std::string& name = t.name;
@@ -119,14 +126,18 @@ DType choose(PlanState& s, const TensorDesc& t, DType type) {
 
   if (name == "output.weight" || (!s.has_output && name == "token_embd.weight")) {
     // The output matrix (or the token embeddings standing in for it).
-    if (falcon || t.ne[0] % traits(type).block_size != 0) type = DType::Q8_0;
+    if (is(s, FileType::MXFP4_MOE) || falcon || t.ne[0] % traits(type).block_size != 0) type = DType::Q8_0;
     else if (type != DType::Q8_0) type = DType::Q6_K;
+  } else if (is(s, FileType::MXFP4_MOE)) {
+    // Expert tensors (3-D) in MXFP4, every other matrix in Q8_0.
+    type = t.n_dims >= 3 && t.ne[2] > 1 ? DType::MXFP4 : DType::Q8_0;
   } else if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") {
     // no rule for the file types weir makes
   } else if (contains(name, "attn_v.weight")) {
     if (is(s, FileType::Q2_K)) type = n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
     else if (is(s, FileType::Q3_K_M)) type = s.i_attention_wv < 2 ? DType::Q5_K : DType::Q4_K;
     else if (is(s, FileType::Q3_K_L)) type = DType::Q5_K;
+    else if (is_iq4(s) && n_gqa >= 4) type = DType::Q5_K;
     else if ((is(s, FileType::Q4_K_M) || is(s, FileType::Q5_K_M)) && use_more_bits(s.i_attention_wv, s.n_attention_wv))
       type = DType::Q6_K;
     else if (is(s, FileType::Q4_K_S) && s.i_attention_wv < 4) type = DType::Q5_K;
@@ -151,14 +162,17 @@ DType choose(PlanState& s, const TensorDesc& t, DType type) {
     else if (is(s, FileType::Q4_K_M)) {
       if (falcon) type = i_layer < n_layer / 16 ? DType::Q6_K : more ? DType::Q5_K : DType::Q4_K;
       else if (more) type = DType::Q6_K;
-    } else if (is(s, FileType::Q5_K_M) && more) type = DType::Q6_K;
+    } else if (is_iq4(s) && i_layer < n_layer / 8 && !s.with_imatrix) type = DType::Q5_K;
+    else if (is(s, FileType::Q5_K_M) && more) type = DType::Q6_K;
     else if (is(s, FileType::Q4_K_S) && !falcon && i_layer < n_layer / 8) type = DType::Q5_K;
+    else if ((is(s, FileType::Q4_0) || is(s, FileType::Q5_0)) && s.with_imatrix && i_layer < n_layer / 8)
+      type = is(s, FileType::Q4_0) ? DType::Q4_1 : DType::Q5_1;  // llama.cpp: guards the first layers
     ++s.i_ffn_down;
   } else if (contains(name, "attn_output.weight")) {
     if (!falcon) {
       if (s.info.n_expert == 8) {
         if (is(s, FileType::Q2_K) || is(s, FileType::Q3_K_S) || is(s, FileType::Q3_K_M) ||
-            is(s, FileType::Q4_K_S) || is(s, FileType::Q4_K_M))
+            is(s, FileType::Q4_K_S) || is(s, FileType::Q4_K_M) || is_iq4(s))
           type = DType::Q5_K;
       } else {
         if (is(s, FileType::Q2_K)) type = DType::Q3_K;
@@ -169,7 +183,11 @@ DType choose(PlanState& s, const TensorDesc& t, DType type) {
       type = DType::Q4_K;
     }
   } else if (contains(name, "attn_qkv.weight")) {
-    if (is(s, FileType::Q3_K_M) || is(s, FileType::Q3_K_L)) type = DType::Q4_K;
+    if (is_iq4(s)) {
+      if (n_gqa >= 4) type = DType::Q5_K;
+      if (s.info.n_expert == 8) type = DType::Q8_0;
+      ++s.i_attention_wv;
+    } else if (is(s, FileType::Q3_K_M) || is(s, FileType::Q3_K_L)) type = DType::Q4_K;
     else if (is(s, FileType::Q4_K_M)) type = DType::Q5_K;
     else if (is(s, FileType::Q5_K_M)) type = DType::Q6_K;
   }
@@ -181,6 +199,7 @@ DType choose(PlanState& s, const TensorDesc& t, DType type) {
       case DType::Q4_K: type = DType::Q5_0; break;
       case DType::Q5_K: type = DType::Q5_1; break;
       case DType::Q6_K: type = DType::Q8_0; break;
+      case DType::IQ4_XS: type = DType::IQ4_NL; break;
       default:
         throw Error("tensor " + name + ": rows of " + std::to_string(t.ne[0]) + " do not fit " +
                     dtype_name(type) + " blocks");
@@ -210,10 +229,11 @@ const char* file_type_name(FileType t) {
 }
 
 std::vector<DType> plan_tensor_types(FileType ft, const QuantModelInfo& info,
-                                     const std::vector<TensorDesc>& tensors) {
+                                     const std::vector<TensorDesc>& tensors, bool with_imatrix) {
   const DType base = default_type(ft);
   const bool mixture = traits(base).block_size > 1;  // llama.cpp: ggml_is_quantized
   PlanState s{ft, info};
+  s.with_imatrix = with_imatrix;
   for (const TensorDesc& t : tensors) {
     if (contains(t.name, "attn_v.weight") || contains(t.name, "attn_qkv.weight") ||
         contains(t.name, "attn_kv_b.weight"))

@@ -29,7 +29,10 @@ enum class FileType : uint32_t {
   Q5_K_S = 16,
   Q5_K_M = 17,
   Q6_K = 18,
+  IQ4_NL = 25,
+  IQ4_XS = 30,
   MOSTLY_BF16 = 32,
+  MXFP4_MOE = 38,
 };
 
 // "Q4_K_M", "q8_0", "F16"...; throws weir::Error listing the known names.
@@ -53,8 +56,10 @@ struct TensorDesc {
 
 // The type of each tensor (same order as `tensors`) in a file of type ft.
 // 1-D tensors (norms, biases) stay F32; rows whose length does not fit the
-// chosen block size fall back the way llama.cpp falls back.
+// chosen block size fall back the way llama.cpp falls back. with_imatrix:
+// an importance matrix will be used (llama.cpp then drops the IQ4 ffn_down
+// bump and adds the Q4_0 / Q5_0 one).
 std::vector<DType> plan_tensor_types(FileType ft, const QuantModelInfo& info,
-                                     const std::vector<TensorDesc>& tensors);
+                                     const std::vector<TensorDesc>& tensors, bool with_imatrix = false);
 
 }  // namespace weir

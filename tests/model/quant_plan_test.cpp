@@ -254,5 +254,103 @@ TEST(QuantPlan, FileTypeNames) {
   }
 }
 
+// IQ4_NL / IQ4_XS (llama_tensor_get_type): output Q6_K, attn_v Q5_K with
+// grouped-query attention (GQA >= 4), ffn_down Q5_K in the first eighth of
+// the layers unless an importance matrix is used, everything else the type.
+void check_llama8b_iq4(FileType ft, DType base, bool with_imatrix) {
+  const std::vector<TensorDesc> t = llama8b_tensors();
+  const std::vector<DType> plan = plan_tensor_types(ft, llama8b_info(), t, with_imatrix);
+  std::map<DType, int> counts;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string& n = t[i].name;
+    DType want = base;
+    if (t[i].n_dims == 1) want = DType::F32;
+    else if (n == "output.weight") want = DType::Q6_K;
+    else if (n.find("attn_v.weight") != std::string::npos) want = DType::Q5_K;
+    else if (n.find("ffn_down") != std::string::npos && std::stoi(n.substr(4)) < 4 && !with_imatrix)
+      want = DType::Q5_K;
+    EXPECT_EQ(dtype_name(plan[i]), std::string(dtype_name(want))) << file_type_name(ft) << " " << n;
+    ++counts[plan[i]];
+  }
+  EXPECT_EQ(counts[DType::F32], 65);
+  EXPECT_EQ(counts[DType::Q6_K], 1);
+  EXPECT_EQ(counts[DType::Q5_K], with_imatrix ? 32 : 36);
+  EXPECT_EQ(counts[base], with_imatrix ? 193 : 189);
+}
+
+TEST(QuantPlan, Llama8BIQ4_XS) { check_llama8b_iq4(FileType::IQ4_XS, DType::IQ4_XS, false); }
+TEST(QuantPlan, Llama8BIQ4_NL) { check_llama8b_iq4(FileType::IQ4_NL, DType::IQ4_NL, false); }
+TEST(QuantPlan, Llama8BIQ4_XSWithImatrix) { check_llama8b_iq4(FileType::IQ4_XS, DType::IQ4_XS, true); }
+
+TEST(QuantPlan, IQ4Fallbacks) {
+  // Rows that fit no 256-block: IQ4_XS falls back to IQ4_NL, then F16.
+  EXPECT_EQ(plan_one(FileType::IQ4_XS, matrix("blk.0.attn_q.weight", 640, 1024)), DType::IQ4_NL);
+  EXPECT_EQ(plan_one(FileType::IQ4_XS, matrix("blk.0.attn_q.weight", 48, 16)), DType::F16);
+  EXPECT_EQ(plan_one(FileType::IQ4_NL, matrix("blk.0.attn_q.weight", 640, 1024)), DType::IQ4_NL);
+  // ffn_down's Q5_K on 640 columns falls back to Q5_1.
+  EXPECT_EQ(plan_one(FileType::IQ4_XS, matrix("blk.0.ffn_down.weight", 640, 1024)), DType::Q5_1);
+  // Tied embeddings: the output rule, Q8_0 when the rows do not fit.
+  std::vector<TensorDesc> t = {matrix("token_embd.weight", 4096, 1000)};
+  EXPECT_EQ(plan_tensor_types(FileType::IQ4_XS, llama8b_info(), t)[0], DType::Q6_K);
+  t[0].ne[0] = 640;
+  EXPECT_EQ(plan_tensor_types(FileType::IQ4_XS, llama8b_info(), t)[0], DType::Q8_0);
+  // Without grouped-query attention attn_v keeps the type.
+  QuantModelInfo mha = llama8b_info();
+  mha.n_head_kv = 32;
+  EXPECT_EQ(plan_one(FileType::IQ4_XS, matrix("blk.3.attn_v.weight", 4096, 4096), mha), DType::IQ4_XS);
+  EXPECT_EQ(plan_one(FileType::IQ4_XS, matrix("blk.3.attn_qkv.weight", 4096, 6144), mha), DType::IQ4_XS);
+  EXPECT_EQ(plan_one(FileType::IQ4_XS, matrix("blk.3.attn_qkv.weight", 4096, 6144)), DType::Q5_K);
+}
+
+TEST(QuantPlan, IQ4Experts) {
+  QuantModelInfo moe = llama8b_info();
+  moe.n_expert = 8;
+  for (FileType ft : {FileType::IQ4_XS, FileType::IQ4_NL}) {
+    EXPECT_EQ(plan_one(ft, matrix("blk.3.attn_v.weight", 4096, 1024), moe), DType::Q8_0);
+    EXPECT_EQ(plan_one(ft, matrix("blk.3.attn_k.weight", 4096, 1024), moe), DType::Q8_0);
+    EXPECT_EQ(plan_one(ft, matrix("blk.3.attn_output.weight", 4096, 4096), moe), DType::Q5_K);
+    EXPECT_EQ(plan_one(ft, matrix("blk.1.ffn_down_exps.weight", 14336, 4096), moe), DType::Q5_K);
+  }
+  EXPECT_EQ(plan_one(FileType::IQ4_XS, matrix("blk.5.ffn_down_exps.weight", 14336, 4096), moe), DType::IQ4_XS);
+}
+
+TEST(QuantPlan, ImatrixRulesOfTheLegacyTypes) {
+  // With an importance matrix, ffn_down of the first eighth: Q4_0 -> Q4_1,
+  // Q5_0 -> Q5_1; without one, unchanged.
+  const TensorDesc down1 = matrix("blk.1.ffn_down.weight", 14336, 4096);
+  EXPECT_EQ(plan_tensor_types(FileType::Q4_0, llama8b_info(), {down1}, true)[0], DType::Q4_1);
+  EXPECT_EQ(plan_tensor_types(FileType::Q5_0, llama8b_info(), {down1}, true)[0], DType::Q5_1);
+  EXPECT_EQ(plan_tensor_types(FileType::Q4_0, llama8b_info(), {down1}, false)[0], DType::Q4_0);
+  const TensorDesc down9 = matrix("blk.9.ffn_down.weight", 14336, 4096);
+  QuantModelInfo moe = llama8b_info();
+  moe.n_expert = 4;  // layer from the name
+  EXPECT_EQ(plan_tensor_types(FileType::Q4_0, moe, {down9}, true)[0], DType::Q4_0);
+}
+
+TEST(QuantPlan, MXFP4Moe) {
+  QuantModelInfo moe = llama8b_info();
+  moe.arch = "gpt-oss";
+  moe.n_expert = 32;
+  TensorDesc exps = matrix("blk.0.ffn_down_exps.weight", 2880, 2880);
+  exps.n_dims = 3;
+  exps.ne[2] = 32;
+  const std::vector<TensorDesc> t = {matrix("token_embd.weight", 2880, 201088), matrix("output.weight", 2880, 201088),
+                                     exps, matrix("blk.0.attn_q.weight", 2880, 4096),
+                                     vec("blk.0.attn_norm.weight", 2880)};
+  const std::vector<DType> plan = plan_tensor_types(FileType::MXFP4_MOE, moe, t);
+  EXPECT_EQ(plan[0], DType::Q8_0);
+  EXPECT_EQ(plan[1], DType::Q8_0);
+  EXPECT_EQ(plan[2], DType::MXFP4);
+  EXPECT_EQ(plan[3], DType::Q8_0);
+  EXPECT_EQ(plan[4], DType::F32);
+}
+
+TEST(QuantPlan, IQ4FileTypeNames) {
+  EXPECT_EQ(uint32_t(parse_file_type("IQ4_NL")), 25u);
+  EXPECT_EQ(uint32_t(parse_file_type("iq4_xs")), 30u);
+  EXPECT_EQ(uint32_t(parse_file_type("MXFP4_MOE")), 38u);
+  EXPECT_STREQ(file_type_name(FileType::IQ4_XS), "IQ4_XS");
+}
+
 }  // namespace
 }  // namespace weir
