@@ -153,6 +153,7 @@ Session::Step& Session::step_for(int64_t n_tokens, int64_t n_kv, int64_t n_out, 
   st->last_used = ++use_clock_;
   st->fg = model_.build(n_tokens, n_kv, n_out, kv_, separate, p_.tp, hidden ? ForwardOutput::Hidden : ForwardOutput::Logits);
   ForwardGraph& fg = st->fg;
+  if (p_.on_graph) p_.on_graph(*fg.graph);
   if (sample) {
     Graph& g = *fg.graph;
     st->sample_params = g.input(DType::F32, {5, n_out}, "sample_params");
@@ -596,6 +597,7 @@ void Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> wan
                        row_bytes);
     }
     q.synchronize();
+    if (p_.after_step) p_.after_step(*st.fg.graph);
   }
 }
 

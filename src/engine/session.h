@@ -58,6 +58,14 @@ struct SessionParams {
     Collective* comm = nullptr;
   };
   std::vector<Peer> peers;
+  // Watching the forward steps (weir imatrix): on_graph gets each forward
+  // graph the model builds, before it is planned, and may mark more of its
+  // tensors as outputs (they then keep their memory through the run);
+  // after_step gets the graph of each step eval() ran, once the step is
+  // done. The marked tensors are read in place, so only backends whose
+  // memory the host reads (the CPU) serve this.
+  std::function<void(Graph&)> on_graph;
+  std::function<void(const Graph&)> after_step;
 };
 
 // Sampling on the backend (the sample op, core/graph.h): no repetition

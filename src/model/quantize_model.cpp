@@ -15,6 +15,8 @@
 #include "core/file_checks.h"
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
+#include "core/imatrix_file.h"
+#include "core/warn.h"
 #include "core/quant/quantize.h"
 #include "core/thread_group.h"
 
@@ -135,7 +137,7 @@ QuantModelInfo quant_model_info(const GGUFFile& f) {
 }
 
 QuantizeResult quantize_model(const std::string& in_path, const std::string& out_path, FileType ft, int n_threads,
-                              const std::function<void(const QuantizeProgress&)>& progress) {
+                              const std::function<void(const QuantizeProgress&)>& progress, const Imatrix* imatrix) {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 1) n_threads = std::max(1u, std::thread::hardware_concurrency());
   check_not_input(in_path, out_path);
@@ -151,7 +153,7 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     std::copy(t.ne, t.ne + 4, d.ne);
     descs.push_back(std::move(d));
   }
-  const std::vector<DType> plan = plan_tensor_types(ft, quant_model_info(in), descs);
+  const std::vector<DType> plan = plan_tensor_types(ft, quant_model_info(in), descs, imatrix != nullptr);
   if (plan.size() != tensors.size())
     throw Error("quantize: the type plan has " + std::to_string(plan.size()) + " entries for " +
                 std::to_string(tensors.size()) + " tensors");
@@ -162,6 +164,7 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
   r.n_tensors = tensors.size();
   std::vector<DType> out_type(tensors.size());
   std::vector<bool> copy(tensors.size());
+  std::vector<std::vector<float>> importance(tensors.size());  // n_per_row per expert, or empty
   for (size_t i = 0; i < tensors.size(); ++i) {
     const GGUFTensorInfo& t = tensors[i];
     const std::string where = in.name() + ": tensor '" + std::string(t.name) + "'";
@@ -180,6 +183,24 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
         throw Error(where + ": rows of " + std::to_string(t.ne[0]) + " elements do not fit " + dtype_name(to) +
                     "'s block size " + std::to_string(traits(to).block_size));
     }
+    if (imatrix && !copy[i] && traits(to).block_size > 1) {
+      // llama-quantize checks every entry it finds, whatever the type.
+      const auto it = imatrix->entries.find(std::string(t.name));
+      if (it != imatrix->entries.end()) {
+        const ImatrixEntry& e = it->second;
+        if (e.n_per_row * e.n_mat() != t.ne[0] * t.ne[2])
+          throw Error(where + ": the importance matrix " + imatrix->path + " has " +
+                      std::to_string(e.n_per_row * e.n_mat()) + " values for it, not " +
+                      std::to_string(t.ne[0] * t.ne[2]) + " (columns x experts)");
+        if (quant::uses_importance(to)) {
+          importance[i] = imatrix->importance(std::string(t.name));
+          ++r.n_weighted;
+        }
+      } else if (quant::uses_importance(to)) {
+        r.without_importance.emplace_back(t.name);
+        warn(where + ": no importance weights in " + imatrix->path + "; quantized without them");
+      }
+    }
     r.n_elements += uint64_t(t.n_elements());
     r.in_tensor_bytes += t.nbytes;
     r.out_tensor_bytes += row_bytes(to, t.ne[0]) * uint64_t(t.ne[0] ? t.n_elements() / t.ne[0] : 0);
@@ -193,6 +214,12 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
   for (const auto& [key, value] : in.kvs()) w.set_value(key, value);
   w.set_u32("general.quantization_version", 2);
   w.set_u32("general.file_type", uint32_t(ft));
+  if (imatrix) {  // as llama-quantize records it
+    w.set_str("quantize.imatrix.file", imatrix->path);
+    if (!imatrix->datasets.empty()) w.set_str("quantize.imatrix.dataset", imatrix->datasets[0]);
+    w.set_i32("quantize.imatrix.entries_count", int32_t(imatrix->entries.size()));
+    if (imatrix->chunk_count > 0) w.set_i32("quantize.imatrix.chunks_count", int32_t(imatrix->chunk_count));
+  }
   for (size_t i = 0; i < tensors.size(); ++i) w.add_tensor(tensors[i].name, out_type[i], tensors[i].n_dims, tensors[i].ne);
   w.open(out_path);
 
@@ -219,6 +246,8 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     const int64_t n_rows = n_per_row ? t.n_elements() / n_per_row : 0;
     const size_t src_row = row_bytes(t.dtype, n_per_row), dst_row = row_bytes(out_type[i], n_per_row);
     const int64_t chunk_rows = std::max<int64_t>(1, kChunkFloats / std::max<int64_t>(1, n_per_row));
+    const std::vector<float>& qw = importance[i];
+    const int64_t rows_per_expert = std::max<int64_t>(1, t.ne[1]);
     for (int64_t r0 = 0; r0 < n_rows; r0 += chunk_rows) {
       const int64_t nr = std::min(chunk_rows, n_rows - r0);
       fbuf.resize(size_t(nr * n_per_row));
@@ -236,7 +265,18 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
             const int64_t nb = std::min(block, nr - b0);
             float* f = fbuf.data() + b0 * n_per_row;
             dequantize_row(t.dtype, src + size_t(b0) * src_row, f, nb * n_per_row);
-            quant::quantize_rows(out_type[i], f, obuf.data() + size_t(b0) * dst_row, nb, n_per_row);
+            if (qw.empty()) {
+              quant::quantize_rows(out_type[i], f, obuf.data() + size_t(b0) * dst_row, nb, n_per_row);
+              continue;
+            }
+            // Expert e (rows e * ne[1] .. of a 3-D tensor) has its own weights.
+            for (int64_t k = 0; k < nb;) {
+              const int64_t row = r0 + b0 + k, matrix = row / rows_per_expert;
+              const int64_t n = std::min(nb - k, (matrix + 1) * rows_per_expert - row);
+              quant::quantize_rows(out_type[i], f + k * n_per_row, obuf.data() + size_t(b0 + k) * dst_row, n,
+                                   n_per_row, qw.data() + (matrix % t.ne[2]) * n_per_row);
+              k += n;
+            }
           }
         } catch (...) {
           failed = true;

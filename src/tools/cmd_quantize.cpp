@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/imatrix_file.h"
 #include "model/quant_plan.h"
 #include "model/quantize_model.h"
 #include "tools/args.h"
@@ -78,25 +79,38 @@ class ProgressPrinter {
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-  std::string in_path, out_path, type_name;
+  std::string in_path, out_path, type_name, imatrix_path;
   int threads = default_threads();
   Args a("quantize", "Convert a GGUF model to another file type (tensor types chosen as llama-quantize does).");
   a.positional("IN", &in_path, "GGUF model to read")
       .positional("OUT", &out_path, "GGUF file to write (written as OUT.part, renamed when complete)")
       .positional("TYPE", &type_name, "file type: Q4_K_M, Q8_0, F16, ... (an unknown name lists them)")
-      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)");
+      .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
+      .opt("--imatrix", &imatrix_path, "FILE",
+           "importance matrix (weir imatrix or llama-imatrix: GGUF or legacy .dat) for IQ4_NL, IQ4_XS, Q4_K, Q5_K");
   if (!a.parse(argc, argv)) return 0;
   check_threads(threads);
   const FileType ft = parse_file_type(type_name);
+  Imatrix imatrix;
+  if (!imatrix_path.empty()) {
+    imatrix = read_imatrix(imatrix_path);
+    std::fprintf(stderr, "quantize: importance matrix %s: %zu entries, %u chunks of %u tokens%s\n",
+                 imatrix_path.c_str(), imatrix.entries.size(), imatrix.chunk_count, imatrix.chunk_size,
+                 imatrix.legacy ? " (legacy format)" : "");
+  }
 
   ProgressPrinter printer(out_path, "quantize: " + in_path + " -> " + out_path + " as " + file_type_name(ft) + ", " +
                                         std::to_string(threads) + (threads == 1 ? " thread" : " threads"));
   const QuantizeResult r =
-      quantize_model(in_path, out_path, ft, threads, [&](const QuantizeProgress& p) { printer(p); });
+      quantize_model(in_path, out_path, ft, threads, [&](const QuantizeProgress& p) { printer(p); },
+                     imatrix_path.empty() ? nullptr : &imatrix);
   std::printf("%s: %s (%.2f bpw) -> %s: %s (%.2f bpw) as %s; %zu tensors (%zu converted, %zu copied) in %.2f s\n",
               in_path.c_str(), size_text(r.in_file_bytes).c_str(), r.bpw_in(), out_path.c_str(),
               size_text(r.out_file_bytes).c_str(), r.bpw_out(), file_type_name(ft), r.n_tensors, r.n_converted,
               r.n_copied, r.seconds);
+  if (!imatrix_path.empty())
+    std::fprintf(stderr, "quantize: %zu tensors quantized with importance weights, %zu without (no entry)\n",
+                 r.n_weighted, r.without_importance.size());
   if (r.n_requantized)
     std::fprintf(stderr,
                  "quantize: note: %zu tensors were already quantized and were quantized again; "

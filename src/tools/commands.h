@@ -13,6 +13,7 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_imatrix(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 
 }  // namespace weir::tools

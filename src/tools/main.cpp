@@ -44,6 +44,7 @@ constexpr Command kCommands[] = {
     {"synth", weir::tools::cmd_synth, "write a random-weight model shaped like a real one (benchmarks)"},
     {"inspect", weir::tools::cmd_inspect, "show a GGUF file's metadata, tensors and parameter count"},
     {"quantize", weir::tools::cmd_quantize, "convert a model to another file type (Q4_K_M, Q8_0, F16, ...)"},
+    {"imatrix", weir::tools::cmd_imatrix, "an importance matrix from a text file (for quantize --imatrix)"},
 };
 
 void print_usage(FILE* out) {
