@@ -261,9 +261,11 @@ struct HttpServer::Impl {
       res.set_content(dump(json{{"content", text}}), "application/json");
     });
     post("/v1/chat/completions", [this](const json& b, httplib::Response& res) {
+      refuse_if_embeddings_only();
       generate(logged(parse_chat_request(b, o.accept_unknown_fields)), res);
     });
     post("/v1/completions", [this](const json& b, httplib::Response& res) {
+      refuse_if_embeddings_only();
       generate(logged(parse_completion_request(b, o.accept_unknown_fields)), res);
     });
     // Run on the engine's thread between generation steps (Batcher::submit_work).
@@ -271,9 +273,15 @@ struct HttpServer::Impl {
       const EmbeddingRequest r = parse_embedding_request(b, o.accept_unknown_fields);
       note_unknown(r.unknown_fields);
       if (stopping) throw ApiError(503, "server_overloaded", "", kShuttingDown);
-      const EmbeddingContext ctx{engine, tok, o.model_name, o.max_request_tokens};
+      const EmbeddingContext ctx{engine, tok, o.model_name, o.max_request_tokens, o.embeddings_only};
       res.set_content(dump(create_embeddings(ctx, r)), "application/json");
     });
+  }
+
+  void refuse_if_embeddings_only() const {
+    if (o.embeddings_only)
+      throw ApiError(400, "invalid_request_error", "model",
+                     "this model only makes embeddings (it has no language model head): use /v1/embeddings");
   }
 
   static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -37,6 +37,10 @@ struct HttpOptions {
   std::string model_path;  // GET /props says it
   int slots = 1;           // requests generated side by side (GET /props: total_slots)
   int64_t n_ctx = 4096;  // for the "too long" message
+  // The model makes embeddings only (a BERT encoder: HParams::embeddings_only,
+  // non-causal): chat and completions answer 400, and each embedding input
+  // runs whole in one step.
+  bool embeddings_only = false;
   // Requests handled at once (worker threads): a streaming answer holds one
   // for its whole length, so at least the requests running plus those that
   // may wait, and a few for /health and /metrics.

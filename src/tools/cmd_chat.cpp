@@ -76,6 +76,7 @@ int cmd_chat(int argc, char** argv) {
                model_path.c_str(), chat.origin().c_str());
   std::vector<jinja::Value> history;
   if (!system_prompt.empty()) history.push_back(message("system", system_prompt));
+  refuse_embeddings_only(*rt.model, "chat");
   std::vector<int32_t> cached;  // the tokens in the session's cache, in order
   std::string line;
   for (;;) {

@@ -107,7 +107,7 @@ int cmd_embed(int argc, char** argv) {
   EmbedOptions eo;
   eo.pooling = pooling ? *pooling : model_pooling(model);
   eo.normalize = normalize == "l2";
-  eo.step_tokens = step_tokens(spec);
+  eo.step_tokens = rt.session->n_batch();  // a non-causal model's: the context (build_runtime)
   std::vector<std::vector<int32_t>> inputs;
   for (const std::string& t : texts) {
     inputs.push_back(tok.encode(t, tok.vocab().add_bos && !no_bos, true));

@@ -54,6 +54,7 @@ int cmd_perplexity(int argc, char** argv) {
   const std::string text = read_text_file(file, "-f");
 
   Runtime rt = build_runtime(spec);
+  refuse_embeddings_only(*rt.model, "perplexity");
   const Model* model = rt.model.get();
   const Vocab& vocab = model->tokenizer().vocab();
   const bool add_bos = vocab.add_bos;

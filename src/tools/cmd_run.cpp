@@ -51,6 +51,7 @@ int cmd_run(int argc, char** argv) {
 
   say("loading the model");
   Runtime rt = build_runtime(spec);
+  refuse_embeddings_only(*rt.model, "run");
   // Load time: until every weight is where it will be read.
   const double load_s = rt.model_seconds + rt.backends.load.seconds;
   const Model& model = *rt.model;

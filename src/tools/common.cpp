@@ -152,6 +152,12 @@ BackendSampling backend_sampling(const SamplerParams& sp, uint64_t seed) {
   return bs;
 }
 
+void refuse_embeddings_only(const Model& m, const std::string& command) {
+  if (!m.hparams().embeddings_only) return;
+  throw Error(m.file().name() + ": this model (" + m.hparams().arch + ") only makes embeddings; weir " + command +
+              " needs a language model (use weir embed, or weir serve's /v1/embeddings)");
+}
+
 ChatTemplate chat_template_for(const Model& m, const std::string& template_file) {
   const Vocab& v = m.tokenizer().vocab();
   if (template_file.empty()) return ChatTemplate::for_model(m.file(), v);

@@ -46,6 +46,10 @@ BackendSampling backend_sampling(const SamplerParams& sp, uint64_t seed);
 // --chat-template-file's template when given, else the model's own or a
 // built-in one (ChatTemplate::for_model; throws Error when there is none).
 ChatTemplate chat_template_for(const Model& m, const std::string& template_file);
+
+// Throws Error when m only makes embeddings (a BERT encoder), for the
+// commands that generate or score text: `command` names the one refusing.
+void refuse_embeddings_only(const Model& m, const std::string& command);
 // A progress bar for a load, on stderr when it is a terminal and the load
 // takes over a second (bytes, GB/s, time left); nothing otherwise.
 std::function<void(const LoadProgress&)> load_progress_bar();

@@ -2,7 +2,8 @@
 // absent): JSON in OpenAI's /v1/embeddings shape, plain lines of the same
 // vectors (unnormalized with --normalize none, the same direction),
 // -p taking a text with commas whole, --pooling none's vector a token, and
-// bad flags named.
+// bad flags named. Then a BERT encoder (weir synth's tiny bert): its CLS
+// pooling, inputs of many lengths, and weir run / chat refusing it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,6 +56,37 @@ TEST(EmbedCli, JsonAndPlainGiveTheSameVectors) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--pooling"), std::string::npos) << bad.err;
   EXPECT_EQ(run_weir("embed -m " + model).code, 2);  // no text
+}
+
+// weir embed on a BERT encoder: pooling cls from its file, unit vectors of
+// its 256 dims, each text's vector the same alone and beside others of
+// other lengths (every text encoded whole in one step); weir run and weir
+// chat refuse the model, naming why.
+TEST(EmbedCli, BertEncoder) {
+  const std::string model = own_dir() + "/embed-cli-bert.gguf";
+  const CliResult synth = run_weir("synth --arch bert --preset tiny --type F16 -o " + model);
+  ASSERT_EQ(synth.code, 0) << synth.err;
+  const CliResult js = run_weir("embed -m " + model + " -t 2 -p 'hello world' -p 'the cat sat on the mat' -p a");
+  ASSERT_EQ(js.code, 0) << js.err;
+  EXPECT_NE(js.err.find("pooling cls (the model's)"), std::string::npos) << js.err;
+  const nlohmann::json j = nlohmann::json::parse(js.out);
+  ASSERT_EQ(j["data"].size(), 3u);
+  for (const auto& d : j["data"]) {
+    ASSERT_EQ(d["embedding"].size(), 256u);
+    double n = 0;
+    for (const auto& x : d["embedding"]) n += x.get<double>() * x.get<double>();
+    EXPECT_NEAR(n, 1.0, 1e-5);
+  }
+  const CliResult alone = run_weir("embed -m " + model + " -t 2 -p 'the cat sat on the mat'");
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  const nlohmann::json a = nlohmann::json::parse(alone.out);
+  for (size_t k = 0; k < 256; ++k)
+    ASSERT_NEAR(a["data"][0]["embedding"][k].get<double>(), j["data"][1]["embedding"][k].get<double>(), 1e-6) << k;
+  for (const std::string cmd : {"run -m " + model + " -p hello -n 4", "chat -m " + model + " < /dev/null"}) {
+    const CliResult r = run_weir(cmd);
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.err.find("only makes embeddings"), std::string::npos) << cmd << ": " << r.err;
+  }
 }
 
 }  // namespace

@@ -238,18 +238,30 @@ TEST(InspectCli, SaysWhatWeirCanUse) {
   EXPECT_EQ(d["support"]["types_unsupported"].size(), 0u);
   EXPECT_GE(d["support"]["types_supported"].size(), 10u);
 
-  // An architecture weir does not run (llama.cpp's BERT vocabulary file).
-  const std::string bert = test::ref_dir() + "/vocab/ggml-vocab-bert-bge.gguf";
-  if (!fs::exists(bert)) GTEST_SKIP() << "no " << bert;
-  r = run_weir("inspect " + shell_quote(bert));
+  // The BERT encoders, from weir synth.
+  for (const char* arch : {"bert", "nomic-bert"}) {
+    const std::string enc = test::own_dir() + "/tiny-" + arch + "-support.gguf";
+    ASSERT_EQ(run_weir(std::string("synth --arch ") + arch + " --preset tiny --type F16 -o " + shell_quote(enc)).code, 0);
+    r = run_weir("inspect " + shell_quote(enc));
+    EXPECT_NE(r.out.find(std::string("architecture: ") + arch + ", run by weir\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tokenizer:    bert (WordPiece)"), std::string::npos) << r.out;
+  }
+
+  // An architecture weir does not run (llama.cpp's Falcon vocabulary file).
+  const std::string falcon = test::ref_dir() + "/vocab/ggml-vocab-falcon.gguf";
+  if (!fs::exists(falcon)) GTEST_SKIP() << "no " << falcon;
+  r = run_weir("inspect " + shell_quote(falcon));
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("architecture: bert, not run by weir (it runs gemma3, llama, "), std::string::npos) << r.out;
-  const json::Value b = inspect_json(bert);
+  EXPECT_NE(r.out.find("architecture: falcon, not run by weir (it runs bert, "), std::string::npos) << r.out;
+  const json::Value b = inspect_json(falcon);
   EXPECT_FALSE(b["support"]["architecture_supported"].as_bool());
-  bool lists_llama = false;
-  for (size_t i = 0; i < b["support"]["architectures"].size(); ++i)
+  bool lists_llama = false, lists_bert = false;
+  for (size_t i = 0; i < b["support"]["architectures"].size(); ++i) {
     lists_llama = lists_llama || b["support"]["architectures"][i].as_string() == "llama";
+    lists_bert = lists_bert || b["support"]["architectures"][i].as_string() == "nomic-bert";
+  }
   EXPECT_TRUE(lists_llama);
+  EXPECT_TRUE(lists_bert);
 }
 
 TEST(InspectCli, RealModel) {

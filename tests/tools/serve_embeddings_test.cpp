@@ -3,7 +3,9 @@
 // (tests/server/openai_embeddings.py: the response's shape, every form of
 // input, base64, normalize, dimensions, the errors, the API key, and
 // embeddings beside streaming chat answers); then with
-// --accept-unknown-fields an unknown field is taken.
+// --accept-unknown-fields an unknown field is taken. And a BERT encoder
+// (weir synth's tiny bert, tests/server/openai_encoder_embeddings.py): its
+// vectors against float64 numpy, chat and completions refused with 400.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -55,6 +57,24 @@ TEST(ServeEmbeddings, OpenAiClientOnTheRealModel) {
   const auto [rc, out] = run_script("python3 " + embeddings_script() + " " + lenient.base() + "/v1 none --accept-unknown");
   EXPECT_EQ(rc, 0) << out;
   lenient.stop();
+}
+
+TEST(ServeEmbeddings, BertEncoderThroughTheOpenAiClient) {
+  if (std::system("python3 -c 'import openai, numpy, gguf' >/dev/null 2>&1") != 0)
+    FAIL() << "the openai, numpy or gguf package is missing (scripts/setup.sh installs them)";
+  const std::string model = own_dir() + "/serve-bert.gguf";
+  const auto [src, sout] = run_script(weir_bin() + " synth --arch bert --preset tiny --type F16 -o " + model);
+  ASSERT_EQ(src, 0) << sout;
+  ServeProcess serve(model, {});
+  ASSERT_TRUE(serve.wait_up()) << "weir serve did not come up";
+  const std::string script = embeddings_script();
+  const std::string encoder = script.substr(0, script.find_last_of('/') + 1) + "openai_encoder_embeddings.py";
+  const auto [rc, out] = run_script("python3 " + encoder + " " + serve.base() + "/v1 " + model);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("ok"), std::string::npos) << out;
+  std::printf("%s", out.c_str());
+  const int st = serve.stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
 }
 
 }  // namespace

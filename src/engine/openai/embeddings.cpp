@@ -130,7 +130,7 @@ json create_embeddings(const EmbeddingContext& c, const EmbeddingRequest& r) {
   auto done = std::make_shared<std::promise<Embeddings>>();
   std::future<Embeddings> result = done->get_future();
   Batcher::SessionWork w;
-  w.cells = size_t(embedding_cells(lengths, budget));
+  w.cells = size_t(embedding_cells(lengths, budget, c.whole_inputs));
   const bool normalize = r.normalize;
   const std::optional<int64_t> dimensions = r.dimensions;
   w.run = [done, inputs = std::move(inputs), budget, normalize, dimensions](Session& s, int32_t first_seq) {
@@ -144,10 +144,15 @@ json create_embeddings(const EmbeddingContext& c, const EmbeddingRequest& r) {
     if (o.pooling == Pooling::None)
       throw bad_request("", "this model's pooling is none (a vector for each token), which /v1/embeddings cannot "
                             "return (weir embed --pooling none prints them)");
+    // The context, or a BERT model's position table when shorter.
+    const int64_t positions = s.model().hparams().n_pos_max;
+    const bool table = positions > 0 && positions < s.n_ctx();
+    const int64_t most = table ? positions : s.n_ctx();
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (int64_t(inputs[i].size()) > s.n_ctx())
-        throw over_token_limit("input", std::to_string(inputs[i].size()), size_t(s.n_ctx()),
-                               "the context holds " + std::to_string(s.n_ctx()) + " tokens");
+      if (int64_t(inputs[i].size()) > most)
+        throw over_token_limit("input", std::to_string(inputs[i].size()), size_t(most),
+                               table ? "the model takes " + std::to_string(most) + " positions"
+                                     : "the context holds " + std::to_string(most) + " tokens");
     o.normalize = normalize;
     o.step_tokens = std::min(budget, s.n_batch());
     o.first_seq = first_seq;

@@ -46,6 +46,7 @@ struct EmbeddingContext {
   const Tokenizer& tok;
   std::string model_name;         // for responses whose request names none
   int64_t max_input_tokens = 0;   // an input's tokens at most (0: the context's)
+  bool whole_inputs = false;      // a non-causal model's: each input in one step (engine/embedding.h)
 };
 
 // Tokenizes r's inputs, runs them on the engine and waits for them; the

@@ -108,16 +108,21 @@ int cmd_serve(int argc, char** argv) {
   const Model& model = *rt.model;
   const Tokenizer& tok = model.tokenizer();
   std::unique_ptr<ChatTemplate> chat;
-  try {
-    chat = std::make_unique<ChatTemplate>(chat_template_for(model, template_file));
-  } catch (const Error& e) {
-    if (!template_file.empty()) throw;
-    std::fprintf(stderr, "weir serve: %s\nweir serve: /v1/chat/completions is off; /v1/completions works\n", e.what());
+  if (model.hparams().embeddings_only) {  // a BERT encoder: no chat template to look for
+    std::fprintf(stderr, "weir serve: %s only makes embeddings: /v1/embeddings works; chat and completions answer 400\n",
+                 model.hparams().arch.c_str());
+  } else {
+    try {
+      chat = std::make_unique<ChatTemplate>(chat_template_for(model, template_file));
+    } catch (const Error& e) {
+      if (!template_file.empty()) throw;
+      std::fprintf(stderr, "weir serve: %s\nweir serve: /v1/chat/completions is off; /v1/completions works\n", e.what());
+    }
   }
   Session* session = rt.session.get();
   BatcherOptions eo;
   eo.max_sequences = parallel;
-  eo.step_tokens = size_t(step_tokens(spec));
+  eo.step_tokens = size_t(session->n_batch());  // step_tokens(spec), or a non-causal model's context (build_runtime)
   eo.queue_limit = size_t(queue);
   eo.kept_prefixes = kept;
   eo.reuse_prefixes = kept > 0;
@@ -140,6 +145,7 @@ int cmd_serve(int argc, char** argv) {
   ho.open_chat_page = open_chat_page;
   ho.accept_unknown_fields = accept_unknown_fields;
   ho.n_ctx = n_ctx;
+  ho.embeddings_only = model.hparams().embeddings_only;
   ho.connections = workers;
   ho.max_connections = max_connections;
   ho.header_timeout_s = header_timeout;
