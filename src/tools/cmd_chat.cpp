@@ -2,7 +2,10 @@
 // model's chat template (text/chat_template.h) and only the tokens past
 // what the cache already holds are computed; the answer streams as it is
 // generated. Ctrl-C stops the answer (not the program), /clear starts over,
-// Ctrl-D (end of input) or /exit leaves.
+// Ctrl-D (end of input) or /exit leaves. A template that writes Harmony
+// (gpt-oss's) has its answers split (text/harmony.h): the analysis goes to
+// stderr, the final text to stdout and into the conversation (the template
+// refuses <|channel|> tags in a message's content).
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "text/chat_template.h"
+#include "text/harmony.h"
 #include "text/utf8_streamer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -29,6 +33,22 @@ jinja::Value message(const char* role, const std::string& content) {
   d.set(jinja::Value("role"), jinja::Value(role));
   d.set(jinja::Value("content"), jinja::Value(content));
   return jinja::Value::dict(std::move(d));
+}
+
+// Shows a Harmony answer's pieces as they come: reasoning on stderr, the
+// rest on stdout and into `answer`.
+void show_harmony(const HarmonyText& t, std::string& answer, bool& reasoned) {
+  if (!t.reasoning.empty()) {
+    std::fputs(t.reasoning.c_str(), stderr);
+    reasoned = true;
+  }
+  std::string shown = t.content;
+  for (const HarmonyCall& c : t.calls) shown += c.text;  // no tools here: as written
+  if (shown.empty()) return;
+  if (reasoned) std::fputs("\n", stderr);
+  reasoned = false;
+  answer += shown;
+  write_stdout(shown);
 }
 
 }  // namespace
@@ -59,6 +79,7 @@ int cmd_chat(int argc, char** argv) {
   const Model* model = rt.model.get();
   const Tokenizer& tok = model->tokenizer();
   const ChatTemplate chat = chat_template_for(*model, template_file);
+  const bool harmony = is_harmony_template(chat.source());
   Session* session = rt.session.get();
   const int64_t n_ctx = session->n_ctx();
   Sampler sampler(sp, int(model->hparams().n_vocab));
@@ -76,7 +97,6 @@ int cmd_chat(int argc, char** argv) {
                model_path.c_str(), chat.origin().c_str());
   std::vector<jinja::Value> history;
   if (!system_prompt.empty()) history.push_back(message("system", system_prompt));
-  refuse_embeddings_only(*rt.model, "chat");
   std::vector<int32_t> cached;  // the tokens in the session's cache, in order
   std::string line;
   for (;;) {
@@ -119,6 +139,8 @@ int cmd_chat(int argc, char** argv) {
     }
     std::string answer;
     Utf8Streamer out;
+    HarmonyReader reader;
+    bool reasoned = false;
     bool prompt_done = false;
     try {
       int32_t next = step(std::span<const int32_t>(ids).subspan(same));
@@ -128,8 +150,12 @@ int cmd_chat(int argc, char** argv) {
         if (next < 0) throw Error("the model computed no finite logit");
         if ((!ignore_eos && tok.vocab().is_eog(next)) || session->n_past() + 1 >= n_ctx) break;
         const std::string piece = out.push(tok.token_to_piece(next, false));
-        answer += piece;
-        write_stdout(piece);
+        if (harmony) {
+          show_harmony(reader.push(piece), answer, reasoned);
+        } else {
+          answer += piece;
+          write_stdout(piece);
+        }
         if (stop_requested()) break;
         const int32_t one[1] = {next};
         next = step(one);
@@ -142,8 +168,14 @@ int cmd_chat(int argc, char** argv) {
       }
     }
     const std::string tail = out.flush();
-    answer += tail;
-    write_stdout(tail + "\n");
+    if (harmony) {
+      show_harmony(reader.push(tail), answer, reasoned);
+      show_harmony(reader.finish(), answer, reasoned);
+      write_stdout("\n");
+    } else {
+      answer += tail;
+      write_stdout(tail + "\n");
+    }
     if (take_back_interrupt()) std::fprintf(stderr, "(stopped)\n");
     if (stop_requested()) break;
     history.push_back(message("assistant", answer));

@@ -100,6 +100,10 @@ TEST(Harmony, PlainTextWithoutHeaders) {
   expect_reads("Hello there.", false, "Hello there.", "");
   expect_reads("{\"name\": \"x\"}", true, "{\"name\": \"x\"}", "");
   expect_reads("", false, "", "");
+  // Markers of other formats, or near misses, are no Harmony header.
+  expect_reads("<|message>\n\n#", false, "<|message>\n\n#", "");
+  expect_reads("<|im_start|>hi<|end|>", false, "<|im_start|>hi", "");
+  expect_reads("<b>bold</b>", false, "<b>bold</b>", "");
 }
 
 TEST(Harmony, AnswerCutInsideAHeaderOrBody) {
