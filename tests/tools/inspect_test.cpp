@@ -247,6 +247,12 @@ TEST(InspectCli, SaysWhatWeirCanUse) {
     EXPECT_NE(r.out.find("tokenizer:    bert (WordPiece)"), std::string::npos) << r.out;
   }
 
+  // Gemma 2, from weir synth.
+  const std::string gemma2 = test::own_dir() + "/tiny-gemma2-support.gguf";
+  ASSERT_EQ(run_weir("synth --arch gemma2 --preset tiny --type F16 -o " + shell_quote(gemma2)).code, 0);
+  r = run_weir("inspect " + shell_quote(gemma2));
+  EXPECT_NE(r.out.find("architecture: gemma2, run by weir\n"), std::string::npos) << r.out;
+
   // An architecture weir does not run (llama.cpp's Falcon vocabulary file).
   const std::string falcon = test::ref_dir() + "/vocab/ggml-vocab-falcon.gguf";
   if (!fs::exists(falcon)) GTEST_SKIP() << "no " << falcon;
@@ -255,13 +261,15 @@ TEST(InspectCli, SaysWhatWeirCanUse) {
   EXPECT_NE(r.out.find("architecture: falcon, not run by weir (it runs bert, "), std::string::npos) << r.out;
   const json::Value b = inspect_json(falcon);
   EXPECT_FALSE(b["support"]["architecture_supported"].as_bool());
-  bool lists_llama = false, lists_bert = false;
+  bool lists_llama = false, lists_bert = false, lists_gemma2 = false;
   for (size_t i = 0; i < b["support"]["architectures"].size(); ++i) {
     lists_llama = lists_llama || b["support"]["architectures"][i].as_string() == "llama";
     lists_bert = lists_bert || b["support"]["architectures"][i].as_string() == "nomic-bert";
+    lists_gemma2 = lists_gemma2 || b["support"]["architectures"][i].as_string() == "gemma2";
   }
   EXPECT_TRUE(lists_llama);
   EXPECT_TRUE(lists_bert);
+  EXPECT_TRUE(lists_gemma2);
 }
 
 TEST(InspectCli, RealModel) {

@@ -37,7 +37,7 @@ TEST(SynthCli, ListsPresets) {
   Result r = weir("synth");
   EXPECT_EQ(r.code, 0);
   for (const char* p : {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-8b",
-                        "gemma3-270m", "phi-3-mini", "phi-4", "tiny"})
+                        "gemma3-270m", "phi-3-mini", "phi-4", "gemma-2-9b", "tiny"})
     EXPECT_TRUE(has(r.out, p)) << p << "\n" << r.out;
   r = weir("synth --arch qwen3");
   EXPECT_EQ(r.code, 0);
@@ -98,6 +98,28 @@ TEST(SynthCli, WritesAPhi3ThatRuns) {
     EXPECT_EQ(f.find_tensor("blk.1.ffn_up.weight")->ne[1], 2 * 512);  // gate rows, then up rows
     EXPECT_EQ(f.find_tensor("blk.1.attn_q.weight"), nullptr);
     EXPECT_EQ(f.find_tensor("blk.1.ffn_gate.weight"), nullptr);
+  }
+  r = weir("run -m " + out + " -p hello -n 16 --temp 0 --ignore-eos -t 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "generation 16 tokens")) << r.out;
+  std::filesystem::remove(out);
+}
+
+// gemma2: the soft caps and the window as llama.cpp's converter writes them,
+// and a run of it.
+TEST(SynthCli, WritesAGemma2ThatRuns) {
+  const std::string out = weir::test::own_dir() + "/synth-cli-gemma2.gguf";
+  Result r = weir("synth --arch gemma2 --preset tiny --type Q8_0 --seed 3 -t 2 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  {
+    weir::GGUFFile f = weir::GGUFFile::open(out);
+    EXPECT_EQ(f.get_str("general.architecture"), "gemma2");
+    EXPECT_EQ(f.get_float_or("gemma2.attn_logit_softcapping", 0), 50.0);
+    EXPECT_EQ(f.get_float_or("gemma2.final_logit_softcapping", 0), 30.0);
+    EXPECT_EQ(f.get_uint("gemma2.attention.sliding_window"), 128u);
+    EXPECT_NE(f.find_tensor("blk.1.post_ffw_norm.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.1.attn_q_norm.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("output.weight"), nullptr);  // tied
   }
   r = weir("run -m " + out + " -p hello -n 16 --temp 0 --ignore-eos -t 1");
   EXPECT_EQ(r.code, 0) << r.out;
