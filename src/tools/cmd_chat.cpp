@@ -76,6 +76,7 @@ int cmd_chat(int argc, char** argv) {
   check_sampling(sp);
 
   Runtime rt = build_runtime(spec);
+  refuse_embeddings_only(*rt.model, "chat");
   const Model* model = rt.model.get();
   const Tokenizer& tok = model->tokenizer();
   const ChatTemplate chat = chat_template_for(*model, template_file);
