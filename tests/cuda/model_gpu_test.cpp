@@ -247,6 +247,8 @@ TEST(CudaModel, TinyModelsOfEveryArchitecture) {
   compare_model(tiny("qwen3", FileType::Q4_0), 40);
   // Past its 128-token window.
   compare_model(tiny("gemma3", FileType::Q4_K_M), 150);
+  // Soft-capped scores and logits, every other layer past its 128-token window.
+  compare_model(tiny("gemma2", FileType::Q4_K_M), 150);
   compare_model(tiny("llama", FileType::MOSTLY_F16), 20);
   for (int staged : {1, 0}) {
     compare_model(tiny("llama", FileType::Q4_K_M), 40, 32, whole_gpu_staged(staged));
