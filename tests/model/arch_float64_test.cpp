@@ -100,7 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, ArchFloat64,
                                            Case{"qwen2", false}, Case{"qwen3", false},
                                            Case{"gemma3", false}, Case{"llama3-q4_0", false},
                                            // gemma2: soft-capped scores and logits, every other layer a window
-                                           Case{"gemma2", false},
+                                           Case{"gemma2", false}, Case{"gemma2-46-layers", false},
                                            Case{"qwen2-q8_0", false},
                                            Case{"llama3-q4_0", true},
                                            Case{"qwen2-q8_0", true},

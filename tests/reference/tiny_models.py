@@ -62,6 +62,10 @@ MODELS = {
     # q/k norms, soft caps small enough that tanh bends: scores and logits 5.
     "gemma2": dict(arch="gemma2", n_embd=64, n_layer=4, n_head=4, n_head_kv=2, n_ff=128,
                    key_length=32, window=5, tied=True, attn_softcap=5.0, final_softcap=5.0),
+    # The same at 46 layers, which llama.cpp takes for Gemma 2 27B: q scaled by
+    # 1/sqrt(n_embd / n_head) = 1/4, not 1/sqrt(head_dim).
+    "gemma2-46-layers": dict(arch="gemma2", n_embd=64, n_layer=46, n_head=4, n_head_kv=2, n_ff=64,
+                             key_length=32, window=5, tied=True, attn_softcap=5.0, final_softcap=5.0),
     # Qwen3-MoE (as Qwen3-30B-A3B): qwen3 attention (head_dim 16, GQA 4:2, q/k
     # norms), every layer's FFN a router over 8 experts of width 32
     # (expert_feed_forward_length), 3 used per token, no shared expert, own
