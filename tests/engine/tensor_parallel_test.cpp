@@ -131,7 +131,7 @@ TEST_P(TensorParallel, LogitsEqualOneRank) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, TensorParallel,
                          ::testing::Values("llama3", "llama-partial-linear", "qwen2", "qwen3", "gemma3", "phi3",
-                                           "phi3-split"),
+                                           "phi3-split", "gemma2"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -156,7 +156,7 @@ TEST_P(TensorParallelWholeRows, LogitsEqualOneRankBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, TensorParallelWholeRows,
                          ::testing::Values("llama3", "llama-partial-linear", "qwen2", "qwen3", "gemma3", "llama3-q4_0",
-                                           "qwen2-q8_0", "phi3", "phi3-split"),
+                                           "qwen2-q8_0", "phi3", "phi3-split", "gemma2"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -197,7 +197,7 @@ TEST_P(TensorParallelQuantized, WholeRowsEqualOneRankBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Synth, TensorParallelQuantized,
-                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gemma3", "phi3"),
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gemma3", "phi3", "gemma2"),
                                             ::testing::Values(FileType::Q8_0, FileType::Q4_K_M)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param)) + "_" + file_type_name(std::get<1>(info.param));
