@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_checks.h"
 #include "core/imatrix_file.h"
 #include "engine/imatrix_collector.h"
 #include "engine/session.h"
@@ -62,6 +63,7 @@ int cmd_imatrix(int argc, char** argv) {
   if (max_chunks < -1 || max_chunks == 0)
     throw UsageError("--chunks: expected a positive number of chunks (-1: all), got " + std::to_string(max_chunks));
   const std::string text = read_text_file(file, "-f");
+  check_output_path(out_path);  // before the run, not after it
 
   // The session is made here, with the collector's hooks.
   SessionParams sp;

@@ -190,6 +190,15 @@ const Case kCases[] = {
     {"tok_no_model", "tokenize -p hi", 2, "-m"},
     {"tok_model_dir", "tokenize -m {dir} -p hi", 2, "directory"},
     {"tok_stdout_full", "tokenize -m {tiny} -p hello", 2, "standard output", devfull_out},
+    // imatrix
+    {"imx_no_text", "imatrix -m {tiny}", 2, "-f"},
+    {"imx_chunks_zero", "imatrix -m {tiny} -f {text} --chunks 0", 2, "--chunks"},
+    {"imx_ctx_small", "imatrix -m {tiny} -f {text} -c 3", 2, "--ctx-size"},
+    {"imx_short_text", "imatrix -m {tiny} -f {short} -c 512", 2, "fewer than one chunk"},
+    {"imx_on_gpu", "imatrix -m {tiny} -f {text} -ngl 99", 2, "CPU only"},
+    {"imx_output_is_dir", "imatrix -m {tiny} -f {text} -c 16 --chunks 1 -o {dir}", 2, "directory"},
+    {"q_imatrix_missing", "quantize --imatrix {dir}/nope.imatrix {tiny} {dir}/out.gguf IQ4_NL", 2, "nope.imatrix"},
+    {"q_imatrix_not_one", "quantize --imatrix {text} {tiny} {dir}/out.gguf IQ4_NL", 2, "imatrix"},
     // quantize
     {"q_output_is_input", "quantize {copy} {copy} Q8_0", 2, "input"},
     {"q_output_is_dir", "quantize {tiny} {dir} Q8_0", 2, "directory"},

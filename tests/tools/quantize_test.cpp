@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -218,6 +220,70 @@ TEST(QuantizeCli, RealModelToQ4_K_MRuns) {
   if (!file_type_available("Q4_K_M", DType::Q4_K) || !quant::can_quantize(DType::Q6_K))
     GTEST_SKIP() << "no Q4_K_M quantizers in this build yet";
   convert_and_run(model, "Q4_K_M");
+}
+
+// weir imatrix on a synth model, then weir quantize --imatrix to IQ4_XS:
+// the matrix is llama.cpp's GGUF layout, the quantized file records it and
+// runs; a wrong imatrix is refused with the tensor's name.
+TEST(QuantizeCli, ImatrixThenIQ4_XSRuns) {
+  const std::string model = temp_path("synth-f16.gguf"), text = temp_path("text.txt"),
+                    imx = temp_path("imatrix.gguf"), out = temp_path("iq4_xs.gguf");
+  test::CliResult r = run_weir("synth --arch llama --preset tiny --type F16 -o " + shell_quote(model));
+  ASSERT_EQ(r.code, 0) << r.err;
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 200; ++i) f << "The quick brown fox " << i << " jumps over the lazy dog. ";
+  }
+  r = run_weir("imatrix -m " + shell_quote(model) + " -f " + shell_quote(text) + " -o " + shell_quote(imx) +
+               " -c 64 --chunks 3 -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("chunk 3/3"), std::string::npos) << r.err;
+  const GGUFFile m = GGUFFile::open(imx);
+  EXPECT_EQ(m.get_str("general.type"), "imatrix");
+  EXPECT_EQ(m.get_uint("imatrix.chunk_size"), 64u);
+  EXPECT_EQ(m.get_uint("imatrix.chunk_count"), 3u);
+  const GGUFTensorInfo* q = m.find_tensor("blk.0.attn_q.weight.in_sum2");
+  const GGUFTensorInfo* c = m.find_tensor("blk.0.attn_q.weight.counts");
+  ASSERT_TRUE(q && c);
+  EXPECT_EQ(c->n_elements(), 1);
+  float count = 0;
+  std::memcpy(&count, c->data, 4);
+  EXPECT_EQ(count, 192.0f);  // 3 chunks of 64 tokens
+  EXPECT_EQ(m.find_tensor("output.weight.in_sum2"), nullptr);  // layers only, as llama-imatrix
+
+  r = run_weir("quantize --imatrix " + shell_quote(imx) + " " + shell_quote(model) + " " + shell_quote(out) +
+               " IQ4_XS -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("quantized with importance weights"), std::string::npos) << r.err;
+  const GGUFFile o = GGUFFile::open(out);
+  EXPECT_EQ(o.get_uint("general.file_type"), 30u);
+  EXPECT_EQ(o.get_str("quantize.imatrix.file"), imx);
+  r = run_weir("run -m " + shell_quote(out) + " -p 'The quick' -n 8 --temp 0 -t 2");
+  EXPECT_EQ(r.code, 0) << r.err;
+
+  // An imatrix of another model: the first entry of the wrong length is named.
+  const std::string other = temp_path("other.gguf"), bad = temp_path("bad-imatrix.gguf");
+  {
+    GGUFWriter w;
+    w.set_str("general.type", "imatrix");
+    w.set_str_array("imatrix.datasets", {"x"});
+    w.set_u32("imatrix.chunk_count", 1);
+    w.set_u32("imatrix.chunk_size", 1);
+    w.add_tensor("blk.0.attn_q.weight.in_sum2", DType::F32, {3, 1});
+    w.add_tensor("blk.0.attn_q.weight.counts", DType::F32, {1, 1});
+    w.open(bad);
+    const float v[4] = {1, 2, 3, 1};
+    w.write_tensor_data(v, sizeof v);
+    w.close();
+  }
+  r = run_weir("quantize --imatrix " + shell_quote(bad) + " " + shell_quote(model) + " " + shell_quote(other) +
+               " IQ4_XS -t 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("blk.0.attn_q.weight"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(other));
+  r = run_weir("quantize --imatrix /nonexistent.imatrix " + shell_quote(model) + " " + shell_quote(other) + " IQ4_XS");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/nonexistent.imatrix"), std::string::npos) << r.err;
 }
 
 }  // namespace
