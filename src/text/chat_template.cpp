@@ -28,8 +28,11 @@ ChatTemplate ChatTemplate::for_model(const GGUFFile& f, const Vocab& v) {
 }
 
 std::string ChatTemplate::render(const jinja::Value& messages, bool add_generation_prompt,
-                                 const jinja::Value& tools, const jinja::RenderLimits& limits) const {
+                                 const jinja::Value& tools, const jinja::RenderLimits& limits,
+                                 const jinja::Value& variables) const {
   jinja::Dict ctx;
+  if (variables.is_dict())
+    for (const auto& [k, v] : variables.dict()) ctx.set(k, v);
   ctx.set(jinja::Value("messages"), messages);
   ctx.set(jinja::Value("add_generation_prompt"), jinja::Value(add_generation_prompt));
   ctx.set(jinja::Value("bos_token"), jinja::Value(bos_));

@@ -28,9 +28,12 @@ class ChatTemplate {
   // messages: a list of {role, content, ...} dicts (jinja::value_from_json of
   // the request's messages); tools: a list or undefined. Throws Error for
   // the template's own refusals (raise_exception) and render errors, a
-  // limit passed among them; Cancelled when limits.stop is set.
+  // limit passed among them; Cancelled when limits.stop is set. variables:
+  // a dict of further variables (Hugging Face's template kwargs, such as
+  // gpt-oss's reasoning_effort), or undefined.
   std::string render(const jinja::Value& messages, bool add_generation_prompt,
-                     const jinja::Value& tools = jinja::Value(), const jinja::RenderLimits& limits = {}) const;
+                     const jinja::Value& tools = jinja::Value(), const jinja::RenderLimits& limits = {},
+                     const jinja::Value& variables = jinja::Value()) const;
 
   const std::string& source() const { return source_; }
   // "tokenizer.chat_template", "built-in gemma", or the file given.

@@ -63,7 +63,8 @@ const FieldCase kChat[] = {
     {"modalities", R"(["text", "audio"])", Expect::Refused, R"(["text"])"},
     {"audio", R"({"voice": "alloy", "format": "wav"})", Expect::Refused},
     {"prediction", R"({"type": "content", "content": "x"})", Expect::Refused},
-    {"reasoning_effort", R"("low")", Expect::Refused},
+    {"reasoning_effort", R"("low")", Expect::Honoured},
+    {"reasoning_effort", R"("minimal")", Expect::Refused},
     {"verbosity", R"("low")", Expect::Refused},
     {"web_search_options", "{}", Expect::Refused},
 };
@@ -139,7 +140,9 @@ TEST(OpenAiRequestFields, HonouredFieldsReachTheRequest) {
   body["ignore_eos"] = true;
   body["max_completion_tokens"] = 7;
   body["n"] = 3;
+  body["reasoning_effort"] = "high";
   const GenerationRequest r = parse(true, body);
+  EXPECT_EQ(r.reasoning_effort, "high");
   EXPECT_EQ(r.top_k, 5);
   EXPECT_TRUE(r.ignore_eos);
   EXPECT_EQ(r.max_tokens, 7);

@@ -125,5 +125,19 @@ TEST(ChatTemplate, FileTemplateComesFirst) {
   EXPECT_EQ(got, std::string(v.text(v.bos)) + "<\xEF\xBD\x9C" "User\xEF\xBD\x9C>Hi<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>");
 }
 
+// Further variables (Hugging Face's template kwargs) reach the template:
+// gpt-oss's reads reasoning_effort (weir serve passes the request's), and
+// says "medium" without it.
+TEST(ChatTemplate, VariablesReachTheTemplate) {
+  GGUFFile f = GGUFFile::open(test::ref_dir() + "/qwen2-vocab-deepseek-r1.gguf");
+  const Vocab v = Vocab::from_gguf(f);
+  const ChatTemplate t(read_file(test::data_dir() + "/gpt-oss-chat-template.jinja"), "gpt-oss", v);
+  const jinja::Value messages = jinja::value_from_json(R"([{"role": "user", "content": "Hi"}])");
+  const std::string high = t.render(messages, true, jinja::Value(), {}, jinja::value_from_json(R"({"reasoning_effort": "high"})"));
+  EXPECT_NE(high.find("\nReasoning: high\n"), std::string::npos) << high;
+  EXPECT_NE(t.render(messages, true).find("\nReasoning: medium\n"), std::string::npos);
+  EXPECT_TRUE(high.ends_with("<|start|>user<|message|>Hi<|end|><|start|>assistant")) << high;
+}
+
 }  // namespace
 }  // namespace weir

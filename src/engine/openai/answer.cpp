@@ -174,7 +174,9 @@ std::vector<std::vector<int32_t>> prompt_tokens(const AnswerContext& c, const Ge
     if (is_harmony_template(c.chat->source())) messages = harmony_messages(messages);
     text = c.chat->render(jinja::value_from_json(messages.dump()), true,
                           with_tools ? jinja::value_from_json(r.tools.dump()) : jinja::Value(),
-                          c.render_limits ? *c.render_limits : defaults);
+                          c.render_limits ? *c.render_limits : defaults,
+                          r.reasoning_effort.empty() ? jinja::Value()
+                                                     : jinja::value_from_json(json{{"reasoning_effort", r.reasoning_effort}}.dump()));
   } catch (const Cancelled&) {  // its stop flag: the server is stopping
     throw ApiError(503, "server_overloaded", "", "the server is shutting down");
   } catch (const Error& e) {

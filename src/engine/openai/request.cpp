@@ -195,6 +195,15 @@ GenerationRequest parse_chat_request(const json& body, bool accept_unknown) {
   if (r.top_logprobs > 0 && !r.logprobs)
     throw bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   read_tool_fields(body, r);
+  // The template's variable of that name (gpt-oss's writes "Reasoning: low"
+  // into its system message); templates that read none ignore it.
+  if (const json* v = given_field(body, "reasoning_effort")) {
+    if (!v->is_string()) wrong_type("reasoning_effort", *v, "a string");
+    const std::string e = v->get<std::string>();
+    if (e != "low" && e != "medium" && e != "high")
+      throw bad_request("reasoning_effort", "'reasoning_effort' takes low, medium or high, got '" + e + "'");
+    r.reasoning_effort = e;
+  }
   return r;
 }
 

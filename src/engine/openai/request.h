@@ -76,6 +76,7 @@ struct GenerationRequest {
   nlohmann::json tools;           // chat: the tools as given (null: none), for the template
   nlohmann::json tool_choice;     // chat: "none", "auto", "required" or {"type":"function",...} (null: auto)
   bool parallel_tool_calls = true;  // chat: false: one call at most
+  std::string reasoning_effort;   // chat: "low", "medium" or "high" ("": not given), the chat template's variable
   std::vector<std::string> unknown_fields;  // taken with accept_unknown (for the log)
 };
 

@@ -57,7 +57,7 @@ std::vector<FieldRule> chat_rules() {
       {"function_call", FieldUse::DefaultOnly, no_function_call, "is not supported (the legacy form): send 'tool_choice'"},
       {"audio", FieldUse::Refused, nullptr, "is not supported: text only"},
       {"prediction", FieldUse::Refused, nullptr, kNotYet},
-      {"reasoning_effort", FieldUse::Refused, nullptr, kNotYet},
+      {"reasoning_effort", FieldUse::Taken},  // request.cpp: for the chat template
       {"verbosity", FieldUse::Refused, nullptr, kNotYet},
       {"web_search_options", FieldUse::Refused, nullptr, "is not supported: no web search"},
   };
