@@ -68,9 +68,10 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
 // (core/quant/random_blocks.h): every type a product, get_rows or
 // mul_mat_id takes from a model file.
 inline const std::vector<DType>& weight_types() {
-  static const std::vector<DType> v = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                                       DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                                       DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  static const std::vector<DType> v = {DType::F32,  DType::F16,  DType::BF16,   DType::Q4_0,   DType::Q4_1,
+                                       DType::Q5_0, DType::Q5_1, DType::Q8_0,   DType::Q2_K,   DType::Q3_K,
+                                       DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_NL, DType::IQ4_XS,
+                                       DType::MXFP4};
   return v;
 }
 // Random blocks of type t: n rows of k, dequantizing to mean 0 and this std.
@@ -91,7 +92,7 @@ inline std::vector<double> dequantized(DType t, const Bytes& w, int64_t k, int64
 // on float ones.
 inline bool cuda_q8_decode(DType t) {
   return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
+         t == DType::Q6_K || t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::MXFP4;
 }
 
 // The first node of the graph that b has no kernel for, said in words; ""

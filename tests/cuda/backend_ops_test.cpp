@@ -131,13 +131,14 @@ class CudaOps : public testing::Test {
   std::vector<std::unique_ptr<Backend>> variants_;
 };
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                              DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16,   DType::Q4_0,   DType::Q4_1, DType::Q5_0,
+                              DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,   DType::Q4_K, DType::Q5_K,
+                              DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 
 // The types whose decode products run on 8-bit activations (ops_mul_mat_q8.cu).
 bool is_q8_decode(DType t) {
   return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
+         t == DType::Q6_K || t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::MXFP4;
 }
 
 std::vector<uint8_t> random_weights(DType t, int64_t K, int64_t N, uint64_t seed) {
@@ -242,7 +243,7 @@ TEST_F(CudaOps, Q8DecodeProducts) {
 // (F16, BF16, Q4_1, Q3_K: up to 8 tokens; more take cuBLAS, a launch each).
 TEST_F(CudaOps, ProductsOnTheSameXInOneLaunch) {
   for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0, DType::F16, DType::BF16, DType::Q4_1,
-                   DType::Q3_K}) {
+                   DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     const bool vec = !is_q8_decode(wt);
     const int64_t K = 512;
     const int64_t N[3] = {67, 35, 130};
@@ -294,7 +295,8 @@ TEST_F(CudaOps, ExpertProductsAgreeWithDenseProducts) {
   o.tile_mma = false;  // the 8-bit tiles for 80 pairs (ExpertTilesOnTheTensorCores: the MMA tiles)
   auto q8 = make_cuda_backend(o);
   const int64_t E = 6, k = 2, K = 512, N = 96;
-  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                   DType::IQ4_XS, DType::MXFP4}) {
     const auto w = random_weights(wt, K, N * E, 31);
     const size_t expert_bytes = row_bytes(wt, K) * size_t(N);
     for (int64_t T : {3, 40}) {  // 6 pairs; 80: sorted, some experts with more than a tile
@@ -417,8 +419,10 @@ TEST_F(CudaOps, ExpertLaunchesAgreeWithOneLaunchAnOp) {
       EXPECT_EQ(run_on(*fused, picks, in, 3), run_on(*cpu_, picks, in)) << "k " << kk;
     }
   }
+  // (mxfp4 throughout: gpt-oss's experts.)
   for (auto [gt, dt] : {std::pair{DType::Q4_K, DType::Q6_K}, std::pair{DType::Q4_0, DType::Q8_0},
-                        std::pair{DType::Q5_K, DType::Q4_K}}) {
+                        std::pair{DType::Q5_K, DType::Q4_K}, std::pair{DType::MXFP4, DType::MXFP4},
+                        std::pair{DType::IQ4_XS, DType::IQ4_NL}}) {
     const auto gate = random_weights(gt, K, F * E, 52), up = random_weights(gt, K, F * E, 53),
                down = random_weights(dt, F, K * E, 54);
     for (int64_t T : {1, 4, 9, 33}) {
@@ -729,7 +733,7 @@ TEST_F(CudaOps, BiasesAddedByTheRopeLaunch) {
 // runs in the gate/up launch (op_mul_mat_glu), past that in a kernel of its
 // own.
 TEST_F(CudaOps, NormAndGluQuantizeForTheNextProduct) {
-  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::Q6_K})
+  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::Q6_K, DType::IQ4_XS, DType::MXFP4})
     for (Op act : {Op::SiluMul, Op::GeluMul})
       for (int64_t T : {int64_t(1), int64_t(2), int64_t(5)}) {
         const int64_t K = 512, F = 768;

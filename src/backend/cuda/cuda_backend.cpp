@@ -70,7 +70,7 @@ Queue& CudaBackend::copy_queue() { return *copy_queue_; }
 
 bool CudaBackend::supports(const Tensor& t) const {
   switch (t.op) {
-    case Op::MulMat:  // the types with device kernels, not all that the CPU reads (iq4_nl ...)
+    case Op::MulMat:  // the types with device kernels (plan/kernel_limits.h: has_dequantizer)
     case Op::GetRows: return has_dequantizer(t.src[0]->dtype);
     case Op::MulMatId: return mul_mat_id_supported(t);
     case Op::TopK: return t.src[0]->ne[0] < (int64_t(1) << 30);

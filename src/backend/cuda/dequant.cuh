@@ -12,6 +12,7 @@
 
 #include "backend/cuda/plan/kernel_limits.h"
 #include "core/dtype.h"
+#include "core/quant/block_formats.h"
 
 namespace weir::cuda {
 
@@ -209,6 +210,94 @@ struct Q<DType::Q6_K> {  // ql[128], qh[64], scales[16] (int8), d
   }
 };
 
+// Lookup types: each 4-bit quant indexes a table of 16 int8 values
+// (core/quant/block_formats.h), held here as four little-endian words so
+// that device code reads them as immediates (a constexpr scalar may be used
+// in device code; a host array may not).
+constexpr uint32_t pack4(const int8_t* v) {
+  return uint32_t(uint8_t(v[0])) | uint32_t(uint8_t(v[1])) << 8 | uint32_t(uint8_t(v[2])) << 16 |
+         uint32_t(uint8_t(v[3])) << 24;
+}
+template <const int8_t* V>
+struct Table16 {
+  static constexpr uint32_t w0 = pack4(V), w1 = pack4(V + 4), w2 = pack4(V + 8), w3 = pack4(V + 12);
+};
+using IQ4Table = Table16<quant::kIQ4NLValues>;
+using MXFP4Table = Table16<quant::kMXFP4Values>;
+// Value q (0..15) of the table, one at a time: the plain reading (the fast
+// kernels look four up at once with byte permutes, q8_dot.cuh).
+template <class Tab>
+__device__ __forceinline__ int table_value(int q) {
+  const uint32_t w = q < 4 ? Tab::w0 : q < 8 ? Tab::w1 : q < 12 ? Tab::w2 : Tab::w3;
+  return int(int8_t(uint8_t(w >> (8 * (q & 3)))));
+}
+// e8m0_to_f32_half (block_formats.h): 2^(e - 128) as a float, the float32
+// subnormals 2^-128 and 2^-127 for e = 0 and 1.
+__device__ __forceinline__ float e8m0_half(uint32_t e) {
+  return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+
+// Four values at once, for the fast kernels (dequant_half.cuh, q8_dot.cuh):
+// a byte permute picks any 4 of 8 bytes (two table words), so one takes the
+// indices' low 3 bits in the table's first half, one in its second, and a
+// third keeps, byte by byte, the one the index's top bit names.
+// prmt.b32 with a selector whose nibbles are already below 8 (the
+// intrinsic __byte_perm masks them again: an instruction more each).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+  return r;
+}
+// The values of the 4 indices in the low 16 bits of idx (nibble n: byte n
+// of the result).
+template <class Tab>
+__device__ __forceinline__ uint32_t lookup4(uint32_t idx) {
+  const uint32_t lo3 = idx & 0x7777u, top = (idx & 0x8888u) >> 1;  // top: 4 where the index is 8..15
+  const uint32_t a = prmt(Tab::w0, Tab::w1, lo3), b = prmt(Tab::w2, Tab::w3, lo3);
+  return prmt(a, b, 0x3210u | top);
+}
+
+// iq4_nl: d, then nibbles as q4_0: x = d * table[q].
+template <>
+struct Q<DType::IQ4_NL> {
+  static constexpr int QK = 32, BYTES = 18;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const float d = h2f(b);
+    const uint8_t* qs = b + 2 + 8 * (g & 1);
+    const int sh = g >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = d * float(table_value<IQ4Table>((qs[i] >> sh) & 15));
+  }
+};
+// iq4_xs: d, scales_h, scales_l[4], qs[128]; sub-block j of 32 has the
+// signed scale ls - 32 and its 16 nibble bytes as iq4_nl's.
+template <>
+struct Q<DType::IQ4_XS> {
+  static constexpr int QK = 256, BYTES = 136;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const int j = g / 4, gg = g % 4;
+    const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((b[2 + j / 4] >> (2 * (j % 4))) & 3) << 4;
+    const float dl = h2f(b) * float(ls - 32);
+    const uint8_t* qs = b + 8 + 16 * j + 8 * (gg & 1);
+    const int sh = gg >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = dl * float(table_value<IQ4Table>((qs[i] >> sh) & 15));
+  }
+};
+// mxfp4: one E8M0 exponent byte, then nibbles as q4_0 (blocks of 17 bytes:
+// no alignment at all, so bytes are read one at a time).
+template <>
+struct Q<DType::MXFP4> {
+  static constexpr int QK = 32, BYTES = 17;
+  __device__ static void dq8(const uint8_t* b, int g, float* y) {
+    const float d = e8m0_half(b[0]);
+    const uint8_t* qs = b + 1 + 8 * (g & 1);
+    const int sh = g >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[i] = d * float(table_value<MXFP4Table>((qs[i] >> sh) & 15));
+  }
+};
+
 // Calls f.template operator()<T>() for the dtype t; false when t has no
 // device dequantizer.
 template <class F>
@@ -227,6 +316,9 @@ bool dispatch_dtype(DType t, F&& f) {
     case DType::Q4_K: f.template operator()<DType::Q4_K>(); return true;
     case DType::Q5_K: f.template operator()<DType::Q5_K>(); return true;
     case DType::Q6_K: f.template operator()<DType::Q6_K>(); return true;
+    case DType::IQ4_NL: f.template operator()<DType::IQ4_NL>(); return true;
+    case DType::IQ4_XS: f.template operator()<DType::IQ4_XS>(); return true;
+    case DType::MXFP4: f.template operator()<DType::MXFP4>(); return true;
     default: return false;
   }
 }
@@ -242,7 +334,8 @@ constexpr bool dequantizers_listed() {
 static_assert(
     dequantizers_listed<DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                         DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
-                        DType::I8, DType::I16, DType::I32, DType::I64, DType::F64, DType::BF16>(),
+                        DType::I8, DType::I16, DType::I32, DType::I64, DType::F64, DType::BF16, DType::IQ4_NL,
+                        DType::IQ4_XS, DType::MXFP4>(),
     "has_dequantizer (plan/kernel_limits.h) must list the types that have a Q<T>");
 
 }  // namespace weir::cuda

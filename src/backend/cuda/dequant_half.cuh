@@ -81,4 +81,53 @@ __device__ __forceinline__ uint4 dq8_half<DType::Q6_K>(const uint8_t* b, int g) 
   return fma_bytes_half8(lo, hi, dl, -32.0f * dl);
 }
 
+// The lookup types: 8 nibbles (the low or the high ones of 8 quant bytes)
+// looked up four at a time (dequant.cuh: lookup4, on the indices packed as
+// a permute's selector), each value v made a float exactly (as byte_f's
+// v + 128, less 128), then d * v: the reference's one rounding, so the same
+// fp16 values (also where d * v overflows: mxfp4's largest exponents).
+// The 4 bytes of w (each 0..15) as the nibbles of a 16-bit selector.
+__device__ __forceinline__ uint32_t bytes_to_nibbles(uint32_t w) {
+  const uint32_t s = prmt(w, 0, 0x3120u);  // bytes 0, 2, 1, 3
+  return s | (s >> 12);
+}
+template <class Tab>
+__device__ __forceinline__ uint4 lookup_half8(uint32_t lo, uint32_t hi, float d) {
+  const uint32_t a = lookup4<Tab>(bytes_to_nibbles(lo)) ^ 0x80808080u;
+  const uint32_t b = lookup4<Tab>(bytes_to_nibbles(hi)) ^ 0x80808080u;
+  const auto v = [&](uint32_t w, int i) { return d * (byte_f(w, i) - 128.0f); };
+  return {half2_bits(v(a, 0), v(a, 1)), half2_bits(v(a, 2), v(a, 3)), half2_bits(v(b, 0), v(b, 1)),
+          half2_bits(v(b, 2), v(b, 3))};
+}
+
+template <>
+__device__ __forceinline__ uint4 dq8_half<DType::IQ4_NL>(const uint8_t* b, int g) {
+  const uint8_t* qs = b + 2 + 8 * (g & 1);
+  const int sh = g >= 2 ? 4 : 0;
+  const uint32_t lo = (u32_at(qs) >> sh) & 0x0F0F0F0Fu, hi = (u32_at(qs + 4) >> sh) & 0x0F0F0F0Fu;
+  return lookup_half8<IQ4Table>(lo, hi, h2f(b));
+}
+
+template <>
+__device__ __forceinline__ uint4 dq8_half<DType::IQ4_XS>(const uint8_t* b, int g) {
+  const int j = g / 4, gg = g % 4;
+  const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((b[2 + j / 4] >> (2 * (j % 4))) & 3) << 4;
+  const uint8_t* qs = b + 8 + 16 * j + 8 * (gg & 1);
+  const int sh = gg >= 2 ? 4 : 0;
+  const uint32_t lo = (u32_at(qs) >> sh) & 0x0F0F0F0Fu, hi = (u32_at(qs + 4) >> sh) & 0x0F0F0F0Fu;
+  return lookup_half8<IQ4Table>(lo, hi, h2f(b) * float(ls - 32));
+}
+
+// mxfp4's blocks have no alignment: its bytes are read one at a time.
+__device__ __forceinline__ uint32_t u32_bytes(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+template <>
+__device__ __forceinline__ uint4 dq8_half<DType::MXFP4>(const uint8_t* b, int g) {
+  const uint8_t* qs = b + 1 + 8 * (g & 1);
+  const int sh = g >= 2 ? 4 : 0;
+  const uint32_t lo = (u32_bytes(qs) >> sh) & 0x0F0F0F0Fu, hi = (u32_bytes(qs + 4) >> sh) & 0x0F0F0F0Fu;
+  return lookup_half8<MXFP4Table>(lo, hi, e8m0_half(b[0]));
+}
+
 }  // namespace weir::cuda

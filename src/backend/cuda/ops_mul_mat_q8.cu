@@ -5,11 +5,13 @@
 // 4-way int8 dot products (dp4a).
 //
 // A thread takes a chunk of a weight row at a time: 32 weights of a legacy
-// block (q4_0, q5_0, q8_0) or 16 quant bytes of a K-quant super-block (32
-// or 64 weights), read with as few wide loads as the format's alignment
-// allows: K-quant blocks of 144 and 176 bytes are 16-byte aligned; the
-// others (18, 22, 34, 210 bytes) only 2-byte aligned, read as aligned 32-bit
-// words joined by funnel shifts. Offsets the format keeps apart (q4_0's -8,
+// block (q4_0, q5_0, q8_0, iq4_nl, mxfp4) or 16 quant bytes of a K-quant or
+// iq4_xs super-block (32 or 64 weights), read with as few wide loads as the
+// format's alignment allows: K-quant blocks of 144 and 176 bytes are 16-byte
+// aligned, iq4_xs's of 136 8-byte aligned; the others (18, 22, 34, 210
+// bytes) only 2-byte aligned and mxfp4's (17) not at all, read as aligned
+// 32-bit words joined by funnel shifts. The lookup types' quants become
+// their table's int8 values by byte permutes (dequant.cuh: lookup4). Offsets the format keeps apart (q4_0's -8,
 // q5_0's -16, the K-quants' mins) go through the x block's sum; where a chunk
 // covers half of an x block and both halves share the block's factors
 // (q4_K, q5_K), each half takes half the sum.
@@ -728,8 +730,9 @@ Launch prepare(const Tensor* const* dsts, int n, const OpCtx& c) {
   Launch l{};
   l.K = K;
   // The weight rows must keep the blocks' natural alignment (16 bytes for
-  // q4_K / q5_K, 2 for the others, read as aligned words).
-  l.m = group_mats(dsts, n, W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2);
+  // q4_K / q5_K, 8 for iq4_xs, none for mxfp4, 2 for the others, read as
+  // aligned words: q8_row_alignment).
+  l.m = group_mats(dsts, n, q8_row_alignment(W.dtype));
   if (c.x_from == ActivationSource::DeferredNorm) {
     if (!c.deferred_norm || deferred_norm_q8_bytes(K, T) > c.deferred_norm_capacity || K % 32)
       bad_operands("mul_mat", dst, "no deferred norm to read x from");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/dequant.cuh"
 #include "core/dtype.h"
 
 namespace weir::cuda {
@@ -47,7 +48,8 @@ __device__ __forceinline__ int dot16(const uint32_t* w, const int4& x, int acc) 
   acc = dp4a(w[2], x.z, acc);
   return dp4a(w[3], x.w, acc);
 }
-// N 32-bit words from a 2-byte-aligned address, in two steps so that the
+// N 32-bit words from any address (2-byte aligned for most blocks, none
+// for mxfp4's), in two steps so that the
 // loads of many chunks are in flight before any is used: load() reads the
 // aligned words around them, join() shifts them into place.
 template <int N>
@@ -297,6 +299,106 @@ struct DotQ6K {
   }
 };
 
+// The lookup types (iq4_nl, iq4_xs, mxfp4): their quants index a table of
+// 16 int8 values (dequant.cuh: Table16, lookup4), looked up four at a time;
+// the values are signed bytes, dotted with x's as they are (no offset).
+// A word of 4 nibble-packed quant bytes (q4_0's packing): lo the values of
+// its low nibbles (bytes 0..3: elements i..i+3), hi of its high nibbles
+// (elements i+16..i+19).
+template <class Tab>
+__device__ __forceinline__ void lookup_word(uint32_t q, uint32_t& lo, uint32_t& hi) {
+  const uint32_t v0 = lookup4<Tab>(q), v1 = lookup4<Tab>(q >> 16);  // nibbles 0..3, 4..7: lo, hi alternating
+  lo = prmt(v0, v1, 0x6420u);
+  hi = prmt(v0, v1, 0x7531u);
+}
+// 32 weights of R rows (their 16 quant bytes q), factor f per row, with
+// tokens 0..TOKENS-1: acc += f * dx * sum(value * xq).
+template <class Tab, int TOKENS, int R, class X>
+__device__ __forceinline__ void lookup_dot(const uint32_t (&q)[R][4], const float (&f)[R], const X& x, int64_t e0,
+                                           Acc<R, TOKENS>& acc) {
+  uint32_t lo[R][4], hi[R][4];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lookup_word<Tab>(q[r][i], lo[r][i], hi[r][i]);
+#pragma unroll
+  for (int t = 0; t < TOKENS; ++t) {
+    const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
+    const float dx = x.ds_of(t, e0 / 32).x;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][t] += f[r] * dx * float(dot16(hi[r], xh, dot16(lo[r], xl, 0)));
+  }
+}
+// iq4_nl: q4_0's layout (d, 16 quant bytes), the table's values.
+struct DotIQ4NL {
+  static constexpr int QK = 32, BYTES = 18, CHUNKS = 1;
+  struct Raw {
+    Words<4> q;
+    __half d;
+  };
+  __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 2), w.d = h_at(b); }
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
+    uint32_t q[R][4];
+    float d[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      w[r].q.join(q[r]);
+      d[r] = __half2float(w[r].d);
+    }
+    lookup_dot<IQ4Table, TOKENS, R>(q, d, x, e0, acc);
+  }
+};
+// mxfp4: an exponent byte, then 16 quant bytes; 17-byte blocks, so nothing
+// is aligned: words joined by funnel shifts.
+struct DotMXFP4 {
+  static constexpr int QK = 32, BYTES = 17, CHUNKS = 1;
+  struct Raw {
+    Words<4> q;
+    uint8_t e;
+  };
+  __device__ static void load(const uint8_t* b, int, Raw& w) { w.q.load(b + 1), w.e = b[0]; }
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
+    uint32_t q[R][4];
+    float d[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      w[r].q.join(q[r]);
+      d[r] = e8m0_half(w[r].e);
+    }
+    lookup_dot<MXFP4Table, TOKENS, R>(q, d, x, e0, acc);
+  }
+};
+// iq4_xs: chunk c (0..7) = sub-block c: its 16 quant bytes (qs 16c..) and
+// the block's 8 header bytes (d, scales_h, scales_l), each as 8-byte words
+// (136-byte blocks are 8-byte aligned: q8_row_alignment).
+struct DotIQ4XS {
+  static constexpr int QK = 256, BYTES = 136, CHUNKS = 8;
+  struct Raw {
+    uint2 q0, q1, h;
+  };
+  __device__ static void load(const uint8_t* b, int c, Raw& w) {
+    const uint2* p = reinterpret_cast<const uint2*>(b);
+    w.h = p[0];
+    w.q0 = p[1 + 2 * c];
+    w.q1 = p[2 + 2 * c];
+  }
+  template <int TOKENS, int R, class X>
+  __device__ static void dot(const Raw (&w)[R], int c, const X& x, int64_t e0, Acc<R, TOKENS>& acc) {
+    uint32_t q[R][4];
+    float f[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      q[r][0] = w[r].q0.x, q[r][1] = w[r].q0.y, q[r][2] = w[r].q1.x, q[r][3] = w[r].q1.y;
+      // h.x: d (low half), scales_h (high half); h.y: scales_l[0..3].
+      const uint32_t ls = ((w[r].h.y >> (4 * c)) & 15) | ((w[r].h.x >> (16 + 2 * c)) & 3) << 4;
+      f[r] = __half2float(__ushort_as_half(uint16_t(w[r].h.x))) * float(int(ls) - 32);
+    }
+    lookup_dot<IQ4Table, TOKENS, R>(q, f, x, e0 + 32 * c, acc);
+  }
+};
+
 // f.template operator()<D>() with D the chunk reader of weight type t;
 // false for a type that has none.
 template <class F>
@@ -308,6 +410,9 @@ bool dispatch_q8_dot(DType t, F&& f) {
     case DType::Q4_K: f.template operator()<DotQK45<false>>(); return true;
     case DType::Q5_K: f.template operator()<DotQK45<true>>(); return true;
     case DType::Q6_K: f.template operator()<DotQ6K>(); return true;
+    case DType::IQ4_NL: f.template operator()<DotIQ4NL>(); return true;
+    case DType::IQ4_XS: f.template operator()<DotIQ4XS>(); return true;
+    case DType::MXFP4: f.template operator()<DotMXFP4>(); return true;
     default: return false;
   }
 }

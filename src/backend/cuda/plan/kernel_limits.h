@@ -57,9 +57,20 @@ constexpr bool has_dequantizer(DType t) {
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return true;
+    case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::MXFP4: return true;
     default: return false;
   }
+}
+// The alignment (bytes) the 8-bit decode and expert products need of a
+// weight type's rows (q8_dot.cuh's loads): q4_K / q5_K are read as 16-byte
+// words, iq4_xs (136-byte blocks) as 8-byte ones, mxfp4 (17-byte blocks) a
+// byte at a time or as words joined by funnel shifts, the others as 2-byte
+// aligned words.
+constexpr size_t q8_row_alignment(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K ? 16 : t == DType::IQ4_XS ? 8 : t == DType::MXFP4 ? 1 : 2;
 }
 // The types of the MMA tile kernel (mma_frag.cuh: MmaW<T>::kHas), and
 // those of them whose rows it reads as 16-byte words (MmaW<T>::kAligned).

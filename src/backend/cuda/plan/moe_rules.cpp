@@ -14,8 +14,8 @@ namespace {
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
-bool rows_aligned(const Tensor& W) {  // q4_K / q5_K rows are read as 16-byte words
-  const size_t a = W.dtype == DType::Q4_K || W.dtype == DType::Q5_K ? 16 : 2;
+bool rows_aligned(const Tensor& W) {  // as the 8-bit kernels read them
+  const size_t a = q8_row_alignment(W.dtype);
   return reinterpret_cast<uintptr_t>(W.data) % a == 0 && W.nb[1] % a == 0 && W.nb[2] % a == 0;
 }
 
