@@ -1,12 +1,13 @@
-"""Q4_K and Q5_K quantization with importance weights in numpy, float32
-throughout, following llama.cpp's published rules (ggml-quants.c:
-quantize_row_q4_K_impl / quantize_row_q5_K_impl with quant_weights,
-make_qkx3_quants, make_qp_quants), written apart from weir's C++
-(src/core/quant/quantize_k_weighted.cpp) to check it byte for byte.
-Vectorised over blocks; element loops wherever llama.cpp sums in order.
+"""Quantization with importance weights in numpy, float32 throughout,
+following llama.cpp's published rules (ggml-quants.c: quantize_row_q4_K_impl,
+q5_K_impl, q6_K_impl, q4_0_impl, q4_1_impl, q5_0_impl, q5_1_impl with
+quant_weights; make_qkx3_quants, make_qp_quants, make_qx_quants), written
+apart from weir's C++ (src/core/quant/quantize_weighted.cpp) to check it
+byte for byte. Vectorised over blocks; element loops wherever llama.cpp sums
+in order.
 
 quantize(x, kind, qw) -> uint8 blocks; x float32 (n_rows, n_per_row), qw
-float32 (n_per_row,), kind "Q4_K" or "Q5_K".
+float32 (n_per_row,), kind one of Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1.
 """
 import numpy as np
 
@@ -142,7 +143,117 @@ def make_qp(x, w, nmax):
     return result, L
 
 
+def make_qx(x, w, nmax):
+    """x, w: (n, m). Symmetric fit; returns scale (n,) and L (n, m) in
+    [0, 2 nmax - 1] (l + nmax)."""
+    n, m = x.shape
+    amax = np.zeros(n, np.float32)
+    mx = np.zeros(n, np.float32)
+    for i in range(m):
+        a = np.abs(x[:, i])
+        bigger = a > amax
+        amax = np.where(bigger, a, amax)
+        mx = np.where(bigger, x[:, i], mx)
+    zero = amax < F(1e-15)
+    mxs = np.where(zero, F(1), mx)
+
+    def quant(isc):
+        return np.clip(nearest_int(f32(isc[:, None] * x)), -nmax, nmax - 1)
+
+    def sums(l):
+        sx = np.zeros(n, np.float32)
+        s2 = np.zeros(n, np.float32)
+        for i in range(m):
+            fl = f32(l[:, i])
+            sx = f32(sx + f32(f32(w[:, i] * x[:, i]) * fl))
+            s2 = f32(s2 + f32(f32(w[:, i] * fl) * fl))
+        return sx, s2
+
+    with np.errstate(all="ignore"):
+        iscale = f32(F(-nmax) / mxs)
+        l = quant(iscale)
+        L = l + nmax
+        sumlx, suml2 = sums(l)
+        scale = np.where(suml2 != 0, f32(sumlx / np.where(suml2 != 0, suml2, F(1))), F(0)).astype(np.float32)
+        best = f32(scale * sumlx)
+        for s in range(-9, 10):
+            if s == 0:
+                continue
+            isc = f32(f32(-f32(F(nmax) + f32(F(0.1) * F(s)))) / mxs)
+            l = quant(isc)
+            sx, s2 = sums(l)
+            take = (s2 > 0) & (f32(sx * sx) > f32(best * s2))
+            L = np.where(take[:, None], l + nmax, L)
+            sc = f32(sx / np.where(take, s2, F(1)))
+            scale = np.where(take, sc, scale).astype(np.float32)
+            best = np.where(take, f32(sc * sx), best).astype(np.float32)
+    return np.where(zero, F(0), scale).astype(np.float32), np.where(zero[:, None], 0, L)
+
+
+def quantize_q6_K(x, qw):
+    n_rows = x.shape[0]
+    xs = x.reshape(-1, 256)
+    nsb = xs.shape[0]
+    q = np.tile(np.asarray(qw, dtype=np.float32).reshape(-1, 256), (n_rows, 1))
+    scales, L = make_qx(xs.reshape(-1, 16), q.reshape(-1, 16), 32)
+    scales, L = scales.reshape(nsb, 16), L.reshape(nsb, 256)
+    amax = np.zeros(nsb, np.float32)
+    mx = np.zeros(nsb, np.float32)
+    for ib in range(16):
+        a = np.abs(scales[:, ib])
+        bigger = a > amax
+        amax = np.where(bigger, a, amax)
+        mx = np.where(bigger, scales[:, ib], mx)
+    zero = amax < F(1e-15)
+    with np.errstate(all="ignore"):
+        iscale = f32(F(-128) / np.where(zero, F(1), mx))
+        d16 = f32(F(1) / iscale).astype(np.float16)
+        sc = np.minimum(127, nearest_int(f32(iscale[:, None] * scales)))
+        d = f32(d16.astype(np.float32)[:, None] * f32(sc))
+        req = np.clip(nearest_int(f32(xs.reshape(nsb, 16, 16) / np.where(d == 0, F(1), d)[:, :, None])), -32, 31) + 32
+    L = np.where((d == 0)[:, :, None], L.reshape(nsb, 16, 16), req).reshape(nsb, 256)
+    Lr = L.reshape(nsb, 2, 4, 32)  # [half, s, l]
+    ql = np.zeros((nsb, 2, 64), np.int64)
+    ql[:, :, 0:32] = (Lr[:, :, 0] & 0xF) | ((Lr[:, :, 2] & 0xF) << 4)
+    ql[:, :, 32:64] = (Lr[:, :, 1] & 0xF) | ((Lr[:, :, 3] & 0xF) << 4)
+    qh = (Lr[:, :, 0] >> 4) | ((Lr[:, :, 1] >> 4) << 2) | ((Lr[:, :, 2] >> 4) << 4) | ((Lr[:, :, 3] >> 4) << 6)
+    out = np.concatenate([ql.reshape(nsb, 128), qh.reshape(nsb, 64), (sc & 0xFF).astype(np.int64),
+                          d16.view(np.uint16).astype(np.int64)[:, None] & 0xFF,
+                          d16.view(np.uint16).astype(np.int64)[:, None] >> 8], axis=1)
+    out = np.where(zero[:, None], 0, out)
+    return out.astype(np.uint8).reshape(n_rows, -1)
+
+
+def quantize_legacy(x, kind, qw):
+    n_rows, n_per_row = x.shape
+    sum_x2 = np.zeros(n_rows, np.float32)
+    for j in range(n_per_row):
+        sum_x2 = f32(sum_x2 + f32(x[:, j] * x[:, j]))
+    sigma2 = f32(sum_x2 / F(n_per_row))
+    w = f32(np.asarray(qw, dtype=np.float32)[None, :] * np.sqrt(f32(sigma2[:, None] + f32(x * x))))
+    xb, wb = x.reshape(-1, 32), w.reshape(-1, 32)
+    nb = xb.shape[0]
+    if kind in ("Q4_0", "Q5_0"):
+        d, L = make_qx(xb, wb, 8 if kind == "Q4_0" else 16)
+        head = [d.astype(np.float16).view(np.uint8).reshape(nb, 2)]
+    else:
+        d, the_min, L = make_qkx3(xb, wb, 15 if kind == "Q4_1" else 31)
+        head = [d.astype(np.float16).view(np.uint8).reshape(nb, 2), f32(-the_min).astype(np.float16).view(np.uint8).reshape(nb, 2)]
+    qs = ((L[:, :16] & 0xF) | ((L[:, 16:] & 0xF) << 4)).astype(np.uint8)
+    if kind in ("Q5_0", "Q5_1"):
+        qh = np.zeros(nb, np.int64)
+        for j in range(32):
+            qh |= ((L[:, j] >> 4) & 1) << j
+        head.append(qh.astype(np.uint32).view(np.uint8).reshape(nb, 4))
+    return np.concatenate(head + [qs], axis=1).reshape(n_rows, -1)
+
+
 def quantize(x, kind, qw):
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if kind == "Q6_K":
+        return quantize_q6_K(x, qw)
+    if kind in ("Q4_0", "Q4_1", "Q5_0", "Q5_1"):
+        return quantize_legacy(x, kind, qw)
     nmax = 15 if kind == "Q4_K" else 31
     x = np.ascontiguousarray(x, dtype=np.float32)
     n_rows, n_per_row = x.shape

@@ -26,7 +26,13 @@ bool can_quantize(DType t) {
 }
 
 bool uses_importance(DType t) {
-  return t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::Q4_K || t == DType::Q5_K;
+  switch (t) {
+    case DType::IQ4_NL: case DType::IQ4_XS: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t n_per_row,
@@ -52,10 +58,14 @@ void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t
       }
       return;
     }
-    case DType::Q4_0: return quantize_q4_0(src, dst, nb);
-    case DType::Q4_1: return quantize_q4_1(src, dst, nb);
-    case DType::Q5_0: return quantize_q5_0(src, dst, nb);
-    case DType::Q5_1: return quantize_q5_1(src, dst, nb);
+    case DType::Q4_0:
+      return importance ? quantize_q4_0_weighted(src, dst, nb, importance, n_per_row) : quantize_q4_0(src, dst, nb);
+    case DType::Q4_1:
+      return importance ? quantize_q4_1_weighted(src, dst, nb, importance, n_per_row) : quantize_q4_1(src, dst, nb);
+    case DType::Q5_0:
+      return importance ? quantize_q5_0_weighted(src, dst, nb, importance, n_per_row) : quantize_q5_0(src, dst, nb);
+    case DType::Q5_1:
+      return importance ? quantize_q5_1_weighted(src, dst, nb, importance, n_per_row) : quantize_q5_1(src, dst, nb);
     case DType::Q8_0: return quantize_q8_0(src, dst, nb);
     case DType::Q2_K: return quantize_q2_K(src, dst, nb);
     case DType::Q3_K: return quantize_q3_K(src, dst, nb);
@@ -63,7 +73,8 @@ void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t
       return importance ? quantize_q4_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q4_K(src, dst, nb);
     case DType::Q5_K:
       return importance ? quantize_q5_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q5_K(src, dst, nb);
-    case DType::Q6_K: return quantize_q6_K(src, dst, nb);
+    case DType::Q6_K:
+      return importance ? quantize_q6_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q6_K(src, dst, nb);
     case DType::Q8_K: return quantize_q8_K(src, dst, nb);
     case DType::IQ4_NL: return quantize_iq4_nl(src, dst, nb, importance, n_per_row);
     case DType::IQ4_XS: return quantize_iq4_xs(src, dst, nb, importance, n_per_row);

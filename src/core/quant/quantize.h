@@ -13,9 +13,10 @@ bool can_quantize(DType t);
 
 // Whether quantize_rows's importance weights change type t's result
 // (llama.cpp's quant_weights, from an importance matrix): IQ4_NL, IQ4_XS,
-// and Q4_K / Q5_K (whose weighted path is llama.cpp's quantize_row_q4_K_impl
-// / q5_K_impl; unweighted they keep weir's own search). The other types
-// llama.cpp weights (Q2_K, Q3_K, Q6_K, Q4_0 ... Q5_1) ignore them here.
+// Q4_K, Q5_K, Q6_K and Q4_0 ... Q5_1, each with llama.cpp's weighted rules
+// (unweighted, the K-quants keep weir's own search). Q2_K and Q3_K, which
+// llama.cpp also weights, ignore them here; Q8_0 and MXFP4 have no use for
+// them there either.
 bool uses_importance(DType t);
 
 // Quantizes n_rows rows of n_per_row floats (a multiple of t's block size)

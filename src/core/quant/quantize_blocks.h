@@ -22,9 +22,16 @@ void quantize_q4_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q5_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q6_K(const float* x, void* dst, int64_t n_blocks);
 void quantize_q8_K(const float* x, void* dst, int64_t n_blocks);
-// With importance weights (quantize_k_weighted.cpp): llama.cpp's rules.
+// With importance weights (quantize_weighted.cpp): llama.cpp's rules. qw
+// holds the weights of a row of qw_period (= n_per_row) elements; the
+// legacy ones need whole rows (their weights use the row's mean square).
 void quantize_q4_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
 void quantize_q5_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
+void quantize_q6_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
+void quantize_q4_0_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row);
+void quantize_q4_1_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row);
+void quantize_q5_0_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row);
+void quantize_q5_1_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row);
 
 // Lookup formats (quantize_lookup.cpp): llama.cpp's rules. qw, when not
 // null, holds importance weights for a row of qw_period elements (block b

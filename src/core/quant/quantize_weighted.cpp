@@ -1,8 +1,15 @@
-// Q4_K and Q5_K with importance weights: llama.cpp's quantize_row_q4_K_impl
-// / quantize_row_q5_K_impl rules (ggml-quants.c: make_qkx3_quants for each
-// sub-block's scale and min, make_qp_quants for the 6-bit sub-block scales),
-// so that `weir quantize --imatrix` gives llama-quantize's bytes; the code is
-// ours. Without weights the K-quants keep weir's own search (k_fit.h).
+// Quantization with importance weights, as llama.cpp's *_impl quantizers do
+// it when given quant_weights (ggml-quants.c), so that `weir quantize
+// --imatrix` gives llama-quantize's bytes; the rules are from there, the code
+// is ours:
+//   Q4_K, Q5_K: make_qkx3_quants per sub-block of 32 (scale and min),
+//     make_qp_quants for the 6-bit sub-block scales and mins;
+//   Q6_K: make_qx_quants per sub-block of 16 with the raw weights, 8-bit
+//     sub-block scales against d = max_scale / -128;
+//   Q4_0, Q5_0: make_qx_quants per block, weights qw * sqrt(sigma2 + x^2)
+//     with sigma2 the row's mean square; Q4_1, Q5_1: make_qkx3_quants.
+// Without weights the K-quants keep weir's own search (k_fit.h) and the
+// legacy types their reference quantizers.
 // Byte equality rests on llama.cpp's float32 operations in its order: keep
 // every sum and product below as written (no -ffast-math, no FMA
 // contraction). tests/reference/k_quantize_weighted.py is a numpy version.
@@ -23,6 +30,49 @@ int magic_round(float v) {
   int32_t i;
   std::memcpy(&i, &f, 4);
   return (i & 0x007fffff) - 0x00400000;
+}
+
+// Symmetric fit x ~ scale * (L - nmax), L - nmax in [-nmax, nmax - 1], of
+// n values with weights w: the start at -nmax / max (max the value of
+// largest magnitude), then 18 trial scales -(nmax + 0.1 is) / max, kept by
+// the weighted least-squares score. Returns scale; L in [0, 2 nmax - 1].
+float fit_symmetric_weighted(int n, int nmax, const float* x, int8_t* L, const float* w) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) { amax = ax; max = x[i]; }
+  }
+  if (amax < 1e-15f) {
+    std::memset(L, 0, size_t(n));
+    return 0.0f;
+  }
+  auto clamp = [nmax](int l) { return l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l; };
+  float iscale = float(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = clamp(magic_round(iscale * x[i]));
+    L[i] = int8_t(l + nmax);
+    sumlx += w[i] * x[i] * float(l);
+    suml2 += w[i] * float(l) * float(l);
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(float(nmax) + 0.1f * float(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = clamp(magic_round(iscale * x[i]));
+      sumlx += w[i] * x[i] * float(l);
+      suml2 += w[i] * float(l) * float(l);
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) L[i] = int8_t(nmax + clamp(magic_round(iscale * x[i])));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
 }
 
 // Affine fit x ~ scale * L - the_min of n values with weights w, L in
@@ -247,6 +297,130 @@ void quantize_q5_K_weighted(const float* x, void* dst, int64_t n_blocks, const f
       }
     std::memcpy(static_cast<uint8_t*>(dst) + b * int64_t(sizeof blk), &blk, sizeof blk);
   }
+}
+
+void quantize_q6_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period) {
+  for (int64_t b = 0; b < n_blocks; ++b, x += kQK_K) {
+    const float* w = qw + (kQK_K * b) % qw_period;
+    BlockQ6_K blk;
+    std::memset(&blk, 0, sizeof blk);
+    int8_t L[kQK_K];
+    float scales[16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < 16; ++ib) {
+      scales[ib] = fit_symmetric_weighted(16, 32, x + 16 * ib, L + 16 * ib, w + 16 * ib);
+      const float a = std::fabs(scales[ib]);
+      if (a > max_abs_scale) { max_abs_scale = a; max_scale = scales[ib]; }
+    }
+    if (max_abs_scale >= 1e-15f) {
+      const float iscale = -128.0f / max_scale;
+      blk.d = f32_to_fp16(1 / iscale);
+      for (int ib = 0; ib < 16; ++ib) {
+        const int v = magic_round(iscale * scales[ib]);
+        blk.scales[ib] = int8_t(v < 127 ? v : 127);
+      }
+      const float df = fp16_to_f32(blk.d);
+      for (int j = 0; j < 16; ++j) {
+        const float d = df * float(blk.scales[j]);
+        if (d == 0.0f) continue;  // keeps the fit's quants, as there
+        for (int ii = 0; ii < 16; ++ii) {
+          const int l = magic_round(x[16 * j + ii] / d);
+          L[16 * j + ii] = int8_t((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
+        }
+      }
+      for (int i = 0; i < kQK_K; ++i) {  // as quantize_q6_K packs them (dequantize_k.cpp reads them)
+        const int q = L[i], h = i / 128, s = (i / 32) % 4, l = i % 32;
+        blk.ql[64 * h + 32 * (s & 1) + l] |= uint8_t((q & 15) << (4 * (s >> 1)));
+        blk.qh[32 * h + l] |= uint8_t((q >> 4) << (2 * s));
+      }
+    }
+    std::memcpy(static_cast<uint8_t*>(dst) + b * int64_t(sizeof blk), &blk, sizeof blk);
+  }
+}
+
+namespace {
+
+// Legacy blocks of 32 in rows of n_per_row: the weights are qw * sqrt(sigma2
+// + x^2), sigma2 the row's mean square.
+template <typename Fit>
+void legacy_rows(const float* x, int64_t n_blocks, const float* qw, int64_t n_per_row, Fit fit) {
+  const int64_t per_row = n_per_row / kQK;
+  for (int64_t b0 = 0; b0 < n_blocks; b0 += per_row) {
+    const float* row = x + b0 * kQK;
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n_per_row; ++j) sum_x2 += row[j] * row[j];
+    const float sigma2 = sum_x2 / float(n_per_row);
+    for (int64_t ib = 0; ib < per_row; ++ib) {
+      const float* xb = row + kQK * ib;
+      float weight[kQK];
+      for (int j = 0; j < kQK; ++j) weight[j] = qw[kQK * ib + j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+      fit(b0 + ib, xb, weight);
+    }
+  }
+}
+
+template <typename Block>
+void put(void* dst, int64_t b, const Block& blk) {
+  std::memcpy(static_cast<uint8_t*>(dst) + b * int64_t(sizeof(Block)), &blk, sizeof(Block));
+}
+
+// The 5th bits of 32 quants as q5_0 / q5_1 keep them (element i: bit i).
+void pack_q5(const uint8_t* L, uint8_t* qs, uint8_t* qh_bytes) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = uint8_t((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
+    qh |= uint32_t((L[j] & 0x10u) >> 4) << j;
+    qh |= uint32_t((L[j + 16] & 0x10u) >> 4) << (j + 16);
+  }
+  std::memcpy(qh_bytes, &qh, 4);
+}
+
+}  // namespace
+
+void quantize_q4_0_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row) {
+  legacy_rows(x, n_blocks, qw, n_per_row, [&](int64_t b, const float* xb, const float* w) {
+    int8_t L[kQK];
+    BlockQ4_0 blk;
+    blk.d = f32_to_fp16(fit_symmetric_weighted(kQK, 8, xb, L, w));
+    for (int j = 0; j < 16; ++j) blk.qs[j] = uint8_t(L[j] | (L[j + 16] << 4));
+    put(dst, b, blk);
+  });
+}
+
+void quantize_q5_0_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row) {
+  legacy_rows(x, n_blocks, qw, n_per_row, [&](int64_t b, const float* xb, const float* w) {
+    int8_t L[kQK];
+    BlockQ5_0 blk;
+    blk.d = f32_to_fp16(fit_symmetric_weighted(kQK, 16, xb, L, w));
+    uint8_t U[kQK];
+    for (int j = 0; j < kQK; ++j) U[j] = uint8_t(L[j]);
+    pack_q5(U, blk.qs, blk.qh);
+    put(dst, b, blk);
+  });
+}
+
+void quantize_q4_1_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row) {
+  legacy_rows(x, n_blocks, qw, n_per_row, [&](int64_t b, const float* xb, const float* w) {
+    uint8_t L[kQK];
+    float the_min;
+    BlockQ4_1 blk;
+    blk.d = f32_to_fp16(fit_affine_weighted(kQK, 15, xb, w, L, &the_min));
+    blk.m = f32_to_fp16(-the_min);
+    for (int j = 0; j < 16; ++j) blk.qs[j] = uint8_t(L[j] | (L[j + 16] << 4));
+    put(dst, b, blk);
+  });
+}
+
+void quantize_q5_1_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t n_per_row) {
+  legacy_rows(x, n_blocks, qw, n_per_row, [&](int64_t b, const float* xb, const float* w) {
+    uint8_t L[kQK];
+    float the_min;
+    BlockQ5_1 blk;
+    blk.d = f32_to_fp16(fit_affine_weighted(kQK, 31, xb, w, L, &the_min));
+    blk.m = f32_to_fp16(-the_min);
+    pack_q5(L, blk.qs, blk.qh);
+    put(dst, b, blk);
+  });
 }
 
 }  // namespace weir::quant
