@@ -97,7 +97,7 @@ class PyModel {
     }
     BatcherOptions eo;
     eo.max_sequences = o.n_parallel;
-    eo.step_tokens = size_t(step_tokens(spec));
+    eo.step_tokens = size_t(rt_.session->n_batch());  // step_tokens(spec), or a BERT encoder's context
     engine_ = std::make_unique<Batcher>(*rt_.session, m.tokenizer(), eo);
     engine_->start();
     n_ctx_ = o.n_ctx;
@@ -167,6 +167,8 @@ class PyModel {
   std::shared_ptr<openai::Answer> start(bool chat, const std::string& body) {
     const auto life = use();
     const Model& m = model();
+    if (m.hparams().embeddings_only)  // a BERT encoder: as weir serve answers (400)
+      throw Error(path_ + ": this model (" + m.hparams().arch + ") only makes embeddings: use create_embedding or embed");
     const nlohmann::json j = openai::parse_json_body(body);
     const openai::GenerationRequest r = chat ? openai::parse_chat_request(j) : openai::parse_completion_request(j);
     const openai::AnswerContext ctx{*engine_, m.tokenizer(), chat_.get(), path_, n_ctx_};
@@ -182,7 +184,7 @@ class PyModel {
   std::string create_embedding(const std::string& body) {
     const auto life = use();
     const openai::EmbeddingRequest r = openai::parse_embedding_request(openai::parse_json_body(body));
-    const openai::EmbeddingContext ctx{*engine_, model().tokenizer(), path_, 0};
+    const openai::EmbeddingContext ctx{*engine_, model().tokenizer(), path_, 0, !model().hparams().causal};
     return openai::create_embeddings(ctx, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import SOURCE
+from conftest import SOURCE, THREADS, WEIR_BIN
 
 TEXTS = ["Hello world", "The capital of France is Paris."]
 
@@ -106,3 +106,41 @@ def test_refused_requests_name_their_field(llm):
             llm.create_embedding(**args)
     with pytest.raises(TypeError):
         llm.embed([1, 2])
+
+
+@pytest.mark.parametrize("arch,pooling", [("bert", "cls"), ("nomic-bert", "mean")])
+def test_bert_encoder_matches_float64(arch, pooling, tmp_path):
+    """weir synth's tiny BERT encoders through weir.Llama: each input whole
+    (non-causal attention), pooled as the file says, against the float64
+    numpy forward (tests/reference/bert_forward.py); an input longer than a
+    default step (512 tokens) still runs whole (nomic-bert's context is
+    2048), and chat completions are refused."""
+    try:
+        import gguf  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError:
+        pytest.skip("numpy or gguf is missing (scripts/setup.sh installs them)")
+    import weir
+
+    path = str(tmp_path / f"tiny-{arch}.gguf")
+    subprocess.run([WEIR_BIN, "synth", "--arch", arch, "--preset", "tiny", "--type", "F16", "-o", path], check=True,
+                   capture_output=True, timeout=120)
+    texts = ["hello world", "the cat sat on the mat", "x"] + (["a b " * 350] if arch == "nomic-bert" else [])
+    m = weir.Llama(path, n_ctx=512 if arch == "bert" else 2048, n_threads=THREADS)
+    try:
+        out = m.create_embedding(texts)
+        ids = [m.tokenize(t, add_bos=True, special=True) for t in texts]
+        assert out["usage"]["prompt_tokens"] == sum(len(i) for i in ids)
+        ref_file = tmp_path / "ref.json"
+        subprocess.run([sys.executable, str(SOURCE / "tests" / "reference" / "embedding_reference.py"), path,
+                        str(ref_file)] + [",".join(map(str, i)) for i in ids], check=True, timeout=600)
+        ref = json.loads(ref_file.read_text())["cases"]
+        for d, r in zip(out["data"], ref):
+            # weir's CPU default rounds as llama.cpp does (gelu by its fp16 table)
+            assert cosine(d["embedding"], r[pooling + "_l2"]) > 0.9999
+        for call in (lambda: m.create_chat_completion([{"role": "user", "content": "hi"}], max_tokens=2),
+                     lambda: m.create_completion("hi", max_tokens=2)):
+            with pytest.raises(Exception, match="only makes embeddings"):
+                call()
+    finally:
+        m.close()
