@@ -81,6 +81,27 @@ TEST(Serve, OpenAiToolCallingOnTheRealModel) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
 }
 
+// gpt-oss's Harmony format as the openai package reads it (tests/server/
+// openai_harmony_client.py): the real model with gpt-oss's chat template,
+// a grammar making it write a Harmony answer; the analysis comes back as
+// reasoning_content, the final text as the content, a message to a
+// function as a tool call, whole and streamed, and the turns sent back
+// render.
+TEST(Serve, HarmonyAnswersThroughTheOpenAiPackage) {
+  WEIR_REQUIRE_MODEL(model);
+  if (std::system("python3 -c 'import openai' >/dev/null 2>&1") != 0)
+    FAIL() << "the openai package is missing (scripts/setup.sh installs it)";
+  std::string script = WEIR_OPENAI_CLIENT;
+  script = script.substr(0, script.rfind('/') + 1) + "openai_harmony_client.py";
+  ServeProcess serve(model, {"--api-key", "test-key", "--chat-template-file", data_dir() + "/gpt-oss-chat-template.jinja"});
+  ASSERT_TRUE(serve.wait_up()) << "weir serve did not come up";
+  const auto [rc, out] = run("python3 " + script + " " + serve.base() + "/v1 test-key");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("ok"), std::string::npos) << out;
+  const int st = serve.stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+}
+
 // The chat page at / in headless Chromium (tests/server/chat_page_test.py):
 // a message typed, the answer streamed in, the API's answer; the screenshot
 // stays in the build's test-artifacts/.
