@@ -1,4 +1,4 @@
-// IQ4_NL, IQ4_XS and MXFP4 quantizers, and Q4_K, Q5_K, Q6_K, Q4_0 ... Q5_1
+// IQ4_NL, IQ4_XS and MXFP4 quantizers, and Q2_K ... Q6_K, Q4_0 ... Q5_1
 // with importance weights, byte for byte against independent references:
 // tests/data/quant/<type>.lvec hold input rows (random, zeros, constants,
 // zero sub-blocks, ties, outliers, tiny, below 1e-15, huge), with and
@@ -113,15 +113,16 @@ TEST_P(QuantizeLookup, RowByRow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeLookup,
-                         ::testing::Values(DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1),
+                         ::testing::Values(DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::Q2_K, DType::Q3_K,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0, DType::Q4_1,
+                                           DType::Q5_0, DType::Q5_1),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Importance weights move the error to where the weights are: the weighted
 // squared error, measured with the weights used, is lower than without them.
 TEST(QuantizeLookup, ImportanceLowersWeightedError) {
-  for (DType t : {DType::IQ4_NL, DType::IQ4_XS, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0, DType::Q4_1,
-                  DType::Q5_0, DType::Q5_1}) {
+  for (DType t : {DType::IQ4_NL, DType::IQ4_XS, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
     const int64_t n = 1024, rows = 16;
     const std::vector<float> x = test::normal_data(size_t(n * rows), 1.0, 7);
     test::Rng r(11);

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Writes tests/data/quant/*.lvec (iq4_nl, iq4_xs, mxfp4, and the weighted
-q4_K, q5_K, q6_K, q4_0, q4_1, q5_0, q5_1): inputs and the bytes llama.cpp's
+q2_K ... q6_K, q4_0, q4_1, q5_0, q5_1): inputs and the bytes llama.cpp's
 quantizer rules make of them, for tests/core/quantize_lookup_test.
 
 IQ4_NL and IQ4_XS bytes come from tests/reference/iq4_quantize.py (numpy,
 float32, llama.cpp's published rules), with and without importance weights;
-Q4_K, Q5_K, Q6_K and Q4_0 ... Q5_1 with importance weights only (weir's
+Q2_K ... Q6_K and Q4_0 ... Q5_1 with importance weights only (weir's
 unweighted K-quants are its own search, its unweighted legacy quantizers are
 checked against the gguf package by the .vec files) from
 tests/reference/k_quantize_weighted.py; MXFP4 bytes
@@ -39,7 +39,7 @@ from gguf.constants import GGMLQuantizationType as T  # noqa: E402
 import gguf.quants  # noqa: E402
 
 SEED = 0x1A4_5EED
-WEIGHTED_ONLY = ("Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
+WEIGHTED_ONLY = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
 f32 = np.float32
 
 
@@ -86,7 +86,7 @@ def weights(rng, n_per_row, kind):
 def build(name):
     rng = np.random.default_rng(SEED)
     k_type = name in WEIGHTED_ONLY
-    n = 256 if name in ("IQ4_XS", "Q4_K", "Q5_K", "Q6_K") else 32
+    n = 256 if name in ("IQ4_XS", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K") else 32
     cases = []
     for i, (_, rows) in enumerate(inputs(rng, n)):
         if not k_type:

@@ -1,13 +1,13 @@
 """Quantization with importance weights in numpy, float32 throughout,
 following llama.cpp's published rules (ggml-quants.c: quantize_row_q4_K_impl,
-q5_K_impl, q6_K_impl, q4_0_impl, q4_1_impl, q5_0_impl, q5_1_impl with
+q5_K_impl, q6_K_impl, q2_K_impl, q3_K_impl, q4_0_impl, q4_1_impl, q5_0_impl, q5_1_impl with
 quant_weights; make_qkx3_quants, make_qp_quants, make_qx_quants), written
 apart from weir's C++ (src/core/quant/quantize_weighted.cpp) to check it
 byte for byte. Vectorised over blocks; element loops wherever llama.cpp sums
 in order.
 
 quantize(x, kind, qw) -> uint8 blocks; x float32 (n_rows, n_per_row), qw
-float32 (n_per_row,), kind one of Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1.
+float32 (n_per_row,), kind one of Q2_K ... Q6_K, Q4_0, Q4_1, Q5_0, Q5_1.
 """
 import numpy as np
 
@@ -224,6 +224,79 @@ def quantize_q6_K(x, qw):
     return out.astype(np.uint8).reshape(n_rows, -1)
 
 
+def pack_2bit(L):
+    """(n, 256) values in [0, 3] -> (n, 64): element 128 h + 32 s + l at
+    byte 32 h + l, bits 2 s."""
+    Lr = L.reshape(L.shape[0], 2, 4, 32)
+    return (Lr[:, :, 0] | (Lr[:, :, 1] << 2) | (Lr[:, :, 2] << 4) | (Lr[:, :, 3] << 6)).reshape(L.shape[0], 64)
+
+
+def super_weights(xs, q, two):
+    nsb = xs.shape[0]
+    sumx2 = np.zeros(nsb, np.float32)
+    for j in range(256):
+        sumx2 = f32(sumx2 + f32(xs[:, j] * xs[:, j]))
+    sigma2 = f32(f32(F(2) * sumx2) / F(256)) if two else f32(sumx2 / F(256))
+    w = f32(q * np.sqrt(f32(sigma2[:, None] + f32(xs * xs))))
+    sw = np.zeros((nsb, 16), np.float32)
+    for j in range(16):
+        for l in range(16):
+            sw[:, j] = f32(sw[:, j] + w[:, 16 * j + l])
+    return w, sw
+
+
+def quantize_q2_K(x, qw):
+    n_rows = x.shape[0]
+    xs = x.reshape(-1, 256)
+    nsb = xs.shape[0]
+    q = np.tile(np.asarray(qw, dtype=np.float32).reshape(-1, 256), (n_rows, 1))
+    w, sw = super_weights(xs, q, False)
+    scales, mins, L = make_qkx3(xs.reshape(-1, 16), w.reshape(-1, 16), 3)
+    scales, mins, L = scales.reshape(nsb, 16), mins.reshape(nsb, 16), L.reshape(nsb, 256)
+    dm, Ls = make_qp(scales, sw, 15)
+    mm, Lm = make_qp(mins, sw, 15)
+    d16, m16 = dm.astype(np.float16), mm.astype(np.float16)
+    sc = (Ls | (Lm << 4)) & 0xFF
+    d = f32(d16.astype(np.float32)[:, None] * f32(sc & 0xF))
+    m = f32(m16.astype(np.float32)[:, None] * f32(sc >> 4))
+    with np.errstate(all="ignore"):
+        req = np.clip(nearest_int(f32(f32(xs.reshape(nsb, 16, 16) + m[:, :, None]) / np.where(d == 0, F(1), d)[:, :, None])), 0, 3)
+    L = np.where((d == 0)[:, :, None], L.reshape(nsb, 16, 16), req).reshape(nsb, 256)
+    out = np.concatenate([sc, pack_2bit(L), d16.view(np.uint8).reshape(nsb, 2).astype(np.int64),
+                          m16.view(np.uint8).reshape(nsb, 2).astype(np.int64)], axis=1)
+    return out.astype(np.uint8).reshape(n_rows, -1)
+
+
+def quantize_q3_K(x, qw):
+    n_rows = x.shape[0]
+    xs = x.reshape(-1, 256)
+    nsb = xs.shape[0]
+    q = np.tile(np.asarray(qw, dtype=np.float32).reshape(-1, 256), (n_rows, 1))
+    w, sw = super_weights(xs, q, True)
+    scales, L = make_qx(xs.reshape(-1, 16), w.reshape(-1, 16), 4)
+    scales, L = scales.reshape(nsb, 16), L.reshape(nsb, 256)
+    d_block, Ls = make_qx(scales, sw, 32)
+    packed = np.zeros((nsb, 12), np.int64)
+    packed[:, 0:8] = Ls[:, 0:8] & 0xF
+    packed[:, 0:8] |= (Ls[:, 8:16] & 0xF) << 4
+    for j in range(16):
+        packed[:, 8 + j % 4] |= (Ls[:, j] >> 4) << (2 * (j // 4))
+    d16 = d_block.astype(np.float16)
+    lo = np.concatenate([packed[:, 0:8] & 0xF, packed[:, 0:8] >> 4], axis=1)
+    hi = np.stack([(packed[:, 8 + j % 4] >> (2 * (j // 4))) & 3 for j in range(16)], axis=1)
+    sc = (lo | (hi << 4)) - 32
+    d = f32(d16.astype(np.float32)[:, None] * f32(sc))
+    with np.errstate(all="ignore"):
+        req = np.clip(nearest_int(f32(xs.reshape(nsb, 16, 16) / np.where(d == 0, F(1), d)[:, :, None])), -4, 3) + 4
+    L = np.where((d == 0)[:, :, None], L.reshape(nsb, 16, 16), req).reshape(nsb, 256)
+    hmask = np.zeros((nsb, 32), np.int64)
+    for j in range(256):
+        hmask[:, j % 32] |= (L[:, j] > 3).astype(np.int64) << (j // 32)
+    L = np.where(L > 3, L - 4, L)
+    out = np.concatenate([hmask, pack_2bit(L), packed, d16.view(np.uint8).reshape(nsb, 2).astype(np.int64)], axis=1)
+    return out.astype(np.uint8).reshape(n_rows, -1)
+
+
 def quantize_legacy(x, kind, qw):
     n_rows, n_per_row = x.shape
     sum_x2 = np.zeros(n_rows, np.float32)
@@ -252,6 +325,10 @@ def quantize(x, kind, qw):
     x = np.ascontiguousarray(x, dtype=np.float32)
     if kind == "Q6_K":
         return quantize_q6_K(x, qw)
+    if kind == "Q2_K":
+        return quantize_q2_K(x, qw)
+    if kind == "Q3_K":
+        return quantize_q3_K(x, qw)
     if kind in ("Q4_0", "Q4_1", "Q5_0", "Q5_1"):
         return quantize_legacy(x, kind, qw)
     nmax = 15 if kind == "Q4_K" else 31

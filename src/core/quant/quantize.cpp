@@ -27,7 +27,8 @@ bool can_quantize(DType t) {
 
 bool uses_importance(DType t) {
   switch (t) {
-    case DType::IQ4_NL: case DType::IQ4_XS: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::IQ4_NL: case DType::IQ4_XS: case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K:
+    case DType::Q6_K:
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
       return true;
     default:
@@ -67,8 +68,10 @@ void quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t
     case DType::Q5_1:
       return importance ? quantize_q5_1_weighted(src, dst, nb, importance, n_per_row) : quantize_q5_1(src, dst, nb);
     case DType::Q8_0: return quantize_q8_0(src, dst, nb);
-    case DType::Q2_K: return quantize_q2_K(src, dst, nb);
-    case DType::Q3_K: return quantize_q3_K(src, dst, nb);
+    case DType::Q2_K:
+      return importance ? quantize_q2_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q2_K(src, dst, nb);
+    case DType::Q3_K:
+      return importance ? quantize_q3_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q3_K(src, dst, nb);
     case DType::Q4_K:
       return importance ? quantize_q4_K_weighted(src, dst, nb, importance, n_per_row) : quantize_q4_K(src, dst, nb);
     case DType::Q5_K:

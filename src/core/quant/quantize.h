@@ -13,10 +13,9 @@ bool can_quantize(DType t);
 
 // Whether quantize_rows's importance weights change type t's result
 // (llama.cpp's quant_weights, from an importance matrix): IQ4_NL, IQ4_XS,
-// Q4_K, Q5_K, Q6_K and Q4_0 ... Q5_1, each with llama.cpp's weighted rules
-// (unweighted, the K-quants keep weir's own search). Q2_K and Q3_K, which
-// llama.cpp also weights, ignore them here; Q8_0 and MXFP4 have no use for
-// them there either.
+// Q2_K ... Q6_K and Q4_0 ... Q5_1, each with llama.cpp's weighted rules
+// (unweighted, the K-quants keep weir's own search). Q8_0 and MXFP4 have no
+// use for them, there either.
 bool uses_importance(DType t);
 
 // Quantizes n_rows rows of n_per_row floats (a multiple of t's block size)

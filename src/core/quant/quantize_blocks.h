@@ -25,6 +25,8 @@ void quantize_q8_K(const float* x, void* dst, int64_t n_blocks);
 // With importance weights (quantize_weighted.cpp): llama.cpp's rules. qw
 // holds the weights of a row of qw_period (= n_per_row) elements; the
 // legacy ones need whole rows (their weights use the row's mean square).
+void quantize_q2_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
+void quantize_q3_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
 void quantize_q4_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
 void quantize_q5_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);
 void quantize_q6_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period);

@@ -6,6 +6,9 @@
 //     make_qp_quants for the 6-bit sub-block scales and mins;
 //   Q6_K: make_qx_quants per sub-block of 16 with the raw weights, 8-bit
 //     sub-block scales against d = max_scale / -128;
+//   Q2_K: make_qkx3_quants per 16, make_qp_quants for the 4-bit scales and
+//     mins, a requantization; Q3_K: make_qx_quants per 16 and for the 6-bit
+//     scales;
 //   Q4_0, Q5_0: make_qx_quants per block, weights qw * sqrt(sigma2 + x^2)
 //     with sigma2 the row's mean square; Q4_1, Q5_1: make_qkx3_quants.
 // Without weights the K-quants keep weir's own search (k_fit.h) and the
@@ -421,6 +424,103 @@ void quantize_q5_1_weighted(const float* x, void* dst, int64_t n_blocks, const f
     pack_q5(L, blk.qs, blk.qh);
     put(dst, b, blk);
   });
+}
+
+// Low 2 bits of element i = 128 h + 32 s + l in qs[32 h + l], bits 2 s.
+static void pack_2bit_weighted(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < kQK_K; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] = uint8_t(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
+void quantize_q2_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period) {
+  for (int64_t b = 0; b < n_blocks; ++b, x += kQK_K) {
+    const float* q = qw + (kQK_K * b) % qw_period;
+    float sumx2 = 0;
+    for (int j = 0; j < kQK_K; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = sumx2 / float(kQK_K);
+    uint8_t L[kQK_K];
+    float scales[16], mins[16], sw[16];
+    for (int j = 0; j < 16; ++j) {
+      float weight[16];
+      for (int l = 0; l < 16; ++l) weight[l] = q[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+      sw[j] = 0;
+      for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+      scales[j] = fit_affine_weighted(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j]);
+    }
+    uint8_t Ls[16], Lm[16];
+    const float dm = fit_scales(16, 15, scales, Ls, sw);
+    const float mm = fit_scales(16, 15, mins, Lm, sw);
+    BlockQ2_K blk;
+    blk.d = f32_to_fp16(dm);
+    blk.dmin = f32_to_fp16(mm);
+    const float df = fp16_to_f32(blk.d), mf = fp16_to_f32(blk.dmin);
+    for (int j = 0; j < 16; ++j) blk.scales[j] = uint8_t(Ls[j] | (Lm[j] << 4));
+    for (int j = 0; j < 16; ++j) {
+      const float d = df * float(blk.scales[j] & 0xF);
+      if (d == 0.0f) continue;
+      const float m = mf * float(blk.scales[j] >> 4);
+      for (int ii = 0; ii < 16; ++ii) {
+        const int l = magic_round((x[16 * j + ii] + m) / d);
+        L[16 * j + ii] = uint8_t(l < 0 ? 0 : l > 3 ? 3 : l);
+      }
+    }
+    pack_2bit_weighted(L, blk.qs);
+    std::memcpy(static_cast<uint8_t*>(dst) + b * int64_t(sizeof blk), &blk, sizeof blk);
+  }
+}
+
+void quantize_q3_K_weighted(const float* x, void* dst, int64_t n_blocks, const float* qw, int64_t qw_period) {
+  for (int64_t b = 0; b < n_blocks; ++b, x += kQK_K) {
+    const float* q = qw + (kQK_K * b) % qw_period;
+    float sumx2 = 0;
+    for (int j = 0; j < kQK_K; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = 2 * sumx2 / float(kQK_K);
+    int8_t L[kQK_K];
+    float scales[16], sw[16];
+    for (int j = 0; j < 16; ++j) {
+      float weight[16];
+      for (int l = 0; l < 16; ++l) weight[l] = q[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+      float sumw = 0;
+      for (int l = 0; l < 16; ++l) sumw += weight[l];
+      sw[j] = sumw;
+      scales[j] = fit_symmetric_weighted(16, 4, x + 16 * j, L + 16 * j, weight);
+    }
+    BlockQ3_K blk;
+    std::memset(&blk, 0, sizeof blk);
+    int8_t Ls[16];
+    const float d_block = fit_symmetric_weighted(16, 32, scales, Ls, sw);
+    for (int j = 0; j < 16; ++j) {
+      int l = Ls[j];
+      if (j < 8) blk.scales[j] = uint8_t(l & 0xF);
+      else blk.scales[j - 8] |= uint8_t((l & 0xF) << 4);
+      l >>= 4;
+      blk.scales[j % 4 + 8] |= uint8_t(l << (2 * (j / 4)));
+    }
+    blk.d = f32_to_fp16(d_block);
+    int8_t sc[16];
+    unpack_scales_q3_K(blk.scales, sc);  // already minus 32
+    const float df = fp16_to_f32(blk.d);
+    for (int j = 0; j < 16; ++j) {
+      const float d = df * float(sc[j]);
+      if (d == 0.0f) continue;
+      for (int ii = 0; ii < 16; ++ii) {
+        const int l = magic_round(x[16 * j + ii] / d);
+        L[16 * j + ii] = int8_t((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
+      }
+    }
+    // The high bit of element j goes to hmask[j % 32], bit j / 32.
+    uint8_t U[kQK_K];
+    for (int j = 0; j < kQK_K; ++j) {
+      U[j] = uint8_t(L[j]);
+      if (U[j] > 3) {
+        blk.hmask[j % 32] |= uint8_t(1 << (j / 32));
+        U[j] = uint8_t(U[j] - 4);
+      }
+    }
+    pack_2bit_weighted(U, blk.qs);
+    std::memcpy(static_cast<uint8_t*>(dst) + b * int64_t(sizeof blk), &blk, sizeof blk);
+  }
 }
 
 }  // namespace weir::quant
