@@ -87,7 +87,7 @@ int cmd_quantize(int argc, char** argv) {
       .positional("TYPE", &type_name, "file type: Q4_K_M, Q8_0, F16, ... (an unknown name lists them)")
       .opt("-t,--threads", &threads, "N", "CPU threads (default: all CPUs)")
       .opt("--imatrix", &imatrix_path, "FILE",
-           "importance matrix (weir imatrix or llama-imatrix: GGUF or legacy .dat); used by the IQ4, Q4_K..Q6_K "
+           "importance matrix (weir imatrix or llama-imatrix: GGUF or legacy .dat); used by the IQ4, Q2_K..Q6_K "
            "and Q4_0..Q5_1 tensors");
   if (!a.parse(argc, argv)) return 0;
   check_threads(threads);
