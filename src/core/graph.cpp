@@ -33,6 +33,7 @@ const char* op_name(Op op) {
     case Op::MulMatId: return "mul_mat_id";
     case Op::MoeSum: return "moe_sum";
     case Op::Softcap: return "softcap";
+    case Op::SwigluOai: return "swiglu_oai";
     case Op::LayerNorm: return "layer_norm";
     case Op::Gelu: return "gelu";
     case Op::Count: break;
@@ -122,7 +123,6 @@ Tensor* Graph::rms_norm(Tensor* x, float eps) {
   return y;
 }
 
-Tensor* Graph::mul(Tensor* a, Tensor* b) {
 Tensor* Graph::layer_norm(Tensor* x, float eps) {
   Tensor* y = unary_like(x, Op::LayerNorm);
   y->fparams[0] = eps;
@@ -131,6 +131,7 @@ Tensor* Graph::layer_norm(Tensor* x, float eps) {
 
 Tensor* Graph::gelu(Tensor* a) { return unary_like(a, Op::Gelu); }
 
+Tensor* Graph::mul(Tensor* a, Tensor* b) {
   if (a->ne[0] != b->ne[0] || (b->n_rows() != 1 && b->n_rows() != a->n_rows())) shape_error("mul", a, b);
   Tensor* y = unary_like(a, Op::Mul);
   y->src[1] = b;
@@ -186,6 +187,18 @@ Tensor* Graph::gelu_mul(Tensor* a, Tensor* b) {
   return y;
 }
 
+Tensor* Graph::swiglu_oai(Tensor* a, Tensor* b, float alpha, float limit) {
+  if (a->n_elements() != b->n_elements() || a->ne[0] != b->ne[0]) shape_error("swiglu_oai", a, b);
+  if (!(limit > 0) || !std::isfinite(limit) || !std::isfinite(alpha))
+    throw Error("swiglu_oai: alpha " + std::to_string(alpha) + " and limit " + std::to_string(limit) +
+                " must be finite, the limit positive");
+  Tensor* y = unary_like(a, Op::SwigluOai);
+  y->src[1] = b;
+  y->fparams[0] = alpha;
+  y->fparams[1] = limit;
+  return y;
+}
+
 Tensor* Graph::silu_mul(Tensor* a, Tensor* b) {
   if (a->n_elements() != b->n_elements() || a->ne[0] != b->ne[0]) shape_error("silu_mul", a, b);
   Tensor* y = unary_like(a, Op::SiluMul);
@@ -201,6 +214,10 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float sc
       Hq % Hkv != 0)
     shape_error("attention", q, k);
   if (mask->ne[0] != S || mask->ne[1] != T) shape_error("attention mask", mask, q);
+  if (extras.sinks && (extras.sinks->dtype != DType::F32 || extras.sinks->n_elements() != Hq))
+    shape_error("attention sinks", extras.sinks, q);
+  if (extras.softcap < 0.0f || !std::isfinite(extras.softcap))
+    throw Error("attention: soft cap " + std::to_string(extras.softcap) + " must be finite and >= 0");
   Tensor* y = make(DType::F32, {D * Hq, T}, Op::Attention, "attention");
   y->src[0] = q;
   y->src[1] = k;
@@ -209,6 +226,8 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float sc
   y->fparams[0] = scale;
   y->iparams[0] = separate_tokens ? 1 : 0;
   y->iparams[1] = std::max<int32_t>(max_keys, 0);
+  y->fparams[1] = extras.softcap;
+  y->src[4] = extras.sinks;
   return y;
 }
 
@@ -220,10 +239,6 @@ Tensor* Graph::set_rows(Tensor* dst, Tensor* src, Tensor* idx) {
   y->view_src = dst;
   for (int i = 0; i < kMaxDims; ++i) y->nb[i] = dst->nb[i];
   y->src[0] = dst;
-  if (extras.sinks && (extras.sinks->dtype != DType::F32 || extras.sinks->n_elements() != Hq))
-    shape_error("attention sinks", extras.sinks, q);
-  if (extras.softcap < 0.0f || !std::isfinite(extras.softcap))
-    throw Error("attention: soft cap " + std::to_string(extras.softcap) + " must be finite and >= 0");
   y->src[1] = src;
   y->src[2] = idx;
   return y;
@@ -232,8 +247,6 @@ Tensor* Graph::set_rows(Tensor* dst, Tensor* src, Tensor* idx) {
 Tensor* Graph::sample(Tensor* logits, Tensor* params) {
   if (logits->dtype != DType::F32 || params->dtype != DType::F32 || params->ne[0] != 5 ||
       params->n_rows() != logits->n_rows())
-  y->fparams[1] = extras.softcap;
-  y->src[4] = extras.sinks;
     shape_error("sample", logits, params);
   Tensor* y = make(DType::I32, {logits->n_rows()}, Op::Sample, "sample");
   y->src[0] = logits;

@@ -26,6 +26,9 @@
 //   gelu_mul(a, b)                                -> gelu_tanh(a) * b
 //   gelu(a)                                       -> gelu_tanh(a) (ggml_gelu: BERT's FFN)
 //   silu_mul(a, b)                                -> silu(a) * b = a / (1 + e^-a) * b
+//   swiglu_oai(a, b, alpha, limit)                -> x / (1 + e^(-alpha x)) * (y + 1) with
+//       x = min(a, limit), y = clamp(b, -limit, limit) (gpt-oss's experts:
+//       a the gate, b the up projection; alpha 1.702, limit 7)
 //   attention(q [D, Hq, T], k [D, Hkv, S], v [D, Hkv, S], mask [S, T], scale,
 //             separate_tokens)
 //       -> [D*Hq, T]; head h uses kv head h / (Hq/Hkv); mask adds 0 or -inf.
@@ -35,11 +38,6 @@
 //       max_keys (iparams[1]) is a hint that a token sees at most that many
 //       keys (a sliding window; 0: no bound known): the CUDA backend plans
 //       how to split the keys with it. The mask alone decides the result.
-//   set_rows(dst [K, N], src [K, T], idx I32 [T]) -> dst with dst[:, idx[t]] = src[:, t]
-//   sample(logits [V, n], params [5, n])          -> I32 [n]: a token per row, as
-//       engine/sampler.h's chain without the repetition penalty. Row j's
-//       params: temperature, top_k, top_p, min_p, u (a uniform draw in
-//       [0, 1)). temperature <= 0: argmax, lowest id on ties. Otherwise
 //       Extras (AttentionExtras; both off by default):
 //       softcap (fparams[1], > 0): s_j = softcap * tanh(q.k_j * scale / softcap)
 //         before the mask is added (Gemma 2's attention logit soft-capping);
@@ -47,6 +45,11 @@
 //         score sinks[h] and no value: p_j = e^(s_j - m) / (sum_i e^(s_i - m)
 //         + e^(sinks[h] - m)), m the max over the keys and the sink (gpt-oss).
 //         A row with every key masked still gives zeros.
+//   set_rows(dst [K, N], src [K, T], idx I32 [T]) -> dst with dst[:, idx[t]] = src[:, t]
+//   sample(logits [V, n], params [5, n])          -> I32 [n]: a token per row, as
+//       engine/sampler.h's chain without the repetition penalty. Row j's
+//       params: temperature, top_k, top_p, min_p, u (a uniform draw in
+//       [0, 1)). temperature <= 0: argmax, lowest id on ties. Otherwise
 //       top-k (<= 0: off; ties at the boundary: lowest ids win), then top-p
 //       (1: off) and min-p (0: off) on the softmax at temperature 1 over what
 //       top-k kept, then a draw from softmax((logit - max) / temperature)
@@ -85,17 +88,17 @@
 
 namespace weir {
 
-struct RopeParams {
-  int n_rot = 0;  // rotated dims per head (even, <= head dim)
-  float base = 10000.0f;
-  float freq_scale = 1.0f;  // 1 / linear scaling factor
-  RopeMode mode = RopeMode::Neox;
 // attention's optional extras (see the op's semantics above).
 struct AttentionExtras {
   Tensor* sinks = nullptr;  // F32 [Hq]: a sink logit per query head
   float softcap = 0.0f;     // > 0: the scores' soft cap
 };
 
+struct RopeParams {
+  int n_rot = 0;  // rotated dims per head (even, <= head dim)
+  float base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+  RopeMode mode = RopeMode::Neox;
   Tensor* freq_factors = nullptr;  // optional F32 [n_rot/2]: theta_i is divided by it
 };
 
@@ -115,18 +118,19 @@ class Graph {
   Tensor* get_rows(Tensor* table, Tensor* ids);
   Tensor* mul_mat(Tensor* w, Tensor* x);
   Tensor* rms_norm(Tensor* x, float eps);
+  Tensor* layer_norm(Tensor* x, float eps);
   Tensor* mul(Tensor* a, Tensor* b);
   Tensor* add(Tensor* a, Tensor* b);
   Tensor* scale(Tensor* a, float s);
-  Tensor* layer_norm(Tensor* x, float eps);
   Tensor* softcap(Tensor* a, float cap);
   Tensor* rope(Tensor* x, Tensor* pos, const RopeParams& p);
   Tensor* rope_neox(Tensor* x, Tensor* pos, int n_rot, float base, float freq_scale);
   Tensor* gelu_mul(Tensor* a, Tensor* b);
+  Tensor* gelu(Tensor* a);
   Tensor* silu_mul(Tensor* a, Tensor* b);
+  Tensor* swiglu_oai(Tensor* a, Tensor* b, float alpha, float limit);
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, bool separate_tokens = false,
                     int32_t max_keys = 0, const AttentionExtras& extras = {});
-  Tensor* gelu(Tensor* a);
   Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* idx);
   Tensor* sample(Tensor* logits, Tensor* params);
   Tensor* allow_tokens(Tensor* logits, Tensor* allow);

@@ -37,10 +37,11 @@ enum class Op : uint8_t {
   MulMatId,  // y = W[expert] x for each token's chosen experts
   MoeSum,    // the experts' outputs weighted and summed
   AllowTokens,  // logits with the tokens a bitmask does not allow set to -inf (constrained decoding)
+  SwigluOai,  // gpt-oss's clamped SwiGLU of an expert's gate and up
   Softcap,   // cap * tanh(a / cap): Gemma 2's final logit soft-capping
-  Count,
   LayerNorm, // (x - mean(x)) / sqrt(var(x) + eps) per row (BERT)
   Gelu,      // gelu_tanh(a) (BERT's FFN)
+  Count,
 };
 const char* op_name(Op op);
 

@@ -52,8 +52,11 @@ HParams HParams::from_gguf(const GGUFFile& f) {
   // positions by 1/factor. Llama 3 style scaling has no metadata type:
   // converters store its per-pair factors as the tensor rope_freqs.weight.
   const std::string scaling = std::string(f.get_str_or(p + "rope.scaling.type", "none"));
-  if (scaling != "none" && scaling != "linear")
-    throw Error(f.name() + ": " + p + "rope.scaling.type '" + scaling + "' is not supported yet");
+  // YaRN: only gpt-oss's builder computes it (model/gpt_oss.cpp); the
+  // factor still sets the frequency scale.
+  if (scaling != "none" && scaling != "linear" && !(scaling == "yarn" && h.arch == "gpt-oss"))
+    throw Error(f.name() + ": " + p + "rope.scaling.type '" + scaling + "' is not supported yet" +
+                (scaling == "yarn" ? " for " + h.arch + " (only for gpt-oss)" : ""));
   const std::string factor_key =
       f.find(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
   const double factor = f.get_float_or(factor_key, 0.0);

@@ -21,6 +21,7 @@ std::string shape_str(const int64_t* ne, int n) {
 std::unique_ptr<Model> make_bert(GGUFFile f);    // model/bert.cpp (bert, nomic-bert)
 std::unique_ptr<Model> make_gemma2(GGUFFile f);  // model/gemma2.cpp
 std::unique_ptr<Model> make_gemma3(GGUFFile f);  // model/gemma3.cpp
+std::unique_ptr<Model> make_gpt_oss(GGUFFile f); // model/gpt_oss.cpp
 std::unique_ptr<Model> make_llama(GGUFFile f);   // model/llama_family.cpp
 std::unique_ptr<Model> make_qwen2(GGUFFile f);   // model/llama_family.cpp
 std::unique_ptr<Model> make_qwen3(GGUFFile f);   // model/llama_family.cpp
@@ -29,13 +30,14 @@ std::unique_ptr<Model> make_phi3(GGUFFile f);      // model/llama_family.cpp
 
 const std::map<std::string, ModelFactory>& architectures() {
   static const std::map<std::string, ModelFactory> r = {
-      {"gemma2", make_gemma2},
       {"bert", make_bert},
+      {"gemma2", make_gemma2},
       {"gemma3", make_gemma3},
+      {"gpt-oss", make_gpt_oss},
       {"llama", make_llama},
+      {"nomic-bert", make_bert},
       {"phi3", make_phi3},
       {"qwen2", make_qwen2},
-      {"nomic-bert", make_bert},
       {"qwen3", make_qwen3},
       {"qwen3moe", make_qwen3moe},
   };

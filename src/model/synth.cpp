@@ -80,10 +80,49 @@ std::vector<SynthTensor> bert_tensors(const SynthPreset& p) {
 // gpt-oss's tensors (llama.cpp's converter names and order): biases on q,
 // k, v, the output and every expert, a sink logit per head, the router with
 // its bias; post_attention_norm is the FFN's norm.
+std::vector<SynthTensor> gpt_oss_tensors(const SynthPreset& p) {
+  const int64_t E = p.n_embd, V = p.n_vocab, D = p.head_dim, NE = p.n_expert, FE = p.n_ff_exp;
+  const int64_t Q = D * p.n_head, KV = D * p.n_head_kv;
+  if (E <= 0 || V <= 0 || D <= 0 || NE <= 0 || FE <= 0 || p.n_layer <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 ||
+      p.n_head % p.n_head_kv != 0)
+    throw Error("synth preset '" + p.name + "': invalid shape");
+  const float in_std = 1.0f / std::sqrt(float(E));
+  const float res = 1.0f / std::sqrt(2.0f * float(p.n_layer));
+  const float norm_std = 0.02f, bias_std = 0.02f;
+  std::vector<SynthTensor> r;
+  r.push_back(tensor("token_embd.weight", {E, V}, 0, 1.0f));
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    r.push_back(tensor(b + "attn_norm.weight", {E}, 1, norm_std));
+    r.push_back(tensor(b + "attn_q.weight", {E, Q}, 0, in_std));
+    r.push_back(tensor(b + "attn_q.bias", {Q}, 0, bias_std));
+    r.push_back(tensor(b + "attn_k.weight", {E, KV}, 0, in_std));
+    r.push_back(tensor(b + "attn_k.bias", {KV}, 0, bias_std));
+    r.push_back(tensor(b + "attn_v.weight", {E, KV}, 0, in_std));
+    r.push_back(tensor(b + "attn_v.bias", {KV}, 0, bias_std));
+    r.push_back(tensor(b + "attn_output.weight", {Q, E}, 0, res / std::sqrt(float(Q))));
+    r.push_back(tensor(b + "attn_output.bias", {E}, 0, bias_std));
+    r.push_back(tensor(b + "attn_sinks.weight", {p.n_head}, 0, 1.0f));
+    r.push_back(tensor(b + "post_attention_norm.weight", {E}, 1, norm_std));
+    r.push_back(tensor(b + "ffn_gate_inp.weight", {E, NE}, 0, in_std));
+    r.push_back(tensor(b + "ffn_gate_inp.bias", {NE}, 0, bias_std));
+    r.push_back(tensor(b + "ffn_gate_exps.weight", {E, FE, NE}, 0, in_std));
+    r.push_back(tensor(b + "ffn_gate_exps.bias", {FE, NE}, 0, bias_std));
+    r.push_back(tensor(b + "ffn_up_exps.weight", {E, FE, NE}, 0, in_std));
+    r.push_back(tensor(b + "ffn_up_exps.bias", {FE, NE}, 0, bias_std));
+    r.push_back(tensor(b + "ffn_down_exps.weight", {FE, E, NE}, 0, res / std::sqrt(float(FE))));
+    r.push_back(tensor(b + "ffn_down_exps.bias", {E, NE}, 0, bias_std));
+  }
+  r.push_back(tensor("output_norm.weight", {E}, 1, norm_std));
+  r.push_back(tensor("output.weight", {E, V}, 0, in_std));
+  return r;
+}
+
 }  // namespace
 
 std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
   if (is_bert_preset(p)) return bert_tensors(p);
+  if (p.arch == "gpt-oss") return gpt_oss_tensors(p);
   const int64_t E = p.n_embd, V = p.n_vocab, F = p.n_ff, D = p.head_dim;
   const int64_t Q = D * p.n_head, KV = D * p.n_head_kv;
   if (E <= 0 || V <= 0 || F <= 0 || D <= 0 || p.n_layer <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 ||
@@ -219,6 +258,10 @@ void write_synth_metadata(GGUFWriter& w, const SynthPreset& p, FileType ft) {
   if (p.write_vocab_size) w.set_u32(a + "vocab_size", uint32_t(p.n_vocab));
   if (p.write_rope_dim) w.set_u32(a + "rope.dimension_count", uint32_t(p.head_dim));
   if (p.rope_orig_ctx > 0) w.set_u32(a + "rope.scaling.original_context_length", uint32_t(p.rope_orig_ctx));
+  if (p.rope_yarn_factor > 0) {
+    w.set_str(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", p.rope_yarn_factor);
+  }
   if (p.n_expert > 0) {
     w.set_u32(a + "expert_count", uint32_t(p.n_expert));
     w.set_u32(a + "expert_used_count", uint32_t(p.n_expert_used));

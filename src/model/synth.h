@@ -55,11 +55,6 @@ void write_synthetic_vocab(GGUFWriter& w, int64_t n);
 // 103, then word starts "▁c" for printable ASCII, pieces "c" for letters
 // and digits, and "▁aa"/"aa", "▁ab"/"ab" ... up to n.
 void write_synthetic_wpm_vocab(GGUFWriter& w, int64_t n);
-// A small WordPiece ("bert") vocabulary of n tokens (n >= 300), laid out as
-// BERT's: [PAD] 0, [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102, [MASK]
-// 103, then word starts "▁c" for printable ASCII, pieces "c" for letters
-// and digits, and "▁aa"/"aa", "▁ab"/"ab" ... up to n.
-void write_synthetic_wpm_vocab(GGUFWriter& w, int64_t n);
 // Copies every tokenizer.* key of f; returns its number of tokens.
 int64_t copy_vocab(GGUFWriter& w, const GGUFFile& f);
 

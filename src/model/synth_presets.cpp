@@ -1,5 +1,7 @@
 #include "model/synth_presets.h"
 
+#include <tuple>
+
 #include "core/error.h"
 
 namespace weir {
@@ -238,12 +240,42 @@ std::vector<SynthPreset> make_presets() {
     p.pooling_type = 1;
     v.push_back(p);
   }
+  // openai/gpt-oss-20b, -120b (config.json): 64 heads of 64 / 8 KV heads,
+  // experts of 2880 with biases (MXFP4 in the published files), 4 a token,
+  // attention sinks, every other layer a 128-token window, YaRN x32 from 4096.
+  for (const auto& [name, display, layers, experts] :
+       {std::tuple{"gpt-oss-20b", "gpt-oss 20B", 24, 32}, std::tuple{"gpt-oss-120b", "gpt-oss 120B", 36, 128}}) {
+    SynthPreset p;
+    p.name = name;
+    p.arch = "gpt-oss";
+    p.display_name = display;
+    p.n_vocab = 201088;
+    p.n_ctx_train = 131072;
+    p.n_embd = 2880;
+    p.n_layer = layers;
+    p.n_head = 64;
+    p.n_head_kv = 8;
+    p.head_dim = 64;
+    p.n_ff = 2880;
+    p.rms_eps = 1e-5f;
+    p.rope_base = 150000.0f;
+    p.write_head_dim = true;
+    p.n_swa = 128;
+    p.n_expert = experts;
+    p.n_expert_used = 4;
+    p.n_ff_exp = 2880;
+    p.write_ff_exp = true;
+    p.rope_yarn_factor = 32.0f;
+    p.rope_orig_ctx = 4096;
+    v.push_back(p);
+  }
   // Tiny models for tests: every feature of the architecture, small dims
   // (multiples of 256 where K-quants need them).
   for (const SynthPreset& big : std::vector<SynthPreset>(v)) {
     if (big.name != "llama-3.2-1b" && big.name != "qwen2.5-7b" && big.name != "qwen3-8b" &&
         big.name != "gemma3-270m" && big.name != "qwen3-30b-a3b" && big.name != "phi-3-mini" &&
-        big.name != "bge-small" && big.name != "nomic-embed-text" && big.name != "gemma-2-9b")
+        big.name != "bge-small" && big.name != "nomic-embed-text" &&
+        big.name != "gemma-2-9b" && big.name != "gpt-oss-20b")
       continue;
     SynthPreset p = big;
     p.name = "tiny";
@@ -269,6 +301,7 @@ std::vector<SynthPreset> make_presets() {
       p.n_swa = 0;
       p.rope_orig_ctx = p.n_ctx_train;
     }
+    if (p.arch == "gpt-oss") p.n_swa = 8;  // so a short prompt passes the window
     if (p.n_expert > 0) {
       p.n_expert = 8;
       p.n_expert_used = 3;

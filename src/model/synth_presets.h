@@ -11,7 +11,7 @@ namespace weir {
 
 struct SynthPreset {
   std::string name;  // "llama-3.1-8b"
-  std::string arch;  // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3
+  std::string arch;  // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss, ...
   std::string display_name;  // general.name
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
@@ -52,6 +52,11 @@ struct SynthPreset {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   bool write_ff_exp = false;  // <arch>.expert_feed_forward_length (qwen3moe; mixtral's is feed_forward_length)
+  // YaRN rope scaling (rope.scaling.type "yarn") with this factor and
+  // original context rope_orig_ctx when > 0 (gpt-oss). gpt-oss's layout
+  // (biases, attention sinks, post_attention_norm as the FFN's norm, the
+  // experts' biases) goes with its architecture name.
+  float rope_yarn_factor = 0.0f;
   // BERT encoders (arch bert, nomic-bert): LayerNorms with biases
   // (<arch>.attention.layer_norm_epsilon), non-causal, a WordPiece vocabulary,
   // <arch>.pooling_type (1 mean, 2 cls). bert: absolute positions

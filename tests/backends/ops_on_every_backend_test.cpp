@@ -464,6 +464,36 @@ TEST_P(Ops, NormMulAddScaleChain) {
 // silu(a) * b and gelu_tanh(a) * b (the exact backends take the formula,
 // not llama.cpp's fp16 table: tests/backend/cpu_ops_test.cpp has that);
 // gelu's edges: its +-10 cut-offs in ggml, fp16 subnormals, zeros.
+// gpt-oss's clamped SwiGLU against float64: gates and ups on both sides of
+// the limit (7), both runs, a strided (non-contiguous rows) gate.
+TEST_P(Ops, SwigluOai) {
+  const int64_t K = 96, R = 5;
+  const float alpha = 1.702f, limit = 7.0f;
+  std::vector<float> a1 = randn(size_t(K * 2 * R), 21, 6.0f), a2 = randn(size_t(K * 2 * R), 22, 6.0f);
+  const auto b1 = randn(size_t(K * R), 23, 6.0f);
+  const float edges[] = {7.0f, 7.5f, -7.5f, 100.0f, -100.0f, 0.0f, 6.99f, -30.0f};
+  std::copy(std::begin(edges), std::end(edges), a1.begin());
+  const Builder build = one([&](Graph& g) {
+    // a: every other row of a [K, 2R] input
+    Tensor* a = g.view(g.input(DType::F32, {K, 2 * R}, "a"), {K, R}, {size_t(K) * 8}, 0);
+    return g.swiglu_oai(a, g.input(DType::F32, {K, R}, "b"), alpha, limit);
+  });
+  WEIR_REQUIRE_SUPPORT(b(), build);
+  const auto r = test::run_graph(b(), build, {{{"a", bytes_of(a1)}, {"b", bytes_of(b1)}},
+                                              {{"a", bytes_of(a2)}, {"b", bytes_of(b1)}}});
+  for (int run = 0; run < 2; ++run) {
+    const std::vector<float>& a = run ? a2 : a1;
+    std::vector<double> want(size_t(K * R));
+    for (int64_t row = 0; row < R; ++row)
+      for (int64_t i = 0; i < K; ++i) {
+        const double x = std::min(double(a[size_t(2 * row * K + i)]), double(limit));
+        const double u = std::clamp(double(b1[size_t(row * K + i)]), -double(limit), double(limit));
+        want[size_t(row * K + i)] = x / (1 + std::exp(-double(alpha) * x)) * (u + 1);
+      }
+    EXPECT_TRUE(near(r[size_t(run)][0], want, Tol{1e-6, 1e-6})) << "swiglu_oai, run " << run;
+  }
+}
+
 TEST_P(Ops, GatedUnits) {
   {
     const int64_t K = 256, R = 3;
@@ -630,6 +660,8 @@ struct AttnCase {
   int64_t pos0, window;  // token t at pos0 + t sees key j <= pos0 + t with pos0 + t - j < window
   bool last_row_masked;  // the last token sees no key (as a batch's padding rows): zeros
   bool strided_q;        // q a view of a fused [D, Hq + 2 Hkv, T] buffer
+  float softcap = 0.0f;  // graph.h's attention extras: the scores' soft cap
+  bool sinks = false;    // and a sink logit per head
 };
 
 // softmax(q k^T * scale + mask) v, grouped heads, k and v views of the
@@ -644,6 +676,21 @@ TEST_P(CacheOps, Attention) {
     for (int64_t D : {int64_t(64), int64_t(kv == DType::Q8_0 ? 32 : 40)})
       cases.push_back({D, 4, Hkv, 6, 45, 64, 39, 20, true, true});
   cases.push_back({32, 4, 1, 70, 70, 80, 0, 1 << 30, false, false});
+  const size_t plain = cases.size();
+  for (size_t i = 0; i < plain; ++i) {
+    AttnCase e = cases[i];
+    e.softcap = 2.0f;
+    cases.push_back(e);
+    e.softcap = 0.0f;
+    e.sinks = true;
+    cases.push_back(e);
+  }
+  for (const float cap : {0.0f, 3.0f}) {
+    cases.push_back({64, 8, 2, 1, 1500, 1600, 1499, 1 << 30, false, false, cap, true});  // decode, split keys
+    cases.push_back({64, 8, 2, 4, 1500, 1600, 1496, 1 << 30, false, false, cap, true});  // 4 tokens of one sequence
+    cases.push_back({128, 8, 1, 48, 300, 320, 252, 1 << 30, false, false, cap, true});   // prefill
+    cases.push_back({64, 8, 2, 40, 600, 640, 560, 128, true, false, cap, true});        // prefill, window
+  }
   for (const AttnCase& c : cases) {
     const int64_t Hall = c.Hq + 2 * c.Hkv;
     const float scale = 1.0f / std::sqrt(float(c.D));
@@ -674,6 +721,11 @@ TEST_P(CacheOps, Attention) {
       const auto [kb, kd] = cache_of(kv, randn(size_t(c.D * c.Hkv * c.Smax), 11 + 2 * run, 1.5f));
       const auto [vb, vd] = cache_of(kv, randn(size_t(c.D * c.Hkv * c.Smax), 12 + 2 * run, 1.5f));
       in.push_back({{"qkv", bytes_of(qkv)}, {"k", kb}, {"v", vb}, {"mask", bytes_of(mask)}});
+      // Sinks from well below to well above the scores (head 0: a sink
+      // that takes most of the weight).
+      std::vector<float> sinks = randn(size_t(c.Hq), 17 + run, 2.0f);
+      sinks[0] = 6.0f;
+      if (c.sinks) in.back().push_back({"sinks", bytes_of(sinks)});
       std::vector<double> y(size_t(c.D * c.Hq * c.T), 0.0), m(y.size(), 0.0);
       const int64_t q_heads = c.strided_q ? Hall : c.Hq;
       for (int64_t t = 0; t < c.T; ++t)
@@ -762,8 +814,6 @@ TEST_P(CacheOps, SetRows) {
       const std::vector<int32_t>& idx = run ? c.idx2 : c.idx1;
       in.push_back({{"cache", before}, {"src", bytes_of(src)}, {"idx", bytes_of(idx)}});
       Bytes w = before;
-  float softcap = 0.0f;  // graph.h's attention extras: the scores' soft cap
-  bool sinks = false;    // and a sink logit per head
       const size_t rb = row_bytes(ct, c.K);
       for (int64_t t = 0; t < T; ++t) {
         const Bytes e = encoded(std::vector<float>(src.begin() + t * c.K, src.begin() + (t + 1) * c.K));
@@ -776,21 +826,6 @@ TEST_P(CacheOps, SetRows) {
     EXPECT_TRUE(test::same_bytes(r[1][0], want[1])) << "K " << c.K << ", second run";
   }
   // Read back by get_rows in the same graph (as attention reads the cache).
-  const size_t plain = cases.size();
-  for (size_t i = 0; i < plain; ++i) {
-    AttnCase e = cases[i];
-    e.softcap = 2.0f;
-    cases.push_back(e);
-    e.softcap = 0.0f;
-    e.sinks = true;
-    cases.push_back(e);
-  }
-  for (const float cap : {0.0f, 3.0f}) {
-    cases.push_back({64, 8, 2, 1, 1500, 1600, 1499, 1 << 30, false, false, cap, true});  // decode, split keys
-    cases.push_back({64, 8, 2, 4, 1500, 1600, 1496, 1 << 30, false, false, cap, true});  // 4 tokens of one sequence
-    cases.push_back({128, 8, 1, 48, 300, 320, 252, 1 << 30, false, false, cap, true});   // prefill
-    cases.push_back({64, 8, 2, 40, 600, 640, 560, 128, true, false, cap, true});        // prefill, window
-  }
   const int64_t K = 128, N = 20, T = 3;
   const Builder build = one([&](Graph& g) {
     Tensor* w = g.set_rows(g.input(ct, {K, N}, "cache"), g.input(DType::F32, {K, T}, "src"),
@@ -818,11 +853,6 @@ TEST_P(CacheOps, SetRows) {
 // --- sample --------------------------------------------------------------------
 
 // Temperature 0: the argmax of each row.
-      // Sinks from well below to well above the scores (head 0: a sink
-      // that takes most of the weight).
-      std::vector<float> sinks = randn(size_t(c.Hq), 17 + run, 2.0f);
-      sinks[0] = 6.0f;
-      if (c.sinks) in.back().push_back({"sinks", bytes_of(sinks)});
 TEST_P(Ops, SampleGreedy) {
   const int64_t V = 1000, n = 3;
   const auto l1 = randn(size_t(V * n), 17, 3.0f), l2 = randn(size_t(V * n), 18, 3.0f);
@@ -943,6 +973,8 @@ TEST(EveryOp, HasATestOnEveryBackend) {
       {Op::GetRows, "WeightOps.GetRows, Ops.GetRowsOfEveryHalf"},
       {Op::MulMat, "WeightOps.MulMat, Ops.MulMatOfHandQuantizedQ8_0"},
       {Op::RmsNorm, "Ops.RmsNorm"},
+      {Op::LayerNorm, "Ops.LayerNorm"},
+      {Op::Gelu, "Ops.Gelu"},
       {Op::Mul, "Ops.MulAddAndScaleRoundOnce"},
       {Op::Add, "Ops.MulAddAndScaleRoundOnce"},
       {Op::Scale, "Ops.MulAddAndScaleRoundOnce"},
@@ -950,6 +982,7 @@ TEST(EveryOp, HasATestOnEveryBackend) {
       {Op::Rope, "Ops.Rope"},
       {Op::GeluMul, "Ops.GatedUnits"},
       {Op::SiluMul, "Ops.GatedUnits"},
+      {Op::SwigluOai, "Ops.SwigluOai"},
       {Op::Attention, "CacheOps.Attention"},
       {Op::SetRows, "CacheOps.SetRows"},
       {Op::Sample, "Ops.SampleGreedy, Ops.SampleFilteredDraws"},
@@ -973,8 +1006,6 @@ INSTANTIATE_TEST_SUITE_P(Backends, WeightOps,
 INSTANTIATE_TEST_SUITE_P(Backends, CacheOps,
                          ::testing::Combine(::testing::ValuesIn(test::backend_names()),
                                             ::testing::Values(DType::F32, DType::F16, DType::Q8_0)),
-      {Op::LayerNorm, "Ops.LayerNorm"},
-      {Op::Gelu, "Ops.Gelu"},
                          test::ParamName());
 
 }  // namespace

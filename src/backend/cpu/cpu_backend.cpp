@@ -242,6 +242,7 @@ bool CpuBackend::supports(const Tensor& t) const {
     case Op::Rope:
     case Op::GeluMul:
     case Op::SiluMul:
+    case Op::SwigluOai:
     case Op::Attention:
     case Op::SetRows:
     case Op::Sample:
@@ -539,15 +540,16 @@ void CpuBackend::run_graph(Graph& g) {
             else cpu::op_mul_mat(*t, ctx);
             break;
           case Op::RmsNorm: cpu::op_rms_norm(*t, ctx); break;
-          case Op::Mul: cpu::op_mul(*t, ctx); break;
           case Op::LayerNorm: cpu::op_layer_norm(*t, ctx); break;
           case Op::Gelu: cpu::op_gelu(*t, ctx); break;
+          case Op::Mul: cpu::op_mul(*t, ctx); break;
           case Op::Add: cpu::op_add(*t, ctx); break;
           case Op::Scale: cpu::op_scale(*t, ctx); break;
           case Op::Softcap: cpu::op_softcap(*t, ctx); break;
           case Op::Rope: cpu::op_rope(*t, ctx); break;
           case Op::GeluMul: cpu::op_gelu_mul(*t, ctx); break;
           case Op::SiluMul: cpu::op_silu_mul(*t, ctx); break;
+          case Op::SwigluOai: cpu::op_swiglu_oai(*t, ctx); break;
           case Op::Attention: cpu::op_attention(*t, ctx); break;
           case Op::SetRows: cpu::op_set_rows(*t, ctx); break;
           case Op::Sample: cpu::op_sample(*t, ctx); break;

@@ -56,6 +56,7 @@ void op_softcap(const Tensor& dst, const OpContext& c);
 void op_rope(const Tensor& dst, const OpContext& c);
 void op_gelu_mul(const Tensor& dst, const OpContext& c);
 void op_silu_mul(const Tensor& dst, const OpContext& c);
+void op_swiglu_oai(const Tensor& dst, const OpContext& c);
 void op_attention(const Tensor& dst, const OpContext& c);
 void op_set_rows(const Tensor& dst, const OpContext& c);
 void op_sample(const Tensor& dst, const OpContext& c);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
 #include "backend/cpu/ops_common.h"
 #include "backend/cpu/ops_dequant.h"
 
@@ -34,14 +35,18 @@ void op_get_rows(const Tensor& dst, const OpContext& c) {
     std::memcpy(&v, static_cast<const uint8_t*>(ids->data) + t * ids->nb[0], sizeof(v));
     return v;
   };
-  // Every thread checks every id, so none writes when one is out of range.
-  for (int64_t t = 0; t < T; ++t) {
-    const int32_t id = id_at(t);
-    if (id < 0 || id >= N)
-      return fail(c, "get_rows: " + dst.name + ": id " + std::to_string(id) + " at position " +
-                         std::to_string(t) + " is out of range for " + shape_str(*table));
-  }
+  // ids are read only inside a claimed chunk: they may be an activation
+  // (a mixture's expert ids), and once a node's chunks are all done, the
+  // threads that did them may go on past the next barrier and reuse that
+  // memory while a thread that took no chunk is still here. A chunk checks
+  // its ids before it writes any row.
   for_each_row_chunk(c, T, K, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int32_t id = id_at(t);
+      if (id < 0 || id >= N)
+        throw Error("get_rows: " + dst.name + ": id " + std::to_string(id) + " at position " + std::to_string(t) +
+                    " is out of range for " + shape_str(*table));
+    }
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t id = id_at(t);
       const int64_t i1 = id % table->ne[1], i2 = (id / table->ne[1]) % table->ne[2],

@@ -86,6 +86,7 @@ bool CudaBackend::supports(const Tensor& t) const {
     case Op::Rope:
     case Op::GeluMul:
     case Op::SiluMul:
+    case Op::SwigluOai:
     case Op::Attention:
     case Op::SetRows:
     case Op::Sample:

@@ -90,7 +90,7 @@ void op_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tensor& add
 void op_binary(const Tensor& dst, const OpCtx& c);  // add, mul
 void op_scale(const Tensor& dst, const OpCtx& c);
 void op_softcap(const Tensor& dst, const OpCtx& c);
-void op_glu(const Tensor& dst, const OpCtx& c);  // gelu_mul, silu_mul
+void op_glu(const Tensor& dst, const OpCtx& c);  // gelu_mul, silu_mul, swiglu_oai
 void op_rope(const Tensor& dst, const OpCtx& c);
 void op_rope_store(const RopeStoreNode* nodes, int n, const OpCtx& c);
 void op_attention(const Tensor& dst, const OpCtx& c);

@@ -17,5 +17,13 @@ struct GeluMulF {
 struct SiluMulF {
   __device__ float operator()(float a, float b) const { return a / (1.0f + expf(-a)) * b; }
 };
+// gpt-oss's clamped SwiGLU (graph.h's swiglu_oai).
+struct SwigluOaiF {
+  float alpha, limit;
+  __device__ float operator()(float a, float b) const {
+    const float x = fminf(a, limit), u = fminf(fmaxf(b, -limit), limit);
+    return x / (1.0f + expf(alpha * -x)) * (u + 1.0f);
+  }
+};
 
 }  // namespace weir::cuda

@@ -370,10 +370,12 @@ void op_softcap(const Tensor& dst, const OpCtx& c) {
 }
 
 void op_glu(const Tensor& dst, const OpCtx& c) {
-  const char* name = dst.op == Op::GeluMul ? "gelu_mul" : "silu_mul";
+  const char* name = dst.op == Op::GeluMul ? "gelu_mul" : dst.op == Op::SiluMul ? "silu_mul" : "swiglu_oai";
   check_rows_f32(name, dst, dst.src[0]);
   check_rows_f32(name, dst, dst.src[1]);
-  if (dst.op == Op::GeluMul)
+  if (dst.op == Op::SwigluOai)
+    glu(dst, c, SwigluOaiF{dst.fparams[0], dst.fparams[1]});
+  else if (dst.op == Op::GeluMul)
     glu(dst, c, GeluMulF{});
   else
     glu(dst, c, SiluMulF{});

@@ -24,7 +24,8 @@ void run_single(Tensor& t, const OpCtx& c) {
     case Op::Scale: op_scale(t, c); break;
     case Op::Softcap: op_softcap(t, c); break;
     case Op::GeluMul:
-    case Op::SiluMul: op_glu(t, c); break;
+    case Op::SiluMul:
+    case Op::SwigluOai: op_glu(t, c); break;
     case Op::Rope: op_rope(t, c); break;
     case Op::Attention: op_attention(t, c); break;
     case Op::Sample: op_sample(t, c); break;
