@@ -286,6 +286,10 @@ all_models=(
   "llama-70b-q4km:llama-3.1-70b:llama:Q4_K_M"
   "qwen3-30b-a3b-q4km:qwen3-30b-a3b:qwen3moe:Q4_K_M"
   "mixtral-8x7b-q4km:mixtral-8x7b:llama:Q4_K_M"
+  "llama-8b-iq4xs:llama-3.1-8b:llama:IQ4_XS"
+  "phi3-mini-q4km:phi-3-mini:phi3:Q4_K_M"
+  "gemma2-9b-q4km:gemma-2-9b:gemma2:Q4_K_M"
+  "gpt-oss-20b-mxfp4:gpt-oss-20b:gpt-oss:MXFP4_MOE"
 )
 want=${WEIR_GPU_BENCH_MODELS:-}
 selected=()
@@ -293,7 +297,8 @@ for m in "${all_models[@]}"; do
   name=${m%%:*}
   # The big ones (70B, the mixtures of experts: 18-40 GB each; together
   # more than the hosts' disk) only when named.
-  case $name in llama-70b-* | qwen3-30b-* | mixtral-*) big=1 ;; *) big=0 ;; esac
+  # The issue-47 models (IQ4_XS, phi3, gemma2, gpt-oss) likewise.
+  case $name in llama-70b-* | qwen3-30b-* | mixtral-* | *-iq4xs | phi3-* | gemma2-* | gpt-oss-*) big=1 ;; *) big=0 ;; esac
   if { [ -z "$want" ] && [ $big = 0 ]; } || [[ " $want " == *" $name "* ]]; then selected+=("$m"); fi
 done
 path_of() { echo "$models/$1.gguf"; }

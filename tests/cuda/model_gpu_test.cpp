@@ -249,6 +249,9 @@ TEST(CudaModel, TinyModelsOfEveryArchitecture) {
   compare_model(tiny("gemma3", FileType::Q4_K_M), 150);
   // Soft-capped scores and logits, every other layer past its 128-token window.
   compare_model(tiny("gemma2", FileType::Q4_K_M), 150);
+  // gpt-oss: MXFP4 experts with biases, sinks, every other layer past its
+  // 8-token window, YaRN.
+  compare_model(tiny("gpt-oss", FileType::MXFP4_MOE), 40);
   compare_model(tiny("llama", FileType::MOSTLY_F16), 20);
   for (int staged : {1, 0}) {
     compare_model(tiny("llama", FileType::Q4_K_M), 40, 32, whole_gpu_staged(staged));
