@@ -149,7 +149,9 @@ TEST(Harmony, MessagesForTheTemplate) {
     {"role": "assistant", "content": null, "reasoning_content": "think", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
     {"role": "tool", "content": null},
     {"role": "assistant", "content": "a", "reasoning_content": "r", "thinking": "kept"},
-    {"role": "assistant", "content": null}
+    {"role": "assistant", "content": null},
+    {"role": "assistant", "content": "Checking.", "reasoning_content": "r", "tool_calls": []},
+    {"role": "assistant", "content": "", "reasoning_content": "r", "tool_calls": []}
   ])");
   const json out = harmony_messages(in);
   EXPECT_FALSE(out[1].contains("content"));
@@ -158,6 +160,8 @@ TEST(Harmony, MessagesForTheTemplate) {
   EXPECT_EQ(out[3]["thinking"], "kept");
   EXPECT_TRUE(out[4]["content"].is_null());  // no tool calls: the template decides
   EXPECT_EQ(out[0], in[0]);
+  EXPECT_FALSE(out[5].contains("thinking"));  // the template refuses content and thinking beside calls
+  EXPECT_EQ(out[6]["thinking"], "r");
 }
 
 }  // namespace

@@ -55,10 +55,14 @@ json harmony_messages(const json& messages) {
   if (!out.is_array()) return out;
   for (json& m : out) {
     if (!m.is_object() || m.value("role", json()) != "assistant") continue;
-    const auto rc = m.find("reasoning_content");
-    if (rc != m.end() && rc->is_string() && !m.contains("thinking")) m["thinking"] = *rc;
+    const bool calls = m.contains("tool_calls");
     const auto c = m.find("content");
-    if (c != m.end() && c->is_null() && m.contains("tool_calls")) m.erase("content");
+    if (c != m.end() && c->is_null() && calls) m.erase("content");
+    // Beside calls the template takes content or thinking, not both (it
+    // renders the one as the call's analysis): content, when there is some.
+    const bool has_content = m.contains("content") && !(m["content"].is_string() && m["content"].get_ref<const std::string&>().empty());
+    const auto rc = m.find("reasoning_content");
+    if (rc != m.end() && rc->is_string() && !m.contains("thinking") && !(calls && has_content)) m["thinking"] = *rc;
   }
   return out;
 }

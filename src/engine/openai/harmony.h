@@ -47,8 +47,9 @@ HarmonyAnswer parse_harmony(std::string_view text, bool with_tools);
 
 // The messages as gpt-oss's template reads them: an assistant message's
 // reasoning_content (what weir and llama-server return) as its 'thinking'
-// (the template renders that before a tool call), and no 'content' where
-// it is null beside tool calls (the template's "... in message.content"
+// (the template renders that before a tool call; beside calls only where
+// there is no content, since it refuses both), and no 'content' where it
+// is null beside tool calls (the template's "... in message.content"
 // refuses null).
 nlohmann::json harmony_messages(const nlohmann::json& messages);
 
