@@ -302,36 +302,67 @@ struct DotQ6K {
 // The lookup types (iq4_nl, iq4_xs, mxfp4): their quants index a table of
 // 16 int8 values (dequant.cuh: Table16, lookup4), looked up four at a time;
 // the values are signed bytes, dotted with x's as they are (no offset).
-// A word of 4 nibble-packed quant bytes (q4_0's packing): lo the values of
-// its low nibbles (bytes 0..3: elements i..i+3), hi of its high nibbles
-// (elements i+16..i+19). lookup4 on both halves of the word, its masks made
-// once for the two (13 instructions, not 17: the decode kernels' integer
-// work is what the lookup adds to q4_0's).
+// A word of 4 nibble-packed quant bytes (q4_0's packing: byte k holds
+// elements i+k (low nibble) and i+16+k (high)): v0 the values of its bytes
+// 0 and 1, v1 of bytes 2 and 3, each as (low, high, low, high), so elements
+// (i, i+16, i+1, i+17) and (i+2, i+18, i+3, i+19). lookup4 on both halves of
+// the word, its masks made once for the two.
 template <class Tab>
-__device__ __forceinline__ void lookup_word(uint32_t q, uint32_t& lo, uint32_t& hi) {
+__device__ __forceinline__ void lookup_word(uint32_t q, uint32_t& v0, uint32_t& v1) {
   const uint32_t lo3 = q & 0x77777777u, sel = ((q >> 1) & 0x44444444u) | 0x32103210u;
-  const uint32_t v0 = prmt(prmt(Tab::w0, Tab::w1, lo3), prmt(Tab::w2, Tab::w3, lo3), sel);  // nibbles 0..3
+  v0 = prmt(prmt(Tab::w0, Tab::w1, lo3), prmt(Tab::w2, Tab::w3, lo3), sel);
   const uint32_t lo3h = lo3 >> 16, selh = sel >> 16;
-  const uint32_t v1 = prmt(prmt(Tab::w0, Tab::w1, lo3h), prmt(Tab::w2, Tab::w3, lo3h), selh);  // nibbles 4..7
-  lo = prmt(v0, v1, 0x6420u);  // (v0, v1: a low nibble's value, then the high one's, alternating)
-  hi = prmt(v0, v1, 0x7531u);
+  v1 = prmt(prmt(Tab::w0, Tab::w1, lo3h), prmt(Tab::w2, Tab::w3, lo3h), selh);
 }
 // 32 weights of R rows (their 16 quant bytes q), factor f per row, with
-// tokens 0..TOKENS-1: acc += f * dx * sum(value * xq).
+// tokens 0..TOKENS-1: acc += f * dx * sum(value * xq). The values come
+// interleaved (lookup_word); the x quants of a token are permuted to match
+// them (two permutes a word a token) where that is fewer than the weights'
+// (two a word a row): up to R tokens. Past that the weights are (as x is
+// stored: elements 0..15, then 16..31). The lookup: 11 integer instructions
+// a word a row, 13 with the weights' permutes (q4_0 takes 2 for its nibbles).
 template <class Tab, int TOKENS, int R, class X>
 __device__ __forceinline__ void lookup_dot(const uint32_t (&q)[R][4], const float (&f)[R], const X& x, int64_t e0,
                                            Acc<R, TOKENS>& acc) {
-  uint32_t lo[R][4], hi[R][4];
+  uint32_t v[R][8];  // word i's v0, v1 at 2i, 2i + 1
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) lookup_word<Tab>(q[r][i], lo[r][i], hi[r][i]);
+    for (int i = 0; i < 4; ++i) lookup_word<Tab>(q[r][i], v[r][2 * i], v[r][2 * i + 1]);
+  if constexpr (TOKENS <= R) {
 #pragma unroll
-  for (int t = 0; t < TOKENS; ++t) {
-    const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
-    const float dx = x.ds_of(t, e0 / 32).x;
+    for (int t = 0; t < TOKENS; ++t) {
+      const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
+      const uint32_t l[4] = {uint32_t(xl.x), uint32_t(xl.y), uint32_t(xl.z), uint32_t(xl.w)};
+      const uint32_t h[4] = {uint32_t(xh.x), uint32_t(xh.y), uint32_t(xh.z), uint32_t(xh.w)};
+      int xi[8];
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r][t] += f[r] * dx * float(dot16(hi[r], xh, dot16(lo[r], xl, 0)));
+      for (int i = 0; i < 4; ++i) xi[2 * i] = int(prmt(l[i], h[i], 0x5140u)), xi[2 * i + 1] = int(prmt(l[i], h[i], 0x7362u));
+      const float dx = x.ds_of(t, e0 / 32).x;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        int sum = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) sum = dp4a(v[r][k], xi[k], sum);
+        acc[r][t] += f[r] * dx * float(sum);
+      }
+    }
+  } else {
+    uint32_t lo[R][4], hi[R][4];  // elements 0..15, 16..31
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        lo[r][i] = prmt(v[r][2 * i], v[r][2 * i + 1], 0x6420u);
+        hi[r][i] = prmt(v[r][2 * i], v[r][2 * i + 1], 0x7531u);
+      }
+#pragma unroll
+    for (int t = 0; t < TOKENS; ++t) {
+      const int4 xl = *x.q16(t, e0), xh = *x.q16(t, e0 + 16);
+      const float dx = x.ds_of(t, e0 / 32).x;
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][t] += f[r] * dx * float(dot16(hi[r], xh, dot16(lo[r], xl, 0)));
+    }
   }
 }
 // iq4_nl: q4_0's layout (d, 16 quant bytes), the table's values.
