@@ -27,10 +27,17 @@ What it computes, per layer il (GGUF names, numpy [out, in] matrices):
 logits = output @ (rms(x) * output_norm).
 
 With round_acts it rounds the products' inputs as llama.cpp's CPU does:
-Q8_0 blocks before Q8_0 and MXFP4 weights (reference_forward.round_q8_0).
+Q8_0 blocks before Q8_0 and MXFP4 weights (reference_forward.round_q8_0),
+and round_margin is the smallest distance, in quant steps, of an input
+scaled by 127 / its block's max from a rounding boundary (k + 1/2). An
+implementation in float32 lands up to 1e-4 steps (most within 1e-5)
+from these values (its products summed in another order), so an input
+nearer a boundary may round to the next quant there, which a tiny random
+model carries to the logits (0.9% of a row once, from a margin of 2e-6).
 
     gpt_oss_forward.py MODEL.gguf OUT.json ID [ID ...]
-        writes {"logits": [...], "logits_rounded": [...]} (every position)
+        writes {"logits": [...], "logits_rounded": [...], "router_margin",
+        "round_margin"} (logits of every position)
 """
 import json
 import math
@@ -43,9 +50,19 @@ from reference_forward import Forward, round_q8_0
 ALPHA, LIMIT = 1.702, 7.0
 
 
+def tie_margin(h):
+    """The smallest distance of h's Q8_0 values (x * 127 / max |x| of its
+    32-block, x as float32, in float64) from a rounding boundary k + 1/2."""
+    x = np.asarray(h, dtype=np.float32).reshape(-1, 32).astype(np.float64)
+    amax = np.abs(x).max(axis=1, keepdims=True)
+    v = x * 127 / np.where(amax > 0, amax, 1)
+    return float(np.abs(np.abs(v - np.trunc(v)) - 0.5).min())
+
+
 class GptOssForward(Forward):
     def __init__(self, path, round_acts=False):
         super().__init__(path, round_acts=round_acts)
+        self.round_margin = math.inf
         p = self.arch + "."
         g = lambda k, d=None: self.kv.get(p + k, d)
         self.window = g("attention.sliding_window", 0)
@@ -67,6 +84,8 @@ class GptOssForward(Forward):
         self.inv_freq = inv
 
     def round_for(self, h, name):
+        if self.round_acts and self.types[name] != "F32":
+            self.round_margin = min(self.round_margin, tie_margin(h))
         if self.round_acts and self.types[name] == "MXFP4":
             return round_q8_0(h)
         return super().round_for(h, name)
@@ -152,6 +171,7 @@ def main():
         fwd = GptOssForward(path, round_acts=rounded)
         res[key] = fwd.forward(ids).tolist()
         res["router_margin"] = fwd.router_margin
+    res["round_margin"] = fwd.round_margin
     with open(out, "w") as f:
         json.dump(res, f)
 
