@@ -207,10 +207,10 @@ void Session::fill_masks(Step& st, const std::vector<int32_t>& pos, const std::v
   float* ms = fg.mask_swa ? static_cast<float*>(st.host(fg.mask_swa)) : nullptr;
   // A cell is visible to token t if it holds an earlier (or the same)
   // position of t's sequence: all masked, then the sequence's own cells.
-  const size_t all = pos.size() * size_t(n_kv);
   // A non-causal model's token sees all of them (its later tokens are in
   // this step's cells: a sequence is encoded in one step).
   const bool causal = model_.hparams().causal;
+  const size_t all = pos.size() * size_t(n_kv);
   Step::Opened& o = st.opened[st.turn];
   if (!o.valid) {
     std::fill_n(m, all, -INFINITY);
@@ -250,7 +250,6 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
     if (seq_len_.size() <= s) seq_len_.resize(s + 1, 0);
     pos[t] = int32_t(seq_len_[s]++);
   }
-  // One sequence: its cells in one claim; several: a cell each.
   if (const int64_t most = model_.hparams().n_pos_max; most > 0)
     for (size_t t = 0; t < T; ++t)
       if (pos[t] >= most) {
@@ -258,6 +257,7 @@ Session::Step& Session::run_batch(std::span<const int32_t> tokens, const std::ve
         throw Error("session: position " + std::to_string(pos[t]) + " is past the model's " + std::to_string(most) +
                     " positions (" + model_.hparams().arch + ".context_length)");
       }
+  // One sequence: its cells in one claim; several: a cell each.
   size_t claimed = 0;
   if (std::all_of(seq.begin(), seq.end(), [&](int32_t x) { return x == seq[0]; })) {
     cells = kv_.claim(pos, seq[0]);

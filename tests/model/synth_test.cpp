@@ -89,9 +89,11 @@ TEST(Synth, PresetsMatchTheRealModelsParameterCounts) {
   EXPECT_EQ(params("llama", "mixtral-8x7b"), 46702792704u);       // "46.7B"
   EXPECT_EQ(params("phi3", "phi-3-mini"), 3821079552u);           // "3.82B"
   EXPECT_EQ(params("phi3", "phi-4"), 14659507200u);               // "14.7B"
-  EXPECT_EQ(params("gemma2", "gemma-2-9b"), 9241705984u);        // "9.24B"
   EXPECT_EQ(params("bert", "bge-small"), 33360000u - 147840u);  // "33.4M" less the pooler the converter drops
   EXPECT_EQ(params("nomic-bert", "nomic-embed-text"), 136731648u);  // "137M", the embedding padded to 30528 rows
+  EXPECT_EQ(params("gemma2", "gemma-2-9b"), 9241705984u);        // "9.24B"
+  EXPECT_EQ(params("gpt-oss", "gpt-oss-20b"), 20914757184u);    // "20.9B" (3.6B active)
+  EXPECT_EQ(params("gpt-oss", "gpt-oss-120b"), 116829156672u);  // "116.8B"
   EXPECT_THROW(find_synth_preset("llama", "qwen3-8b"), Error);
   EXPECT_THROW(find_synth_preset("llama", "nope"), Error);
   EXPECT_THROW(find_synth_preset("nope", "tiny"), Error);
