@@ -58,7 +58,10 @@ const char* file_type_description(uint32_t file_type) {
     case 17: return "Q5_K - Medium";
     case 18: return "Q6_K";
     case 21: return "Q2_K - Small";
+    case 25: return "IQ4_NL - 4.5 bpw";
+    case 30: return "IQ4_XS - 4.25 bpw";
     case 32: return "BF16";
+    case 38: return "MXFP4 MoE";
     default: return "unknown, may not work";
   }
 }

@@ -174,7 +174,7 @@ TEST_F(CudaOps, StagedAndUnstagedDecodeProductsEveryType) {
 // tokens) against the CPU: several 256-row blocks with a ragged last one,
 // token counts that leave part of the 64-token tile empty, K split or not.
 TEST_F(CudaOps, MmaTileProducts) {
-  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0}) {
+  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 40}, {2048, 300}, {4096, 520}}) {
       const auto w = random_weights(wt, K, N, 11 + uint64_t(K));
       for (int64_t T : {9, 33, 64}) {

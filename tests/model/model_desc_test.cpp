@@ -77,6 +77,9 @@ TEST(ModelDesc, Description) {
   EXPECT_STREQ(file_type_description(0), "all F32");
   EXPECT_STREQ(file_type_description(7), "Q8_0");
   EXPECT_STREQ(file_type_description(18), "Q6_K");
+  EXPECT_STREQ(file_type_description(25), "IQ4_NL - 4.5 bpw");  // llama.cpp's llama_model_ftype_name
+  EXPECT_STREQ(file_type_description(30), "IQ4_XS - 4.25 bpw");
+  EXPECT_STREQ(file_type_description(38), "MXFP4 MoE");
   EXPECT_STREQ(file_type_description(999), "unknown, may not work");
 }
 

@@ -175,6 +175,95 @@ struct MmaW<DType::Q8_0> {
   __device__ static MmaScale scale(const uint8_t* row, int g) { return mma_scale(h2f(row + 34 * g), 0.0f); }
 };
 
+// The lookup types (iq4_nl, iq4_xs, mxfp4): q4_0's nibble packing (byte l
+// of a block's 16 holds elements l (low) and l + 16 (high)), each nibble an
+// index into a table of 16 int8 values (dequant.cuh's Table16), looked up
+// four at a time (lookup4), then read as Q8_0's bytes: byte ^ 0x80 in an
+// fp16 lane's low byte under 0x64 is 1024 + 128 + v.
+template <class Tab>
+__device__ __forceinline__ uint2 lookup_frag(uint32_t w, int c) {
+  const uint32_t x = (c & 1 ? w >> 4 : w) & 0x0F0F0F0Fu;  // the 4 bytes' nibbles
+  const uint32_t idx = (x & 0xFu) | (x >> 4 & 0xF0u) | (x >> 8 & 0xF00u) | (x >> 12 & 0xF000u);
+  const uint32_t v = lookup4<Tab>(idx) ^ 0x80808080u;
+  return {__byte_perm(v, 0x64u, 0x4240), __byte_perm(v, 0x64u, 0x4341)};
+}
+// A little-endian word at any address (mxfp4's 17-byte blocks).
+__device__ __forceinline__ uint32_t u32_bytes(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// IQ4_NL: blocks of 32 (d, 16 nibble bytes), laid out as q4_0's.
+template <>
+struct MmaW<DType::IQ4_NL> {
+  static constexpr bool kHas = true, kAligned = false;
+  static constexpr int BK = 256, kGroups = 8;
+  struct Regs {
+    uint32_t w[2][4];
+  };
+  __device__ static Regs load(const uint8_t* row, int ch, int c) {
+    Regs r;
+#pragma unroll
+    for (int nib = 0; nib < 2; ++nib)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) r.w[nib][i] = u32_at(row + 18 * group(ch, nib, c) + 2 + 4 * i);
+    return r;
+  }
+  __device__ static uint2 frag(const Regs& r, int nib, int i, int c) { return lookup_frag<IQ4Table>(r.w[nib][i], c); }
+  __device__ static uint32_t bias(int, int) { return half2_const(0x6480); }  // 1152
+  __device__ static int group(int ch, int nib, int c) { return 4 * ch + 2 * (c >> 1) + nib; }
+  __device__ static MmaScale scale(const uint8_t* row, int g) { return mma_scale(h2f(row + 18 * g), 0.0f); }
+};
+
+// IQ4_XS: super-blocks of 256 (d, scales_h, scales_l[4], 128 nibble bytes):
+// sub-block j of 32 is iq4_nl's 16 bytes at 8 + 16 j, its scale d * (ls -
+// 32) with ls 4 bits of scales_l and 2 of scales_h.
+template <>
+struct MmaW<DType::IQ4_XS> {
+  static constexpr bool kHas = true, kAligned = false;
+  static constexpr int BK = 256, kGroups = 8;
+  struct Regs {
+    uint32_t w[2][4];
+  };
+  __device__ static Regs load(const uint8_t* row, int ch, int c) {
+    Regs r;
+#pragma unroll
+    for (int nib = 0; nib < 2; ++nib)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) r.w[nib][i] = u32_at(row + 8 + 16 * group(ch, nib, c) + 4 * i);
+    return r;
+  }
+  __device__ static uint2 frag(const Regs& r, int nib, int i, int c) { return lookup_frag<IQ4Table>(r.w[nib][i], c); }
+  __device__ static uint32_t bias(int, int) { return half2_const(0x6480); }  // 1152
+  __device__ static int group(int ch, int nib, int c) { return 4 * ch + 2 * (c >> 1) + nib; }
+  __device__ static MmaScale scale(const uint8_t* row, int j) {
+    const int ls = ((row[4 + j / 2] >> (4 * (j % 2))) & 15) | ((row[2 + j / 4] >> (2 * (j % 4))) & 3) << 4;
+    return mma_scale(h2f(row) * float(ls - 32), 0.0f);
+  }
+};
+
+// MXFP4: blocks of 32 (an E8M0 exponent byte, 16 nibble bytes as q4_0's),
+// 17 bytes, so words are read a byte at a time.
+template <>
+struct MmaW<DType::MXFP4> {
+  static constexpr bool kHas = true, kAligned = false;
+  static constexpr int BK = 256, kGroups = 8;
+  struct Regs {
+    uint32_t w[2][4];
+  };
+  __device__ static Regs load(const uint8_t* row, int ch, int c) {
+    Regs r;
+#pragma unroll
+    for (int nib = 0; nib < 2; ++nib)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) r.w[nib][i] = u32_bytes(row + 17 * group(ch, nib, c) + 1 + 4 * i);
+    return r;
+  }
+  __device__ static uint2 frag(const Regs& r, int nib, int i, int c) { return lookup_frag<MXFP4Table>(r.w[nib][i], c); }
+  __device__ static uint32_t bias(int, int) { return half2_const(0x6480); }  // 1152
+  __device__ static int group(int ch, int nib, int c) { return 4 * ch + 2 * (c >> 1) + nib; }
+  __device__ static MmaScale scale(const uint8_t* row, int g) { return mma_scale(e8m0_half(row[17 * g]), 0.0f); }
+};
+
 // fp16 pair d * (h - bias) + m from raw lanes h.
 __device__ __forceinline__ uint32_t mma_dequant(uint32_t h, uint32_t bias, MmaScale s) {
   __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&h), *reinterpret_cast<const __half2*>(&bias));
@@ -197,7 +286,8 @@ constexpr bool mma_ws_listed() {
 }
 static_assert(mma_ws_listed<DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
               DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
-              DType::I8, DType::I16, DType::I32, DType::I64, DType::F64, DType::BF16>(),
+              DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::I8, DType::I16, DType::I32, DType::I64,
+              DType::F64, DType::BF16>(),
               "has_mma_tile (plan/kernel_limits.h) must list the types MmaW has");
 
 }  // namespace weir::cuda

@@ -75,7 +75,8 @@ constexpr size_t q8_row_alignment(DType t) {
 // The types of the MMA tile kernel (mma_frag.cuh: MmaW<T>::kHas), and
 // those of them whose rows it reads as 16-byte words (MmaW<T>::kAligned).
 constexpr bool has_mma_tile(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::IQ4_NL ||
+         t == DType::IQ4_XS || t == DType::MXFP4;
 }
 constexpr bool mma_tile_needs_16_byte_rows(DType t) { return t == DType::Q4_K; }
 
