@@ -378,6 +378,29 @@ TEST_F(CudaOps, ExpertTilesOnTheTensorCores) {
   }
 }
 
+// Expert rows that end inside a 256-element step (gpt-oss: K 2880 = 11
+// steps and 64): the MMA tiles cut the last step at K (x zero-padded, the
+// groups past K scaled by 0), against the CPU's float product: fp16 x and
+// weights give ~2e-4, a step read past K or a tail dropped ~1e-1.
+TEST_F(CudaOps, ExpertTilesWithARowTail) {
+  const int64_t E = 3, k = 2, K = 2880, N = 160, T = 40;
+  std::vector<int32_t> ids(size_t(k * T));
+  for (int64_t t = 0; t < T; ++t) ids[size_t(k * t)] = int32_t(t % E), ids[size_t(k * t + 1)] = int32_t((t + 1) % E);
+  for (DType wt : {DType::IQ4_NL, DType::MXFP4}) {
+    const auto w = random_weights(wt, K, N * E, 71);
+    for (int64_t X : {int64_t(1), k}) {
+      const Builder b = [&](Graph& g) {
+        return g.mul_mat_id(g.external(wt, {K, N, E}, const_cast<uint8_t*>(w.data()), "experts"),
+                            g.input(DType::F32, {K, X, T}, "x"), g.input(DType::I32, {k, T}, "ids"));
+      };
+      const double e = compare(b, {{"x", floats(randn(size_t(K * X * T), uint32_t(72 + X)))}, {"ids", ints(ids)}});
+      EXPECT_LT(e, 2e-3) << dtype_name(wt) << " x rows a token " << X;
+      std::printf("[ error  ] MMA experts %s K %lld, x rows a token %lld: %.2e\n", dtype_name(wt),
+                  static_cast<long long>(K), static_cast<long long>(X), e);
+    }
+  }
+}
+
 // The experts' fused launches (moe_ops.h) against the same graph with each
 // op a launch of its own (CudaOptions::moe_fusions off), both on the 8-bit
 // kernels: the routing bit for bit, the FFN up to the order of the weighted

@@ -52,9 +52,12 @@ struct MmaTile {
 // of the tile: row x_row(t) of xh, none where negative) into one stage. A warp copies whole x rows
 // and two weight rows at a time, 16 bytes a lane, so each instruction
 // reads a few contiguous spans.
+// x rows are x_ld halves apart (K rounded up to a step, zeros past K); a
+// row's raw bytes end at K (a last step of fewer than BK elements: blocks
+// of 32, the types mma_tail_ok takes).
 template <DType T, class XR>
 __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, size_t w_stride, int64_t N, int64_t n0,
-                                           const __half* xh, int64_t K, const XR& x_row, int64_t k0) {
+                                           const __half* xh, int64_t x_ld, int64_t K, const XR& x_row, int64_t k0) {
   using S = MmaTile<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   constexpr int kXChunks = S::BK / 8, kPerInst = 32 / kXChunks;  // tokens a warp copies at once
@@ -66,7 +69,7 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, siz
       const int t = (i * (kThreads / 32) + warp) * kPerInst + lane / kXChunks;
       // Tokens past the tile's are left as they are: their columns are never stored.
       const int64_t row = x_row(t);
-      if (row >= 0) cp_async16(xs + t * S::kXPitch + 8 * q, xh + row * K + k0 + 8 * q);
+      if (row >= 0) cp_async16(xs + t * S::kXPitch + 8 * q, xh + row * x_ld + k0 + 8 * q);
     }
   }
   constexpr int kWarpRowsCopied = kRows / (kThreads / 32);
@@ -74,6 +77,7 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, siz
   // Aligned rows are kRawBytes / 16 whole chunks; others start up to 15
   // bytes into their first chunk and may end inside their last.
   if (q >= (MmaW<T>::kAligned ? S::kRawBytes / 16 : S::kChunks)) return;
+  const int raw_bytes = int(std::min<int64_t>(S::kRawBytes, (K - k0) / Q<T>::QK * Q<T>::BYTES));
   uint8_t* raw = stage + S::kX + r0 * S::kPitch + 16 * q;
   const uint8_t* src = W + size_t(n0 + r0) * w_stride + size_t(k0 / Q<T>::QK) * Q<T>::BYTES;
   const int rows = int(std::min<int64_t>(N - n0 - r0, kWarpRowsCopied));
@@ -82,7 +86,7 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, siz
     if constexpr (MmaW<T>::kAligned) {
       cp_async16(raw, src + 16 * q);
     } else {
-      const int delta = int(uintptr_t(src) & 15), left = delta + S::kRawBytes - 16 * q;  // bytes from this chunk on
+      const int delta = int(uintptr_t(src) & 15), left = delta + raw_bytes - 16 * q;  // bytes from this chunk on
       if (left >= 16)
         cp_async16(raw, src - delta + 16 * q);
       else if (left > 0)
@@ -96,8 +100,8 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, siz
 // (e & 1)) = W rows n0.. times the tile's x rows (x_row).
 template <DType WT, class XR>
 __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, size_t w_stride, int64_t N, int64_t n0,
-                                              const __half* __restrict__ xh, int64_t K, const XR& x_row, int64_t kb,
-                                              int64_t ke, float (&acc)[2][kNT][4]) {
+                                              const __half* __restrict__ xh, int64_t x_ld, int64_t K, const XR& x_row,
+                                              int64_t kb, int64_t ke, float (&acc)[2][kNT][4]) {
   using S = MmaTile<WT>;
   using F = MmaW<WT>;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -114,14 +118,14 @@ __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, siz
   // n-tiles at k and k + 8, lanes 16-31 the next 8.
   const int x_row8 = (lane & 7) + 8 * (lane >> 4), x_col = 8 * ((lane >> 3) & 1);
 
-  load_stage<WT>(smem, W, w_stride, N, n0, xh, K, x_row, kb);
+  load_stage<WT>(smem, W, w_stride, N, n0, xh, x_ld, K, x_row, kb);
   cp_async_commit();
   for (int64_t k0 = kb, step = 0; k0 < ke; k0 += S::BK, ++step) {
     uint8_t* stage = smem + (step & 1) * S::kStage;
     cp_async_wait<0>();
     __syncthreads();  // this stage landed; every warp is done with the last
     if (k0 + S::BK < ke) {
-      load_stage<WT>(smem + ((step + 1) & 1) * S::kStage, W, w_stride, N, n0, xh, K, x_row, k0 + S::BK);
+      load_stage<WT>(smem + ((step + 1) & 1) * S::kStage, W, w_stride, N, n0, xh, x_ld, K, x_row, k0 + S::BK);
       cp_async_commit();
     }
     const uint8_t* raw = stage + S::kX;
@@ -129,12 +133,14 @@ __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, siz
     auto row_bytes = [&](int r) {
       return raw + r * S::kPitch + int(uintptr_t(W + size_t(n0 + r) * w_stride + off) & 15);
     };
-    {  // thread tid decodes row tid's scale groups
+    {  // thread tid decodes row tid's scale groups; groups past K (a last
+       // step's) scale by 0, so their bytes (never loaded) give zeros
       const bool live = n0 + tid < N;
+      const int groups = int(std::min<int64_t>(F::kGroups, (K - k0) / (S::BK / F::kGroups)));
       const uint8_t* rb = row_bytes(tid);
 #pragma unroll
       for (int grp = 0; grp < F::kGroups; ++grp)
-        table[tid * S::kTablePitch + grp] = live ? F::scale(rb, grp) : MmaScale{0, 0};
+        table[tid * S::kTablePitch + grp] = live && grp < groups ? F::scale(rb, grp) : MmaScale{0, 0};
     }
     __syncthreads();
 
@@ -210,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64
   const int64_t kb = int64_t(blockIdx.z) * k_split, ke = std::min(K, kb + k_split);
   float acc[2][kNT][4];
   const auto x_row = [&](int t) { return t0 + t < T_ ? t0 + t : int64_t(-1); };
-  mma_tile_body<WT>(m.w[mat], m.stride[mat], N, n0, xh, K, x_row, kb, ke, acc);
+  mma_tile_body<WT>(m.w[mat], m.stride[mat], N, n0, xh, K, K, x_row, kb, ke, acc);
   float* out = part ? part + int64_t(blockIdx.z) * T_ * m.col[m.n] + m.col[mat] : m.y[mat];
   const int64_t ld = part ? m.col[m.n] : m.ldy[mat];
   for_each_result(acc, [&](int r, int t, float v) {
@@ -238,19 +244,21 @@ __global__ void __launch_bounds__(kThreads, 1) mma_expert_kernel(MmaExperts a) {
   float acc[2][kNT][4] = {};
   if (tile.x >= 0) {
     const auto x_row = [&](int t) { return xrow[t]; };
-    mma_tile_body<WT>(a.w + size_t(tile.x) * a.expert_stride, a.row_stride, a.N, n0, a.xh, a.K, x_row, 0, a.K, acc);
+    mma_tile_body<WT>(a.w + size_t(tile.x) * a.expert_stride, a.row_stride, a.N, n0, a.xh, mma_x_ld(a.K), a.K, x_row,
+                      0, a.K, acc);
   }
   for_each_result(acc, [&](int r, int t, float v) {
     if (n0 + r < a.N && t < tile.z) a.y[pair[t] * a.N + n0 + r] = tile.x >= 0 ? v : __int_as_float(0x7fc00000);
   });
 }
 
-// x rows to fp16 in the order mma_x_source gives, within groups of 256.
-__global__ void convert_x_permuted_kernel(Rows x, int64_t K, int64_t T, __half* out) {
+// x rows to fp16 in the order mma_x_source gives, within groups of 256;
+// rows of ld = mma_x_ld(K) halves, zeros past K.
+__global__ void convert_x_permuted_kernel(Rows x, int64_t K, int64_t ld, int64_t T, __half* out) {
   pdl_wait();
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * K; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / K, k = i % K, k_src = k / 256 * 256 + mma_x_source(int(k % 256));
-    const float v = reinterpret_cast<const float*>(x.row(t))[k_src];
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < T * ld; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / ld, k = i % ld, k_src = k / 256 * 256 + mma_x_source(int(k % 256));
+    const float v = k_src < K ? reinterpret_cast<const float*>(x.row(t))[k_src] : 0.0f;
     out[i] = __float2half_rn(fminf(fmaxf(v, -65504.0f), 65504.0f));
   }
 }
@@ -281,11 +289,12 @@ void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpC
 }  // namespace
 
 size_t mma_convert_x(const Tensor& x, int64_t K, int64_t T, const OpCtx& c) {
-  const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * K, 256), int64_t(c.sm_count) * 16));
-  launch_kernel(convert_x_permuted_kernel, grid, 256, 0, c.launch_stream(), rows_of(x), K, T,
+  const int64_t ld = mma_x_ld(K);
+  const unsigned grid = unsigned(std::min<int64_t>(blocks_for(T * ld, 256), int64_t(c.sm_count) * 16));
+  launch_kernel(convert_x_permuted_kernel, grid, 256, 0, c.launch_stream(), rows_of(x), K, ld, T,
                 static_cast<__half*>(c.scratch));
   WEIR_CUDA_CHECK_LAUNCH();
-  return (size_t(T * K * 2) + 255) / 256 * 256;
+  return (size_t(T * ld * 2) + 255) / 256 * 256;
 }
 
 void mma_expert_mul_mat(const MmaExperts& a, DType wt, unsigned max_tiles, const OpCtx& c) {

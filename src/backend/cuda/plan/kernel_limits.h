@@ -79,6 +79,13 @@ constexpr bool has_mma_tile(DType t) {
          t == DType::IQ4_XS || t == DType::MXFP4;
 }
 constexpr bool mma_tile_needs_16_byte_rows(DType t) { return t == DType::Q4_K; }
+// The MMA tile kernel's x rows (fp16, permuted): K rounded up to a step of
+// 256, zeros past K.
+constexpr int64_t mma_x_ld(int64_t K) { return (K + 255) / 256 * 256; }
+// Types whose rows may end inside a step (K a multiple of 32 only): blocks
+// of 32 and 256-element steps, whose last step the kernel cuts at K (the
+// experts' products; gpt-oss's K is 2880).
+constexpr bool mma_tail_ok(DType t) { return t == DType::IQ4_NL || t == DType::MXFP4; }
 
 // ---- The WMMA tile kernel (ops_mul_mat_tile.cu) ----
 inline constexpr int kTileStepK = 256;  // K a step (the kernel's BK)

@@ -36,8 +36,8 @@ bool mul_mat_id_supported(const Tensor& t) {
 
 int64_t expert_max_tiles(int64_t P, int64_t E, int tile) { return P / tile + E + 1; }
 
-size_t expert_x_bytes(int64_t K, int64_t x_rows) {
-  return std::max(align256(q8_act_bytes(K, x_rows)), align256(size_t(K) * size_t(x_rows) * 2));
+size_t expert_x_bytes(int64_t K, int64_t x_rows) {  // 8-bit blocks, or the MMA tiles' fp16 rows
+  return std::max(align256(q8_act_bytes(K, x_rows)), align256(size_t(mma_x_ld(K)) * size_t(x_rows) * 2));
 }
 
 size_t expert_scratch_bytes(int64_t K, int64_t x_rows, int64_t P, int64_t E) {
@@ -62,7 +62,9 @@ size_t expert_scratch_bytes(const Tensor& t) {
 }
 
 bool expert_mma(const Tensor& t, const CudaOptions& o) {
-  return has_expert_q8(t) && t.src[2]->n_elements() > kExpertDirectPairs && mma_tile_fits(t, o);
+  if (!has_expert_q8(t) || t.src[2]->n_elements() <= kExpertDirectPairs) return false;
+  const Tensor& W = *t.src[0];
+  return mma_tile_fits(t, o) || (o.tile_mma && has_mma_tile(W.dtype) && mma_tail_ok(W.dtype) && W.ne[0] % 32 == 0);
 }
 
 bool can_fuse_expert_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
