@@ -396,7 +396,8 @@ __global__ void __launch_bounds__(512, MINB)
 template <class D>
 constexpr bool glu_two_blocks() {
   return std::is_same_v<D, DotQ4_0> || std::is_same_v<D, DotQ5_0> || std::is_same_v<D, DotQ8_0> ||
-         std::is_same_v<D, DotQK45<false>>;
+         std::is_same_v<D, DotQK45<false>> || std::is_same_v<D, DotIQ4NL> || std::is_same_v<D, DotIQ4XS> ||
+         std::is_same_v<D, DotMXFP4>;
 }
 template <class D>
 __global__ void __launch_bounds__(512, 2) q8_glu_kernel(Mats m, int64_t K, QuantizedX xq, bool early, GluOut epi) {
