@@ -169,9 +169,13 @@ if [ "${1:-}" = "--pack" ]; then
   # XGrammar's static library and headers (scripts/install-xgrammar.sh), for the build stage.
   xg="${WEIR_XGRAMMAR_DIR:-$HOME/.cache/weir/deps/xgrammar-0.2.8}"
   rm -rf "$carry/xgrammar" && mkdir -p "$carry/xgrammar" && cp -r "$xg/include" "$xg/lib" "$carry/xgrammar/"
-  # The gguf package (pure Python) for the tiny models the tests write.
+  # The gguf package (pure Python) for the tiny models the tests write, and
+  # PyYAML, which gguf imports (its pure-Python part: the C extension is
+  # built for this host's Python).
   rm -rf "$carry/python" && mkdir -p "$carry/python"
   cp -r "$(python3 -c 'import gguf, os; print(os.path.dirname(gguf.__file__))')" "$carry/python/"
+  cp -r "$(python3 -c 'import yaml, os; print(os.path.dirname(yaml.__file__))')" "$carry/python/"
+  find "$carry/python/yaml" -name '*.so' -delete
   du -sh "$carry"
   exit 0
 fi
