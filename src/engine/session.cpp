@@ -486,6 +486,19 @@ void Session::remove_seq(int32_t seq) {
   if (seq == 0) last_sampled_ = nullptr;
 }
 
+void Session::truncate(int32_t seq, int64_t n) {
+  if (on_all_ranks([&](Session& r) { r.truncate(seq, n); })) return;
+  check_not_queued();
+  const int64_t len = seq_len(seq);
+  if (seq < 0 || n < 0 || n > len)
+    throw Error("session: cannot keep " + std::to_string(n) + " tokens of sequence " + std::to_string(seq) +
+                ", which holds " + std::to_string(len));
+  // Cells are claimed in position order: the last ones hold the last positions.
+  for (int64_t i = n; i < len; ++i) kv_.release_last(seq);
+  seq_len_[size_t(seq)] = n;
+  if (seq == 0 && n < len) last_sampled_ = nullptr;
+}
+
 void Session::share_prefix(int32_t from, int32_t to, int64_t n) {
   if (on_all_ranks([&](Session& r) { r.share_prefix(from, to, n); })) return;
   check_not_queued();

@@ -125,6 +125,10 @@ class Session {
   void step_hidden(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int32_t> out_rows);
   // Frees sequence seq's cells at once (a finished or cancelled request).
   void remove_seq(int32_t seq);
+  // Keeps the first n tokens of sequence seq and lets go of the cells of
+  // the rest (speculative decoding's refused guesses): its next token goes
+  // at position n. n past the sequence's length is an error.
+  void truncate(int32_t seq, int64_t n);
   // Sequence `to` (holding nothing) begins with the first n tokens of
   // sequence `from`: it shares their cache cells instead of computing them
   // again (the server's prefix cache) and goes on from position n.
