@@ -24,6 +24,18 @@ inline Margin top_two(const float* l, int64_t n) {
   return {a, l[a] - second};
 }
 
+// A logit row against a reference row: max_i |got_i - want_i| / max_i
+// |want_i|; infinite when got holds a NaN or an infinity.
+inline double row_rel_error(const float* got, const std::vector<double>& want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  return diff / scale;
+}
+
 inline std::vector<double> softmax(const float* l, int64_t n) {
   const float mx = *std::max_element(l, l + n);
   std::vector<double> p(static_cast<size_t>(n));

@@ -23,18 +23,6 @@
 #include "tools/runtime_flags.h"
 
 namespace weir::tools {
-namespace {
-
-// -log softmax(logits)[target], in double.
-double token_nll(const float* logits, int64_t n, int32_t target) {
-  float mx = logits[0];
-  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(logits[i] - mx));
-  return std::log(sum) - double(logits[target] - mx);
-}
-
-}  // namespace
 
 int cmd_imatrix(int argc, char** argv) {
   std::string model_path, file, out_path = "imatrix.gguf";

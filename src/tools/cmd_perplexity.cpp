@@ -16,18 +16,6 @@
 #include "tools/runtime_flags.h"
 
 namespace weir::tools {
-namespace {
-
-// -log softmax(logits)[target], in double.
-double nll(const float* logits, int64_t n, int32_t target) {
-  float mx = logits[0];
-  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(logits[i] - mx));
-  return std::log(sum) - double(logits[target] - mx);
-}
-
-}  // namespace
 
 int cmd_perplexity(int argc, char** argv) {
   std::string model_path, file;
@@ -86,7 +74,7 @@ int cmd_perplexity(int argc, char** argv) {
         throw Error("chunk " + std::to_string(c + 1) + ", token " + std::to_string(want[i]) +
                     ": the model computed a non-finite logit (" + std::to_string(session.logits(i)[bad]) +
                     " for token " + std::to_string(bad) + "); " + model_path + " has broken weights or metadata");
-      const double v = nll(session.logits(i), session.n_vocab(), chunk[size_t(want[i]) + 1]);
+      const double v = token_nll(session.logits(i), session.n_vocab(), chunk[size_t(want[i]) + 1]);
       sum += v;
       sum2 += v * v;
       ++count;

@@ -68,6 +68,14 @@ int64_t first_non_finite(const float* logits, int64_t n) {
   return -1;
 }
 
+double token_nll(const float* logits, int64_t n, int32_t target) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(logits[i] - mx));
+  return std::log(sum) - double(logits[target] - mx);
+}
+
 std::string gpu_name(int device) {
   const auto gpus = cuda_devices();
   return device >= 0 && device < int(gpus.size()) ? gpus[size_t(device)].name : std::string();

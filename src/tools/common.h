@@ -56,6 +56,8 @@ std::function<void(const LoadProgress&)> load_progress_bar();
 
 // The first non-finite value of a row of logits, or -1 when all are finite.
 int64_t first_non_finite(const float* logits, int64_t n);
+// -log softmax(logits)[target], in double (perplexity's and imatrix's score).
+double token_nll(const float* logits, int64_t n, int32_t target);
 
 // "NVIDIA H100 80GB HBM3" for --device d, or "" when there is none.
 std::string gpu_name(int device);

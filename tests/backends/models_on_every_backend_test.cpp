@@ -22,21 +22,14 @@
 #include "json_lite.h"
 #include "model/model.h"
 #include "model/tiny_models.h"
+#include "logit_compare.h"
 
 namespace weir {
 namespace {
 
-std::unique_ptr<Backend> make(const std::string& name) { return test::make_named_backend(name, 50); }
+using test::row_rel_error;
 
-double row_rel_error(const float* got, const std::vector<double>& want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(want[i]));
-  }
-  return diff / scale;
-}
+std::unique_ptr<Backend> make(const std::string& name) { return test::make_named_backend(name, 50); }
 
 struct Case {
   const char* model;

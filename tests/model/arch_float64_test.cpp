@@ -20,18 +20,12 @@
 #include "json_lite.h"
 #include "model/model.h"
 #include "tiny_models.h"
+#include "logit_compare.h"
 
 namespace weir {
 namespace {
 
-double row_rel_error(const float* got, const std::vector<double>& want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(want[i]));
-  }
-  return diff / scale;
-}
+using test::row_rel_error;
 
 struct Case {
   const char* name;

@@ -26,26 +26,14 @@
 #include "model/synth.h"
 #include "test_env.h"
 #include "tools/weir_cli.h"
+#include "logit_compare.h"
 
 namespace weir {
 namespace {
 
+using test::row_rel_error;
+
 constexpr double kTol = 1e-4;
-
-double row_rel_error(const float* got, const std::vector<double>& want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(want[i]));
-  }
-  return diff / scale;
-}
-
-std::string quoted(const std::string& s) {
-  std::string r = "'";
-  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
-}
 
 struct Case {
   const char* name;
@@ -56,7 +44,7 @@ class GptOssFloat64 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GptOssFloat64, LogitsMatchNumpyReference) {
   const Case c = GetParam();
-  if (std::system((quoted(test::python()) + " -c 'import gguf, numpy' >/dev/null 2>&1").c_str()) != 0)
+  if (std::system((test::shell_quote(test::python()) + " -c 'import gguf, numpy' >/dev/null 2>&1").c_str()) != 0)
     GTEST_SKIP() << "python lacks numpy or gguf";
   const std::string dir = test::own_dir();
   const std::string path = dir + "/" + c.name + ".gguf";
@@ -76,10 +64,10 @@ TEST_P(GptOssFloat64, LogitsMatchNumpyReference) {
 
   std::vector<int32_t> ids = {1};
   for (int i = 1; i < 20; ++i) ids.push_back(int32_t((i * 97 + 41) % 500 + 3));
-  std::string cmd = "cd " + quoted(test::ref_scripts()) + " && " + quoted(test::python()) + " gpt_oss_forward.py " +
-                    quoted(path) + " " + quoted(dir + "/ref.json");
+  std::string cmd = "cd " + test::shell_quote(test::ref_scripts()) + " && " + test::shell_quote(test::python()) + " gpt_oss_forward.py " +
+                    test::shell_quote(path) + " " + test::shell_quote(dir + "/ref.json");
   for (int32_t id : ids) cmd += " " + std::to_string(id);
-  ASSERT_EQ(std::system((cmd + " 2>" + quoted(dir + "/stderr.txt")).c_str()), 0) << cmd << " (see stderr.txt)";
+  ASSERT_EQ(std::system((cmd + " 2>" + test::shell_quote(dir + "/stderr.txt")).c_str()), 0) << cmd << " (see stderr.txt)";
   const auto ref = test::json::parse(test::json::read_file(dir + "/ref.json"));
   // A router choice float32 could make differently would make the test flaky.
   ASSERT_GT(ref["router_margin"].as_number(), 1e-4);
@@ -92,11 +80,11 @@ TEST_P(GptOssFloat64, LogitsMatchNumpyReference) {
   // ids above: 2.3e-5 (MXFP4_MOE).
   ASSERT_GT(ref["round_margin"].as_number(), 1e-5) << "choose other ids: an activation sits on a rounding boundary";
 
-  const test::CliResult inspect = test::run_weir("inspect " + quoted(path));
+  const test::CliResult inspect = test::run_weir("inspect " + test::shell_quote(path));
   EXPECT_EQ(inspect.code, 0) << inspect.err;
   EXPECT_NE(inspect.out.find("gpt-oss"), std::string::npos) << inspect.out;
   EXPECT_NE(inspect.out.find(", all read by weir\n"), std::string::npos) << inspect.out;
-  const test::CliResult run = test::run_weir("run -m " + quoted(path) + " -p hello -n 8 -t 2");
+  const test::CliResult run = test::run_weir("run -m " + test::shell_quote(path) + " -p hello -n 8 -t 2");
   EXPECT_EQ(run.code, 0) << run.err;
   EXPECT_FALSE(run.out.empty()) << run.err;
 
