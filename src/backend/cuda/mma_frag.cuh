@@ -192,9 +192,11 @@ __device__ __forceinline__ uint32_t u32_bytes(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
 
-// IQ4_NL: blocks of 32 (d, 16 nibble bytes), laid out as q4_0's.
-template <>
-struct MmaW<DType::IQ4_NL> {
+// The lookup types share all but where a block's 16 nibble bytes start and
+// how its scale reads: group g's bytes at kBlock * g + kQs. kByteLoads: the
+// blocks are 17 bytes (mxfp4), so words are read a byte at a time.
+template <class Tab, int kBlock, int kQs, bool kByteLoads>
+struct MmaLookupW {
   static constexpr bool kHas = true, kAligned = false;
   static constexpr int BK = 256, kGroups = 8;
   struct Regs {
@@ -205,12 +207,20 @@ struct MmaW<DType::IQ4_NL> {
 #pragma unroll
     for (int nib = 0; nib < 2; ++nib)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) r.w[nib][i] = u32_at(row + 18 * group(ch, nib, c) + 2 + 4 * i);
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t* p = row + kBlock * group(ch, nib, c) + kQs + 4 * i;
+        r.w[nib][i] = kByteLoads ? u32_bytes(p) : u32_at(p);
+      }
     return r;
   }
-  __device__ static uint2 frag(const Regs& r, int nib, int i, int c) { return lookup_frag<IQ4Table>(r.w[nib][i], c); }
+  __device__ static uint2 frag(const Regs& r, int nib, int i, int c) { return lookup_frag<Tab>(r.w[nib][i], c); }
   __device__ static uint32_t bias(int, int) { return half2_const(0x6480); }  // 1152
   __device__ static int group(int ch, int nib, int c) { return 4 * ch + 2 * (c >> 1) + nib; }
+};
+
+// IQ4_NL: blocks of 32 (d, 16 nibble bytes), laid out as q4_0's.
+template <>
+struct MmaW<DType::IQ4_NL> : MmaLookupW<IQ4Table, 18, 2, false> {
   __device__ static MmaScale scale(const uint8_t* row, int g) { return mma_scale(h2f(row + 18 * g), 0.0f); }
 };
 
@@ -218,23 +228,7 @@ struct MmaW<DType::IQ4_NL> {
 // sub-block j of 32 is iq4_nl's 16 bytes at 8 + 16 j, its scale d * (ls -
 // 32) with ls 4 bits of scales_l and 2 of scales_h.
 template <>
-struct MmaW<DType::IQ4_XS> {
-  static constexpr bool kHas = true, kAligned = false;
-  static constexpr int BK = 256, kGroups = 8;
-  struct Regs {
-    uint32_t w[2][4];
-  };
-  __device__ static Regs load(const uint8_t* row, int ch, int c) {
-    Regs r;
-#pragma unroll
-    for (int nib = 0; nib < 2; ++nib)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) r.w[nib][i] = u32_at(row + 8 + 16 * group(ch, nib, c) + 4 * i);
-    return r;
-  }
-  __device__ static uint2 frag(const Regs& r, int nib, int i, int c) { return lookup_frag<IQ4Table>(r.w[nib][i], c); }
-  __device__ static uint32_t bias(int, int) { return half2_const(0x6480); }  // 1152
-  __device__ static int group(int ch, int nib, int c) { return 4 * ch + 2 * (c >> 1) + nib; }
+struct MmaW<DType::IQ4_XS> : MmaLookupW<IQ4Table, 16, 8, false> {
   __device__ static MmaScale scale(const uint8_t* row, int j) {
     const int ls = ((row[4 + j / 2] >> (4 * (j % 2))) & 15) | ((row[2 + j / 4] >> (2 * (j % 4))) & 3) << 4;
     return mma_scale(h2f(row) * float(ls - 32), 0.0f);
@@ -242,25 +236,9 @@ struct MmaW<DType::IQ4_XS> {
 };
 
 // MXFP4: blocks of 32 (an E8M0 exponent byte, 16 nibble bytes as q4_0's),
-// 17 bytes, so words are read a byte at a time.
+// 17 bytes.
 template <>
-struct MmaW<DType::MXFP4> {
-  static constexpr bool kHas = true, kAligned = false;
-  static constexpr int BK = 256, kGroups = 8;
-  struct Regs {
-    uint32_t w[2][4];
-  };
-  __device__ static Regs load(const uint8_t* row, int ch, int c) {
-    Regs r;
-#pragma unroll
-    for (int nib = 0; nib < 2; ++nib)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) r.w[nib][i] = u32_bytes(row + 17 * group(ch, nib, c) + 1 + 4 * i);
-    return r;
-  }
-  __device__ static uint2 frag(const Regs& r, int nib, int i, int c) { return lookup_frag<MXFP4Table>(r.w[nib][i], c); }
-  __device__ static uint32_t bias(int, int) { return half2_const(0x6480); }  // 1152
-  __device__ static int group(int ch, int nib, int c) { return 4 * ch + 2 * (c >> 1) + nib; }
+struct MmaW<DType::MXFP4> : MmaLookupW<MXFP4Table, 17, 1, true> {
   __device__ static MmaScale scale(const uint8_t* row, int g) { return mma_scale(e8m0_half(row[17 * g]), 0.0f); }
 };
 
