@@ -1,0 +1,89 @@
+#include "engine/draft_length.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+
+namespace weir {
+
+namespace {
+constexpr double kPriorWeight = 4;       // guesses the prior acceptance is worth
+constexpr double kOptimisticSlope = 0.02;  // t(0) a token for k not timed yet
+}  // namespace
+
+DraftLength::DraftLength(DraftLengthOptions o) : o_(o), time_(size_t(kMaxDraft) + 1, 0.0) {
+  if (o_.draft_max < 1 || o_.draft_max > kMaxDraft)
+    throw Error("--draft-max: expected 1 .. " + std::to_string(kMaxDraft) + ", got " + std::to_string(o_.draft_max));
+  if (o_.draft_min < 0 || o_.draft_min > o_.draft_max)
+    throw Error("--draft-min: expected 0 .. --draft-max (" + std::to_string(o_.draft_max) + "), got " +
+                std::to_string(o_.draft_min));
+  if (!(o_.prior_acceptance > 0 && o_.prior_acceptance < 1)) throw Error("draft length: prior acceptance outside (0, 1)");
+  if (!(o_.decay > 0 && o_.decay <= 1)) throw Error("draft length: decay outside (0, 1]");
+}
+
+double DraftLength::acceptance() const {
+  return (kept_ + kPriorWeight * o_.prior_acceptance) / (checked_ + kPriorWeight);
+}
+
+void DraftLength::observe(int proposed, int accepted) {
+  if (proposed <= 0) return;
+  accepted = std::clamp(accepted, 0, proposed);
+  // Trials: every kept guess, and the refused one (if any) that ended them.
+  const int trials = accepted + (accepted < proposed ? 1 : 0);
+  for (int i = 0; i < trials; ++i) {
+    kept_ *= o_.decay;
+    checked_ *= o_.decay;
+  }
+  kept_ += accepted;
+  checked_ += trials;
+}
+
+void DraftLength::observe_step(int k, double seconds) {
+  if (k < 0 || k > kMaxDraft || !(seconds > 0)) return;
+  double& t = time_[size_t(k)];
+  t = t == 0 ? seconds : o_.decay * t + (1 - o_.decay) * seconds;
+}
+
+void DraftLength::observe_draft(int tokens, double seconds) {
+  if (tokens <= 0 || !(seconds >= 0)) return;
+  draft_seconds_ = o_.decay * draft_seconds_ + seconds;
+  draft_tokens_ = o_.decay * draft_tokens_ + tokens;
+}
+
+double DraftLength::step_cost(int k) const {
+  const double t0 = time_[0];
+  if (k <= 0 || t0 == 0) return t0;
+  k = std::min(k, kMaxDraft);
+  if (time_[size_t(k)] > 0) return time_[size_t(k)];
+  int below = k - 1;
+  while (below > 0 && time_[size_t(below)] == 0) --below;
+  return time_[size_t(below)] + (k - below) * kOptimisticSlope * t0;
+}
+
+double DraftLength::expected_tokens(double a, int k) {
+  if (k <= 0) return 1;
+  if (a >= 1) return k + 1;
+  return (1 - std::pow(a, k + 1)) / (1 - a);
+}
+
+double DraftLength::speedup(int k) const {
+  const double t0 = time_[0];
+  if (t0 == 0) return k == 0 ? 1 : expected_tokens(acceptance(), k);  // nothing timed: tokens a step
+  const double d = draft_tokens_ > 0 ? draft_seconds_ / draft_tokens_ : 0;
+  return expected_tokens(acceptance(), k) * t0 / (step_cost(k) + k * d);
+}
+
+int DraftLength::next() const {
+  if (time_[0] == 0) return o_.draft_min;  // plain decoding's cost first: the yardstick
+  int best = 0;
+  double best_gain = 1;  // plain decoding
+  for (int k = std::max(1, o_.draft_min); k <= o_.draft_max; ++k) {
+    const double g = speedup(k);
+    if (g > best_gain || (best == 0 && o_.draft_min > 0)) best = k, best_gain = g;
+  }
+  return best;
+}
+
+}  // namespace weir
