@@ -17,6 +17,10 @@ class DraftProposer {
   // Up to max_tokens guesses of the tokens after `tokens` (the prompt and
   // what was generated, in order); none when the proposer has no guess.
   virtual std::vector<int32_t> propose(std::span<const int32_t> tokens, int max_tokens) = 0;
+  // Whether guesses cost next to nothing beside a target step (no model
+  // runs): the generator then asks for them even when it will not check
+  // them, to score them against the tokens that come.
+  virtual bool cheap() const { return true; }
 };
 
 }  // namespace weir

@@ -649,4 +649,45 @@ int32_t Session::eval_sample(std::span<const int32_t> tokens, const BackendSampl
   return id;
 }
 
+DraftVerdict Session::eval_guesses(int32_t last, std::span<const int32_t> guesses, const BackendSampling& s) {
+  if (!peers_.empty() && !leading_) {
+    std::vector<std::vector<int32_t>> v(peers_.size() + 1);
+    Session* self = this;
+    on_all_ranks([&](Session& r) {
+      const DraftVerdict d = r.eval_guesses(last, guesses, s);
+      v[&r == self ? 0 : size_t(r.p_.tp.rank)] = {d.accepted, d.next};
+    });
+    const std::vector<int32_t> d = same_on_every_rank(v);
+    return {d[0], d[1]};
+  }
+  check_not_queued();
+  std::vector<int32_t> tokens{last};
+  tokens.insert(tokens.end(), guesses.begin(), guesses.end());
+  check_tokens(tokens);
+  const size_t T = tokens.size();
+  if (int64_t(T) > p_.n_batch)
+    throw Error("session: " + std::to_string(guesses.size()) + " guesses need a step of " + std::to_string(T) +
+                " tokens, more than the batch size (" + std::to_string(p_.n_batch) + ")");
+  const int64_t n0 = n_past();
+  if (n0 + int64_t(T) > p_.n_ctx)
+    throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
+  seed_rng(s);
+  const Rng before = rng_;
+  std::vector<int32_t> rows(std::bit_ceil(T));
+  std::vector<float> params(5 * rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    rows[r] = int32_t(std::min(r, T - 1));  // padded as step_sample pads (the last row again)
+    const float u = r < T ? std::min(float(rng_.next_double()), 0x1.fffffep-1f) : params[5 * (r - 1) + 4];
+    const float prm[5] = {s.temperature, float(s.top_k), s.top_p, s.min_p, u};
+    std::copy(prm, prm + 5, params.begin() + std::ptrdiff_t(5 * r));
+  }
+  std::vector<int32_t> ids = sample_rows(tokens, std::vector<int32_t>(T, 0), rows, params.data());
+  ids.resize(T);
+  const DraftVerdict d = verify_greedy(guesses, ids);
+  truncate(0, n0 + 1 + d.accepted);
+  rng_ = before;
+  for (int i = 0; i <= d.accepted; ++i) rng_.next_double();
+  return d;
+}
+
 }  // namespace weir

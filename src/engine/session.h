@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/draft_verify.h"
 #include "engine/rank_threads.h"
 #include "engine/rng.h"
 #include "model/model.h"
@@ -129,6 +130,17 @@ class Session {
   // the rest (speculative decoding's refused guesses): its next token goes
   // at position n. n past the sequence's length is an error.
   void truncate(int32_t seq, int64_t n);
+  // Speculative decoding's check of sequence 0 (issue 48): appends `last`
+  // (the token sampled after the sequence, not yet in the cache) and the
+  // guesses, and samples the token after each of them on the backend in one
+  // step, row i with the generator's next draw as eval_sample would take it.
+  // The guesses stay while they are the sampled tokens (verify_greedy: for
+  // guesses made without a distribution this is exact rejection sampling);
+  // the cells of the refused ones are let go and the draws of the rows not
+  // used are taken back, after one host wait. So the tokens are, for a seed,
+  // those that decoding one token a step gives (up to the batched step's
+  // rounding).
+  DraftVerdict eval_guesses(int32_t last, std::span<const int32_t> guesses, const BackendSampling& s);
   // Sequence `to` (holding nothing) begins with the first n tokens of
   // sequence `from`: it shares their cache cells instead of computing them
   // again (the server's prefix cache) and goes on from position n.

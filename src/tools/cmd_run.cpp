@@ -6,14 +6,17 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "engine/generator.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/spec_setup.h"
 #include "text/utf8_streamer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/common.h"
 #include "tools/runtime_flags.h"
 #include "tools/signals.h"
+#include "tools/spec_flags.h"
 
 namespace weir::tools {
 
@@ -23,6 +26,7 @@ int cmd_run(int argc, char** argv) {
   int n_predict = 128;
   bool ignore_eos = false, no_bos = false, verbose = false;
   RuntimeFlags rf;
+  SpecFlags specf;
   SamplerParams sp;
   Args a("run", "Generate text from a prompt. Only generated text goes to stdout.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to run (required)")
@@ -37,9 +41,11 @@ int cmd_run(int argc, char** argv) {
       .flag("--no-bos", &no_bos, "do not add the BOS token even if the model asks for it")
       .flag("-v,--verbose", &verbose, "say on stderr what happens as it happens (load, prompt, generation)");
   rf.add_to(a, {});
+  specf.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   rf.parsed(a);
   const RuntimeSpec spec = rf.spec(model_path);
+  const SpecOptions spec_opts = specf.options(a);
   if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));
   check_sampling(sp);
   if (a.given("-p") && a.given("-f"))
@@ -62,6 +68,9 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "weir: model read in %.0f ms; weights: %s\n", rt.model_seconds * 1e3, choice.placement.c_str());
     if (choice.load.bytes) std::fprintf(stderr, "weir: loaded %s\n", choice.load.summary().c_str());
   }
+  if (spec_opts.mode == SpecMode::Draft) say("loading the draft model");
+  SpecSetup specs = make_spec(spec_opts, spec, rt);
+  if (verbose && specs.proposer) std::fprintf(stderr, "weir: speculative decoding: %s\n", specs.describe().c_str());
   Session& session = *rt.session;
   const int64_t n_ctx = session.n_ctx();
   Sampler sampler(sp, int(model.hparams().n_vocab));
@@ -76,28 +85,12 @@ int cmd_run(int argc, char** argv) {
     throw Error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the context (" +
                 std::to_string(n_ctx) + "); raise --ctx-size");
 
-  const auto check_logits = [&](int n_gen) {
-    const int64_t bad = first_non_finite(session.logits(), session.n_vocab());
-    if (bad >= 0)
-      throw Error("the model computed a non-finite logit (" + std::to_string(session.logits()[bad]) + " for token " +
-                  std::to_string(bad) + ") at generated token " + std::to_string(n_gen) + ": " + model_path +
-                  " has broken weights or metadata");
-  };
   if (verbose) std::fprintf(stderr, "weir: prompt of %zu tokens\n", ids.size());
-  auto t0 = std::chrono::steady_clock::now();
-  int32_t next = -1;
-  if (sample_on_backend) {
-    next = session.eval_sample(ids, bs);
-  } else {
-    session.eval(ids);
-    check_logits(0);
-  }
-  const double prompt_s = seconds_since(t0);
-  const double first_token_s = seconds_since(t_start);  // the next token is known (or its logits are)
-  report_numa(backend);
-  for (int32_t id : ids) sampler.accept(id);
-  say("generating");
-
+  GeneratorSampling how;
+  how.on_backend = sample_on_backend;
+  how.backend = bs;
+  how.host = &sampler;
+  Generator gen(session, how, specs.proposer.get(), spec_opts.length);
   // Why generation ended, for the stats line.
   enum class Stop { Budget, EndToken, ContextFull, Signal } why = Stop::Budget;
   Utf8Streamer out;
@@ -105,41 +98,41 @@ int cmd_run(int argc, char** argv) {
   const int64_t room = n_ctx - int64_t(ids.size());
   const bool until_end = n_predict < 0;
   const int64_t budget = until_end ? room : std::min<int64_t>(n_predict, room);
-  t0 = std::chrono::steady_clock::now();
+  auto t0 = std::chrono::steady_clock::now();
+  double prompt_s = 0, first_token_s = 0;
   try {
-    // Sampling on the backend, the step for each token is queued before the
-    // host waits for that token (Session::queue_sample_next), while the token
-    // after it is wanted.
-    if (sample_on_backend && budget > 1) session.queue_sample_next(bs);
+    std::vector<int32_t> toks{gen.start(ids, 0)};
+    prompt_s = seconds_since(t0);
+    first_token_s = seconds_since(t_start);  // the next token is known
+    report_numa(backend);
+    say("generating");
+    t0 = std::chrono::steady_clock::now();
+    // Each call gives the tokens of one step: one, or the guesses the
+    // target kept and its own token.
     while (n_gen < budget && !stop_requested()) {
-      const int32_t id = sample_on_backend ? next : sampler.sample(session.logits());
-      // The backend's sampler answers -1 when no logit is finite.
-      if (id < 0)
-        throw Error("the model computed no finite logit at generated token " + std::to_string(n_gen) + ": " +
-                    model_path + " has broken weights or metadata");
-      sampler.accept(id);
-      ++n_gen;
-      if (!ignore_eos && tok.vocab().is_eog(id)) {
-        why = Stop::EndToken;
-        break;
+      for (const int32_t id : toks) {
+        ++n_gen;
+        if (!ignore_eos && tok.vocab().is_eog(id)) {
+          why = Stop::EndToken;
+          break;
+        }
+        write_stdout(out.push(tok.token_to_piece(id, false)));
+        if (n_gen >= budget) break;
       }
-      write_stdout(out.push(tok.token_to_piece(id, false)));
-      if (n_gen >= budget || stop_requested()) break;
-      if (sample_on_backend) {
-        if (n_gen + 1 < budget) session.queue_sample_next(bs);
-        next = session.take_sampled();
-      } else {
-        const int32_t step[1] = {id};
-        session.eval(step);
-        check_logits(n_gen);
-      }
+      if (why != Stop::Budget || n_gen >= budget || stop_requested()) break;
+      toks = gen.next(int(std::min<int64_t>(budget - n_gen, 1 << 20)));
     }
   } catch (const Cancelled&) {
     // The stop flag turned between the loop's look and the session's.
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("finite logit") == std::string::npos) throw;
+    throw Error(std::string(e.what()) + " at generated token " + std::to_string(n_gen) + ": " + model_path +
+                " has broken weights or metadata");
   }
+  if (prompt_s == 0) prompt_s = seconds_since(t0);
   if (stop_requested()) why = Stop::Signal;
   else if (why == Stop::Budget && n_gen >= room && (until_end || n_predict > room)) why = Stop::ContextFull;
-  if (sample_on_backend) session.cancel_queued();  // stopped early: the steps past the last token
+  gen.finish();  // stopped early: the steps past the last token
   write_stdout(out.flush());
   if (isatty(STDOUT_FILENO)) write_stdout("\n");  // a pipe gets exactly the generated text
   const double gen_s = seconds_since(t0);
@@ -159,6 +152,13 @@ int cmd_run(int argc, char** argv) {
                "%.1f t/s | stopped: %s\n",
                load_s * 1e3, loaded, first_token_s * 1e3, ids.size(), double(ids.size()) / prompt_s, n_gen, gen_s > 0 ? double(n_gen) / gen_s : 0.0,
                reason.c_str());
+  if (specs.proposer) {
+    const SpecStats& st = gen.stats();
+    std::fprintf(stderr, "weir: speculative (%s): %.2f tokens a step, %lld of %lld guesses kept (%.0f%%), %lld of %lld steps checked guesses\n",
+                 specs.describe().c_str(), st.tokens_per_step(), static_cast<long long>(st.accepted),
+                 static_cast<long long>(st.drafted), 100 * st.acceptance(), static_cast<long long>(st.spec_steps),
+                 static_cast<long long>(st.steps));
+  }
   return why == Stop::Signal ? stop_exit_code() : 0;
 }
 

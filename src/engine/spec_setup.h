@@ -1,0 +1,27 @@
+// The proposer SpecOptions names, ready to use beside a target's runtime:
+// none (off), n-gram lookup, or a draft model with a runtime of its own
+// (built from the target's spec: the draft's file, -ngld layers on the GPU,
+// the target's context), its vocabulary and size checked against the
+// target's (engine/draft_model_proposer.h).
+#pragma once
+#include <memory>
+
+#include "engine/draft_proposer.h"
+#include "engine/runtime.h"
+#include "engine/spec_options.h"
+
+namespace weir {
+
+struct SpecSetup {
+  std::unique_ptr<Runtime> draft;            // mode Draft: the draft model's
+  std::unique_ptr<DraftProposer> proposer;   // null: off
+  SpecOptions options;
+  // "ngram", "draft gemma-3-270m.gguf (-ngld 99)", "off": for reports.
+  std::string describe() const;
+};
+
+// Throws UsageError for a draft with tensor parallelism or mpirun (not
+// supported), weir::Error for a draft that cannot serve the target.
+SpecSetup make_spec(const SpecOptions& o, const RuntimeSpec& target_spec, const Runtime& target);
+
+}  // namespace weir
