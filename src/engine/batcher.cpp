@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "engine/draft_verify.h"
+#include "engine/guess_allocation.h"
 
 namespace weir {
 
@@ -15,14 +17,24 @@ StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget) {
   StepPlan p;
   p.prompt_taken.assign(active.size(), 0);
   p.decoded.assign(active.size(), 0);
+  p.guessed.assign(active.size(), 0);
+  size_t decoding = 0;
+  for (const ActiveView& a : active) decoding += a.decoding ? 1 : 0;
+  // Guesses take only what every decode token leaves of the budget.
+  size_t guess_room = budget > decoding ? budget - decoding : 0;
   for (size_t i = 0; i < active.size() && p.tokens.size() < budget; ++i) {
     const ActiveView& a = active[i];
     if (!a.decoding) continue;
-    p.out_rows.push_back(int32_t(p.tokens.size()));
-    p.out_owner.push_back(i);
-    p.tokens.push_back(a.last);
-    p.seqs.push_back(a.seq);
+    const size_t g = a.guesses ? std::min(a.n_guesses, guess_room) : 0;
+    for (size_t k = 0; k <= g; ++k) {  // [last, g1 .. gk], each an out row
+      p.out_rows.push_back(int32_t(p.tokens.size()));
+      p.out_owner.push_back(i);
+      p.tokens.push_back(k == 0 ? a.last : a.guesses[k - 1]);
+      p.seqs.push_back(a.seq);
+    }
     p.decoded[i] = 1;
+    p.guessed[i] = g;
+    guess_room -= g;
   }
   for (size_t i = 0; i < active.size() && p.tokens.size() < budget; ++i) {
     const ActiveView& a = active[i];
@@ -70,11 +82,25 @@ struct Batcher::Active {
   Utf8Streamer utf8;
   std::unique_ptr<StopStrings> stops;
   std::unique_ptr<GrammarState> grammar;  // with job.grammar
+  // Speculative decoding: the guesses this step checks after `last`; the
+  // random stream before the step drew for them (the draws of rows not used
+  // go back); its acceptance (DraftLength's decayed counts); guesses the
+  // rule did not check, scored against the tokens that come (`matched` of
+  // them so far) so that its acceptance is known before paying for it.
+  std::vector<int32_t> guesses;
+  Rng rng_before;
+  DraftLength acceptance;
+  std::vector<int32_t> unchecked;
+  int matched = 0;
 };
 
 Batcher::Batcher(Session& s, const Tokenizer& tok, BatcherOptions o)
     : s_(s), tok_(tok), o_(o), grammars_(tok, s.n_vocab()), grammar_workers_(o.grammar_threads) {
   if (o_.max_sequences < 1) throw Error("server: --parallel must be at least 1");
+  if (o_.spec.mode == SpecMode::Draft)
+    throw UsageError("a draft model (-md) is not supported by weir serve / the Python package yet; use --spec ngram");
+  DraftLength check(o_.spec.length);  // (throws naming --draft-min / --draft-max when out of range)
+  if (o_.spec.mode == SpecMode::Ngram) proposer_ = std::make_unique<NgramProposer>(o_.spec.ngram);
   o_.kept_prefixes = std::max(0, o_.kept_prefixes);
   for (int q = o_.max_sequences + o_.kept_prefixes - 1; q >= 0; --q) free_seqs_.push_back(q);
 }
@@ -110,6 +136,7 @@ std::vector<uint64_t> Batcher::submit_all(std::vector<Job> jobs) {
                   std::to_string(s_.n_ctx()) + ": it does not fit");
     auto a = std::make_unique<Active>();
     a->rng.reseed(job.seed);
+    a->acceptance = DraftLength(o_.spec.length);
     a->stops = std::make_unique<StopStrings>(job.stop);
     if (job.grammar) a->grammar = std::make_unique<GrammarState>(job.grammar);
     a->prefill = job.prompt;
@@ -322,9 +349,25 @@ std::vector<int32_t> Batcher::run_step(const StepPlan& p, std::vector<HostSample
   std::vector<int32_t> ids(p.out_rows.size(), -1);
   host.assign(p.out_rows.size(), {});
   std::vector<float> row(size_t(s_.n_vocab()));
+  // A request's row after guess i samples as plain decoding would once the
+  // guesses up to i were generated: with them in the penalties' counts
+  // (taken out again after its last row).
+  std::vector<std::pair<Active*, int32_t>> counted;
+  auto uncount = [&] {
+    for (auto& [a, id] : counted)
+      if (--a->counts[id] == 0) a->counts.erase(id);
+    counted.clear();
+  };
   for (size_t k = 0; k < p.out_rows.size(); ++k) {
     const size_t o = p.out_owner[k];
+    if (k > 0 && o != p.out_owner[k - 1]) uncount();
     if (o == SIZE_MAX) continue;
+    if (k > 0 && o == p.out_owner[k - 1]) {  // the row after guess `counted.size()`
+      Active& g = *active_[o];
+      const int32_t id = g.guesses[counted.size()];
+      ++g.counts[id];
+      counted.push_back({&g, id});
+    }
     const Job& j = active_[o]->job;
     std::memcpy(row.data(), s_.logits(k), row.size() * sizeof(float));
     for (const auto& [id, bias] : j.logit_bias)
@@ -342,6 +385,7 @@ std::vector<int32_t> Batcher::run_step(const StepPlan& p, std::vector<HostSample
     host[k] = sample_on_host(row, hs, active_[o]->counts);
     ids[k] = host[k].id;
   }
+  uncount();
   return ids;
 }
 
@@ -422,18 +466,116 @@ void Batcher::loop() {
   }
 }
 
+void Batcher::propose_guesses() {
+  for (auto& a : active_) a->guesses.clear();
+  if (!proposer_) return;
+  // The step without guesses: every decode token and the prompt chunks that
+  // fit; the guesses get what they leave of the budget.
+  size_t decoding = 0, prompt_left = 0;
+  for (const auto& a : active_) {
+    if (a->decoding) ++decoding;
+    else prompt_left += a->prefill.size() - a->prompt_done;
+  }
+  GuessStep step;
+  step.tokens = std::min(o_.step_tokens, decoding + prompt_left);
+  step.yield = double(decoding);
+  step.room = o_.step_tokens - step.tokens;
+  step.draft_min = o_.spec.length.draft_min;
+  std::vector<GuessCandidate> candidates;
+  std::vector<Active*> who;
+  for (auto& p : active_) {
+    Active& a = *p;
+    if (!a.decoding || a.grammar) continue;
+    // A step of k guesses generates up to k + 1 tokens: no more than
+    // max_tokens allows, and none past the context (plain decoding ends
+    // once its sequence holds n_ctx - 2 tokens).
+    int64_t cap = o_.spec.length.draft_max;
+    if (a.job.max_tokens > 0) cap = std::min<int64_t>(cap, a.job.max_tokens - a.generated - 1);
+    cap = std::min<int64_t>(cap, s_.n_ctx() - int64_t(a.in_cache.size()) - 2);
+    if (cap <= 0) continue;
+    a.in_cache.push_back(a.last);  // the prompt and what was generated, in order
+    a.guesses = proposer_->propose(a.in_cache, int(cap));
+    a.in_cache.pop_back();
+    if (a.guesses.empty()) continue;
+    candidates.push_back({a.acceptance.acceptance(), int(a.guesses.size())});
+    who.push_back(&a);
+  }
+  const std::vector<int> k = allocate_guesses(candidates, step, step_times_);
+  for (size_t r = 0; r < who.size(); ++r) {
+    Active& a = *who[r];
+    if (k[r] == 0 && a.unchecked.empty()) a.unchecked = a.guesses, a.matched = 0;  // scored for free
+    a.guesses.resize(size_t(k[r]));
+  }
+}
+
+bool Batcher::emit(Active& a, int32_t id, const HostSample* host, int64_t held) {
+  ++a.generated;
+  if (id >= 0) ++a.counts[id];
+  if (host && a.job.top_logprobs >= 0 && a.job.on_token && id >= 0) a.job.on_token(*host);
+  if (id < 0) {
+    if (a.job.on_error)
+      a.job.on_error(a.grammar && a.grammar->broken() ? "the grammar refused the token sampled"
+                     : a.grammar                      ? "the grammar allows no token the model can give"
+                                                      : "the model computed no finite logit");
+    finish(a, "error");
+    return false;
+  }
+  if (a.grammar) a.grammar->accept_later(id);  // (taken with the next step's masks, in parallel)
+  if (!a.unchecked.empty()) {  // guesses not checked, scored against what came
+    if (id == a.unchecked[size_t(a.matched)] && ++a.matched < int(a.unchecked.size())) {
+    } else {
+      a.acceptance.observe_unchecked(int(a.unchecked.size()), a.matched);
+      a.unchecked.clear();
+      a.matched = 0;
+    }
+  }
+  if (!a.job.ignore_eos && tok_.vocab().is_eog(id)) {
+    finish(a, "stop");
+    return false;
+  }
+  const std::string text = a.stops->push(a.utf8.push(tok_.token_to_piece(id, false)));
+  if (!text.empty() && a.job.on_text) a.job.on_text(text);
+  if (a.stops->stopped()) {
+    finish(a, "stop");
+    return false;
+  }
+  if ((a.job.max_tokens > 0 && a.generated >= a.job.max_tokens) || held + 2 > s_.n_ctx()) {
+    finish(a, "length");
+    return false;
+  }
+  return true;
+}
+
 bool Batcher::step() {
   if (active_.empty()) return false;
+  propose_guesses();
   StepPlan p;
   for (;;) {
     std::vector<ActiveView> views;
     for (const auto& a : active_)
-      views.push_back({a->prefill.size(), a->prompt_done, a->decoding, a->last, a->seq, a->prefill.data()});
+      views.push_back({a->prefill.size(), a->prompt_done, a->decoding, a->last, a->seq, a->prefill.data(),
+                       a->guesses.data(), a->guesses.size()});
     p = plan_step(views, o_.step_tokens);
+    // Guesses take free cells only: short of them, the guesses go first
+    // (before any kept prefix or running request).
+    bool guessing = false;
+    for (size_t g : p.guessed) guessing |= g > 0;
+    if (guessing && size_t(s_.kv_cache().n_free()) < p.tokens.size()) {
+      for (auto& a : active_) a->guesses.clear();
+      continue;
+    }
     make_room(p.tokens.size());
     if (size_t(s_.kv_cache().n_free()) >= p.tokens.size() || active_.size() == 1) break;
     set_back(active_.size() - 1);  // the newest waits
   }
+  size_t guessed = 0;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Active& a = *active_[i];
+    a.guesses.resize(p.guessed[i]);  // (what the budget left)
+    a.rng_before = a.rng;
+    guessed += p.guessed[i];
+  }
+  const uint64_t graphs_before = s_.graphs_built();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> ids;
   std::vector<HostSample> host;
@@ -451,17 +593,19 @@ bool Batcher::step() {
     return true;
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // A step that built a graph says little about the next of its size.
+  if (s_.graphs_built() == graphs_before) step_times_.observe(p.tokens.size(), dt);
   if (o_.step_log) {
     size_t decoded = 0;
     for (uint8_t d : p.decoded) decoded += d;
     char line[256];
-    std::snprintf(line, sizeof line, "%.6f,%zu,%zu,%zu,%zu,%zu,%lld,%lld,%.6f",
+    std::snprintf(line, sizeof line, "%.6f,%zu,%zu,%zu,%zu,%zu,%lld,%lld,%.6f,%zu",
                   std::chrono::duration<double>(t0.time_since_epoch()).count(), active_.size(), p.tokens.size(), decoded,
-                  p.tokens.size() - decoded, p.out_rows.size(), static_cast<long long>(s_.kv_cache().extent()),
-                  static_cast<long long>(s_.kv_cache().n_free()), dt);
+                  p.tokens.size() - decoded - guessed, p.out_rows.size(), static_cast<long long>(s_.kv_cache().extent()),
+                  static_cast<long long>(s_.kv_cache().n_free()), dt, guessed);
     o_.step_log(line);
   }
-  uint64_t prompt_in = 0, generated = 0;
+  uint64_t prompt_in = 0, generated = 0, drafted = 0, accepted = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
     Active& a = *active_[i];
     if (p.decoded[i]) a.in_cache.push_back(a.last);
@@ -470,40 +614,42 @@ bool Batcher::step() {
     a.prompt_done += p.prompt_taken[i];
     prompt_in += p.prompt_taken[i];
   }
-  for (size_t k = 0; k < ids.size(); ++k) {
+  for (size_t k = 0; k < ids.size();) {
     const size_t o = p.out_owner[k];
-    if (o == SIZE_MAX) continue;
+    size_t rows = 1;  // a request's rows are consecutive: its decode token's, then one a guess
+    while (o != SIZE_MAX && k + rows < ids.size() && p.out_owner[k + rows] == o) ++rows;
+    if (o == SIZE_MAX) {
+      k += rows;
+      continue;
+    }
     Active& a = *active_[o];
-    const int32_t id = ids[size_t(k)];
-    ++a.generated;
-    ++generated;
-    if (id >= 0) ++a.counts[id];
-    if (!host.empty() && a.job.top_logprobs >= 0 && a.job.on_token && id >= 0) a.job.on_token(host[k]);
-    if (id < 0) {
-      if (a.job.on_error)
-        a.job.on_error(a.grammar && a.grammar->broken()       ? "the grammar refused the token sampled"
-                       : a.grammar                            ? "the grammar allows no token the model can give"
-                                                              : "the model computed no finite logit");
-      finish(a, "error");
-      continue;
+    DraftVerdict v{0, ids[k]};
+    if (rows > 1) {
+      v = verify_greedy(a.guesses, std::span<const int32_t>(ids).subspan(k, rows));
+      a.acceptance.observe(int(rows - 1), v.accepted);
+      drafted += rows - 1;
+      accepted += uint64_t(v.accepted);
+      a.in_cache.insert(a.in_cache.end(), a.guesses.begin(), a.guesses.begin() + v.accepted);
+      s_.truncate(a.seq, int64_t(a.in_cache.size()));  // the refused guesses' cells go
+      // The draws of the rows used stay taken; the rest go back.
+      a.rng = a.rng_before;
+      for (int j = 0; j <= v.accepted; ++j) a.rng.next_u64();
     }
-    if (a.grammar) a.grammar->accept_later(id);  // (taken with the next step's masks, in parallel)
-    if (!a.job.ignore_eos && tok_.vocab().is_eog(id)) {
-      finish(a, "stop");
-      continue;
+    // The tokens in order, each as plain decoding would have emitted it
+    // (its sequence then holding what came before it).
+    const int64_t held = int64_t(a.in_cache.size()) - v.accepted;
+    bool going = true;
+    for (int j = 0; j <= v.accepted && going; ++j) {
+      ++generated;
+      const int32_t id = j < v.accepted ? a.guesses[size_t(j)] : v.next;
+      going = emit(a, id, host.empty() ? nullptr : &host[k + size_t(j)], held + j);
     }
-    const std::string text = a.stops->push(a.utf8.push(tok_.token_to_piece(id, false)));
-    if (!text.empty() && a.job.on_text) a.job.on_text(text);
-    if (a.stops->stopped()) {
-      finish(a, "stop");
-      continue;
+    if (going) {
+      a.decoding = true;
+      a.last = v.next;
     }
-    if ((a.job.max_tokens > 0 && a.generated >= a.job.max_tokens) || s_.seq_len(a.seq) + 2 > s_.n_ctx()) {
-      finish(a, "length");
-      continue;
-    }
-    a.decoding = true;
-    a.last = id;
+    a.guesses.clear();
+    k += rows;
   }
   std::lock_guard<std::mutex> lk(m_);
   active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& a) { return a->seq < 0; }), active_.end());
@@ -511,6 +657,8 @@ bool Batcher::step() {
   stats_.step_seconds += dt;
   stats_.prompt_tokens += prompt_in;
   stats_.generated_tokens += generated;
+  stats_.guesses_drafted += drafted;
+  stats_.guesses_accepted += accepted;
   update_gauges();
   return true;
 }

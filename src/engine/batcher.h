@@ -17,6 +17,26 @@
 // freed and it is queued again to recompute what it had (its output goes
 // on where it stopped).
 //
+// Speculative decoding (BatcherOptions::spec, mode Ngram; issue 48): a
+// decoding request may put guesses of its next tokens after its decode
+// token, [last, g1 .. gk], each with an out row, beside the other requests'
+// decode tokens and prompt chunks in the same step. Every row is sampled as
+// plain decoding samples it, row i with the draw plain decoding would take
+// for that position of the request's random stream; the guesses stay while
+// they equal the sampled tokens (verify_greedy), the first sample that
+// differs is the next token, the cells of the refused guesses are let go
+// (Session::truncate) and the unused draws taken back. For guesses made
+// without a distribution (n-gram lookup) this is exact rejection sampling,
+// and it gives the very tokens decoding without guesses gives for the same
+// seed, greedy or sampled (up to the batched step's rounding). The accepted
+// tokens go out one by one through the path every token takes (stop
+// strings, end of generation, max_tokens), so a request may end among
+// them. How many guesses each request checks: engine/guess_allocation.h,
+// with this loop's measured step times (engine/step_times.h). Requests
+// under a grammar decode plainly (no guesses); those sampled on the host
+// (penalties, log-probabilities, logit_bias) speculate, each row sampled
+// with the counts of the guesses before it.
+//
 // The policy of what runs next is plan_step() (no model needed, tested on
 // its own); the engine runs the plans.
 #pragma once
@@ -32,10 +52,14 @@
 #include <thread>
 #include <vector>
 
+#include "engine/draft_length.h"
 #include "engine/grammar/grammar.h"
+#include "engine/ngram_proposer.h"
 #include "engine/rng.h"
 #include "engine/session.h"
 #include "engine/host_sampling.h"
+#include "engine/spec_options.h"
+#include "engine/step_times.h"
 #include "engine/stop_strings.h"
 #include "text/tokenizer.h"
 #include "text/utf8_streamer.h"
@@ -56,14 +80,16 @@ struct Job {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   // These two sample on the host (server/host_sampling.h): the step's
-  // logits come back instead of only its tokens.
+  // logits come back instead of only its tokens (guesses too: each row
+  // with the counts of the guesses before it, as plain decoding has them).
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;
   int top_logprobs = -1;  // -1: no log-probabilities; n >= 0: the chosen token's and n alternatives
   // Added to the token's logit before sampling (OpenAI's logit_bias; -100
   // bans it, +100 all but forces it); samples on the host.
   std::vector<std::pair<int32_t, float>> logit_bias;
   // The output must match this grammar (null: free text): each step's
-  // tokens are masked to those it allows (engine/grammar/grammar.h).
+  // tokens are masked to those it allows (engine/grammar/grammar.h). Such a
+  // request decodes plainly under speculative decoding (no guesses).
   std::shared_ptr<const CompiledGrammar> grammar;
   // Called on the engine's thread: text as it becomes final (stop strings
   // held back, whole UTF-8 characters), then once at the end.
@@ -88,6 +114,7 @@ struct StepPlan {
   std::vector<uint8_t> decoded;  // whether each active request put its decode token in
   std::vector<size_t> out_owner;  // the request (index into the active list) of each out row
   std::vector<size_t> prompt_taken;  // prompt tokens each active request put in (by index)
+  std::vector<size_t> guessed;       // guesses each active request put in after its decode token
 };
 struct ActiveView {
   size_t prompt_len = 0, prompt_done = 0;
@@ -95,9 +122,15 @@ struct ActiveView {
   int32_t last = -1;      // that token
   int seq = -1;
   const int32_t* prompt = nullptr;  // its prompt's ids (null: chunks left as -1)
+  // Guesses of the tokens after `last` (speculative decoding), to be checked
+  // in this step: they go right after its decode token, each an out row.
+  const int32_t* guesses = nullptr;
+  size_t n_guesses = 0;
 };
-// Decode tokens first (every decoding request, in order), then prompt
-// chunks in arrival order, until `budget` tokens.
+// Decode tokens first (every decoding request, in order, each followed by
+// its guesses while the budget leaves room after every decode token), then
+// prompt chunks in arrival order, until `budget` tokens. A request's rows
+// are consecutive: [last, g1 .. gk] give k + 1 out rows.
 StepPlan plan_step(const std::vector<ActiveView>& active, size_t budget);
 
 struct BatcherOptions {
@@ -107,6 +140,9 @@ struct BatcherOptions {
   int kept_prefixes = 32;       // finished requests whose cells stay for reuse
   bool reuse_prefixes = true;   // false: every prompt computed whole (no prefix cache at all)
   int grammar_threads = 0;      // threads that compute a step's grammar masks (0: the host's, up to 16)
+  // Speculative decoding (mode Ngram: prompt lookup, each request's guesses
+  // from its own prompt and output; Draft is refused for now).
+  SpecOptions spec;
   // Called after each step (engine thread): a line of what it held and how
   // long it took, for weir serve --log-steps.
   std::function<void(const std::string& csv_line)> step_log;
@@ -165,6 +201,8 @@ class Batcher {
     double step_seconds = 0;  // total
     uint64_t graphs_built = 0;  // forward graphs the session built (a new step shape each)
     double graph_build_seconds = 0, step_host_seconds = 0;
+    // Speculative decoding: guesses checked, and of them kept (generated_tokens counts the kept ones too).
+    uint64_t guesses_drafted = 0, guesses_accepted = 0;
   };
   Stats stats() const;
 
@@ -199,6 +237,14 @@ class Batcher {
   // backend, or on the host when a request asks for what only the host does.
   std::vector<int32_t> run_step(const StepPlan& p, std::vector<HostSample>& host);
   void finish(Active& a, const std::string& reason);
+  // A generated token through the path every token takes (counts, on_token,
+  // grammar, end of generation, stop strings, max_tokens, the context);
+  // held: the tokens its sequence would hold had it been decoded alone.
+  // False when the token ended the request (it is finished and released).
+  bool emit(Active& a, int32_t id, const HostSample* host, int64_t held);
+  // Speculative decoding: each decoding request's guesses for the next step
+  // (Active::guesses), by the rule of engine/guess_allocation.h.
+  void propose_guesses();
   void release(Active& a, bool keep);  // its sequence back (kept for reuse when keep)
   void update_gauges();                // under m_
   void run_works(std::deque<SessionWork>& works);  // engine thread, not under m_
@@ -227,6 +273,8 @@ class Batcher {
   bool stopping_ = false;
   std::thread thread_;
   Stats stats_;
+  std::unique_ptr<NgramProposer> proposer_;  // with spec mode Ngram
+  StepTimes step_times_;                     // t(T) of this loop's steps
 };
 
 }  // namespace weir

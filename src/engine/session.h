@@ -104,8 +104,8 @@ class Session {
   // One forward step over tokens of several sequences at once (continuous
   // batching: prompt chunks and decode tokens side by side): tokens[i] is
   // appended to sequence seqs[i] (in order within a sequence; at most the
-  // batch size in all). For each out row r (an index into tokens, at most
-  // one a sequence, ascending), the token after tokens[r] is sampled on the
+  // batch size in all). For each out row r (an index into tokens,
+  // ascending; several may be one sequence's), the token after tokens[r] is sampled on the
   // backend with params[5k .. 5k + 4] = {temperature, top_k, top_p, min_p,
   // u} for the k-th out row, u a uniform draw in [0, 1) that the caller
   // makes (each request its own random stream). Returns the sampled ids in
