@@ -348,6 +348,7 @@ TEST(HttpServer, ErrorsAndEndpoints) {
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("weir_requests_total"), std::string::npos);
   EXPECT_NE(metrics->body.find("weir_kv_cells_used"), std::string::npos);
+  EXPECT_NE(metrics->body.find("weir_spec_guesses_accepted_total"), std::string::npos);
 }
 
 // /tokenize as llama-server's: add_special puts the vocabulary's BOS first,

@@ -19,6 +19,7 @@
 #include "tools/common.h"
 #include "tools/runtime_flags.h"
 #include "tools/signals.h"
+#include "tools/spec_flags.h"
 
 namespace weir::tools {
 
@@ -68,7 +69,7 @@ int cmd_serve(int argc, char** argv) {
       .opt("-np,--parallel", &parallel, "N", "requests generated side by side (default 4)")
       .opt("--queue", &queue, "N", "requests that may wait beyond the running ones; more get 503 (default 64)")
       .opt("--cache-prompts", &kept, "N", "finished requests whose cache cells stay for later prompts that begin alike (default 32; 0: no prefix cache: every prompt computed whole)")
-      .opt("--log-steps", &step_log, "FILE", "a CSV line a forward step: time, running, tokens, decode tokens, prompt tokens, out rows, KV extent, free cells, seconds")
+      .opt("--log-steps", &step_log, "FILE", "a CSV line a forward step: time, running, tokens, decode tokens, prompt tokens, out rows, KV extent, free cells, seconds, guesses (speculative decoding)")
       .opt("--api-key", &api_key, "KEY", "ask every request but /health's for Authorization: Bearer KEY")
       .flag("--accept-unknown-fields", &accept_unknown_fields, "take request fields weir does not know (each name logged once) instead of answering 400 naming them")
       .flag("--open-chat-page", &open_chat_page, "with --api-key: serve the chat page (GET /) without the key (it asks for the key itself)")
@@ -82,8 +83,13 @@ int cmd_serve(int argc, char** argv) {
       .opt("--template-max-output", &template_max_output, "BYTES", "a chat template's rendered prompt at most (default 16 MiB)")
       .opt("--template-max-work", &template_max_work, "N", "a chat template render's work at most: its statements plus the bytes it builds (default 2^28)");
   rf.add_to(a, d);
+  SpecFlags sf;
+  sf.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   rf.parsed(a);
+  const SpecOptions spec_options = sf.options(a);
+  if (spec_options.mode == SpecMode::Draft)  // (before the model loads)
+    throw UsageError("-md: a draft model is not supported by weir serve yet; use --spec ngram");
   RuntimeSpec spec = rf.spec(model_path);
   spec.max_graphs = 128;  // a server's steps come in many shapes (most of them small decode steps)
   spec.stop_steps = false;  // a stop signal ends the load; the HTTP side ends the requests (no step fails half-done)
@@ -126,11 +132,12 @@ int cmd_serve(int argc, char** argv) {
   eo.queue_limit = size_t(queue);
   eo.kept_prefixes = kept;
   eo.reuse_prefixes = kept > 0;
+  eo.spec = spec_options;
   std::unique_ptr<FILE, int (*)(FILE*)> log_file(nullptr, fclose);
   if (!step_log.empty()) {
     log_file.reset(std::fopen(step_log.c_str(), "w"));
     if (!log_file) throw Error("--log-steps: cannot write " + step_log);
-    std::fputs("time,running,tokens,decode,prompt,out_rows,kv_extent,kv_free,seconds\n", log_file.get());
+    std::fputs("time,running,tokens,decode,prompt,out_rows,kv_extent,kv_free,seconds,guesses\n", log_file.get());
     FILE* f = log_file.get();
     eo.step_log = [f](const std::string& line) {
       std::fputs(line.c_str(), f);
@@ -160,9 +167,9 @@ int cmd_serve(int argc, char** argv) {
   server::HttpServer http(engine, tok, chat.get(), ho);
   const int bound = http.bind();
   engine.start();
-  std::fprintf(stderr, "weir serve: %s on %s, %d at once, %lld cells; listening on http://%s:%d\n", ho.model_name.c_str(),
+  std::fprintf(stderr, "weir serve: %s on %s, %d at once, %lld cells%s; listening on http://%s:%d\n", ho.model_name.c_str(),
                rt.backends.placement.empty() ? "the CPU" : rt.backends.placement.c_str(), parallel, static_cast<long long>(n_ctx),
-               host.c_str(), bound);
+               spec_options.mode == SpecMode::Ngram ? ", n-gram speculation" : "", host.c_str(), bound);
   std::fflush(stderr);
   std::thread watcher([&] {
     while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
