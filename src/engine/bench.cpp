@@ -9,11 +9,14 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/generator.h"
 #include "engine/grammar/grammar.h"
 #include "engine/session.h"
 
 namespace weir {
 namespace {
+
+constexpr int kSpecGraphs = Generator::kSpecGraphs;
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -175,6 +178,7 @@ std::string BenchTest::name() const {
   if (n_parallel > 1) s += " x" + std::to_string(n_parallel);
   if (n_depth > 0) s += " @ d" + std::to_string(n_depth);
   if (!json_schema.empty()) s += " +json " + schema_name;
+  if (!spec.empty()) s += " +spec " + spec;
   return s;
 }
 
@@ -196,13 +200,16 @@ std::vector<BenchTest> expand_tests(const BenchPlan& p) {
               t.n_parallel = 1;
               for (int ng : p.n_gen)
                 for (int np : p.n_parallel)
-                  for (const auto& [name, schema] : p.json_schemas) {
-                    if (ng <= 0 || np <= 0) continue;
-                    t.n_prompt = 0, t.n_gen = ng, t.n_parallel = np;
-                    t.schema_name = name, t.json_schema = schema;
-                    out.push_back(t);
-                  }
-              t.schema_name.clear(), t.json_schema.clear();
+                  for (const auto& [name, schema] : p.json_schemas)
+                    for (const std::string& spec : p.spec) {
+                      if (ng <= 0 || np <= 0) continue;
+                      if (!spec.empty() && (np > 1 || !schema.empty())) continue;  // one free sequence
+                      t.n_prompt = 0, t.n_gen = ng, t.n_parallel = np;
+                      t.schema_name = name, t.json_schema = schema;
+                      t.spec = spec;
+                      out.push_back(t);
+                    }
+              t.schema_name.clear(), t.json_schema.clear(), t.spec.clear();
             }
   return out;
 }
@@ -254,6 +261,7 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   sp.n_batch = std::min(t.n_batch, t.n_ubatch);
   sp.kv_type = o.kv_type;
   sp.n_seq = std::max(1, t.n_parallel);
+  if (!t.spec.empty()) sp.max_graphs = kSpecGraphs;
   sp.stop = o.stop;
   sp.tp = o.tp;
   sp.peers = o.peers;
@@ -271,22 +279,58 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
     grammar = std::make_unique<GrammarRun>(compiler.compile(spec), std::max(1, t.n_parallel), o.grammar_threads);
   }
   const bool parallel = t.n_parallel > 1 || grammar;
+  if (!t.spec.empty() && (parallel || t.n_prompt > 0 || t.n_gen <= 0))
+    throw Error("bench: test " + t.name() + ": speculative decoding is for tg tests of one free sequence");
+  if (!t.spec.empty() && t.spec != "off" && !o.proposer) throw Error("bench: test " + t.name() + " has no proposer");
+  if (!o.context.empty() && int64_t(o.context.size()) != t.n_depth)
+    throw Error("bench: test " + t.name() + ": the context has " + std::to_string(o.context.size()) + " tokens, not -d");
+  SpecStats spec_total;
+  // Speculative tests: greedy through the generator, from the context (or
+  // a random token) on.
+  auto gen_spec = [&](int n) {
+    GeneratorSampling how;
+    how.on_backend = true;
+    how.backend.temperature = 0;
+    Generator g(s, how, t.spec == "off" ? nullptr : o.proposer, o.draft_length);
+    std::vector<int32_t> ctx;
+    if (!o.context.empty()) {  // the context is in the cache but its last token: start() runs that one
+      ctx = o.context;
+      s.truncate(0, s.n_past() - 1);
+    } else {  // -d's random tokens (the proposer sees placeholders), then a random one
+      ctx.assign(size_t(s.n_past()), 0);
+      ctx.push_back(src.take(1, s.n_past() == 0)[0]);
+    }
+    int got = 1;
+    g.start(ctx, size_t(s.n_past()));
+    while (got < n) got += int(g.next(n - got).size());
+    g.finish();
+    return g.stats();
+  };
   auto prompt = [&] {
     if (t.n_parallel > 1 && t.n_prompt > 0) run_prompt_parallel(s, src, t.n_prompt, t.n_parallel, int(sp.n_batch));
     else run_prompt(s, src, t.n_prompt);
   };
   auto gen = [&](int n) {
-    if (grammar) run_gen_grammar(s, src, *grammar, n);
+    if (!t.spec.empty()) {
+      const SpecStats st = gen_spec(n);
+      spec_total.tokens += st.tokens, spec_total.steps += st.steps;
+      spec_total.drafted += st.drafted, spec_total.accepted += st.accepted;
+    } else if (grammar) run_gen_grammar(s, src, *grammar, n);
     else if (parallel) run_gen_parallel(s, src, n, t.n_parallel);
     else run_gen(s, src, n, o.pipelined);
   };
-  if (o.warmup) {
+  if (o.warmup && !t.spec.empty()) {  // every step shape the run takes, built
+    if (!o.context.empty()) s.eval(o.context);
+    gen(t.n_gen);
+  } else if (o.warmup) {
     prompt();
     if (t.n_gen > 0) gen(1);
   }
+  spec_total = {};
   for (int rep = 0; rep < o.reps; ++rep) {
     s.reset();
     if (parallel) run_depth_parallel(s, src, t.n_depth, t.n_parallel);
+    else if (!o.context.empty() && t.n_gen > 0 && t.n_prompt == 0) s.eval(o.context);  // untimed context: the text
     else run_prompt(s, src, t.n_depth);  // untimed context
     const auto t0 = std::chrono::steady_clock::now();
     prompt();
@@ -294,7 +338,68 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
     r.samples_ns.push_back(uint64_t(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   }
+  r.spec_acceptance = spec_total.acceptance();
+  r.spec_tokens_per_step = spec_total.tokens_per_step();
   return r;
+}
+
+double VerifyCurve::speedup(int k, double a) const {
+  if (k < 0 || size_t(k) >= step_ms.size() || step_ms[size_t(k)] <= 0) return 0;
+  return DraftLength::expected_tokens(a, k) * plain_ms / step_ms[size_t(k)];
+}
+
+int VerifyCurve::best_k(double a) const {
+  int best = 0;
+  for (int k = 1; size_t(k) < step_ms.size(); ++k)
+    if (speedup(k, a) > speedup(best, a)) best = k;
+  return best;
+}
+
+VerifyCurve measure_verify_curve(const Model& model, Backend& backend, int k_max, int depth, const BenchRunOptions& o) {
+  if (k_max < 1 || k_max > DraftLength::kMaxDraft) throw Error("bench: the verify curve's k must be 1 to 64");
+  VerifyCurve c;
+  c.depth = depth;
+  const int reps = std::max(3, o.reps);
+  const int plain = 32;
+  SessionParams sp;
+  // Each step keeps its first token (random guesses are refused).
+  sp.n_ctx = int64_t(depth) + int64_t(k_max + 2) * (reps + 2) + plain + 2 * (k_max + 1) + 64;
+  sp.n_batch = k_max + 1;
+  sp.max_graphs = kSpecGraphs;
+  sp.kv_type = o.kv_type;
+  sp.stop = o.stop;
+  sp.tp = o.tp;
+  sp.peers = o.peers;
+  Session s(model, backend, sp);
+  TokenSource src(model, o.seed);
+  run_prompt(s, src, depth);
+  BackendSampling greedy;
+  greedy.temperature = 0;
+  int32_t last = src.take(1, s.n_past() == 0)[0];
+  for (int k = 0; k <= k_max; ++k) {  // warm-up: every step shape built
+    const std::vector<int32_t> g = src.take(k, false);
+    const DraftVerdict d = s.eval_guesses(last, g, greedy);
+    last = d.next;
+  }
+  c.step_ms.assign(size_t(k_max) + 1, 0);
+  for (int k = 0; k <= k_max; ++k) {
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      const std::vector<int32_t> g = src.take(k, false);
+      const auto t0 = std::chrono::steady_clock::now();
+      const DraftVerdict d = s.eval_guesses(last, g, greedy);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      last = d.next;
+    }
+    std::sort(ms.begin(), ms.end());
+    c.step_ms[size_t(k)] = ms[ms.size() / 2];
+  }
+  // Plain decoding beside it, as tg runs it (pipelined where it samples on the backend).
+  s.truncate(0, depth);
+  const auto t0 = std::chrono::steady_clock::now();
+  run_gen(s, src, plain, o.pipelined);
+  c.plain_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / plain;
+  return c;
 }
 
 }  // namespace weir

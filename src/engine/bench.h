@@ -18,6 +18,8 @@
 
 #include "backend/backend.h"
 #include "core/dtype.h"
+#include "engine/draft_length.h"
+#include "engine/draft_proposer.h"
 #include "engine/session.h"
 #include "model/model.h"
 
@@ -34,8 +36,13 @@ struct BenchTest {
   // "" none, "object" any JSON object, else a JSON schema's text;
   // schema_name says which in the test's name.
   std::string json_schema, schema_name;
+  // tg: speculative decoding's proposer ("" : the plain loop, as llama-bench;
+  // "off", "ngram", "draft": through engine/generator.h, greedy, with that
+  // proposer, BenchRunOptions::proposer).
+  std::string spec;
   // "pp512", "tg128", "pp512+tg128", "tg128 x64", with " @ d<D>" when
-  // n_depth > 0 and " +json <name>" under a grammar.
+  // n_depth > 0, " +json <name>" under a grammar and " +spec <p>" with a
+  // proposer.
   std::string name() const;
   int64_t n_ctx() const;  // KV cache cells the test needs
 };
@@ -48,6 +55,9 @@ struct BenchPlan {
   std::vector<int> n_parallel{1};  // pp and tg tests: sequences at once
   // tg tests only: {schema_name, json_schema} pairs (BenchTest), {"", ""} for none.
   std::vector<std::pair<std::string, std::string>> json_schemas{{"", ""}};
+  // tg tests only, one sequence: speculative decoding's proposers ({""}:
+  // the plain loop alone).
+  std::vector<std::string> spec{""};
 };
 
 // llama-bench's order: model, batch, ubatch, threads, gpu layers, depth outermost to
@@ -57,6 +67,9 @@ std::vector<BenchTest> expand_tests(const BenchPlan& plan);
 
 struct BenchResult {
   BenchTest test;
+  // Tests with a proposer: over the timed repetitions, the share of guesses
+  // kept and the tokens a target step gave.
+  double spec_acceptance = 0, spec_tokens_per_step = 0;
   std::string test_time;          // RFC 3339, UTC, when the test started
   std::vector<uint64_t> samples_ns;
 
@@ -85,6 +98,14 @@ struct BenchRunOptions {
   TensorParallel tp;
   std::vector<SessionParams::Peer> peers;
   int grammar_threads = 0;  // tests under a grammar: threads computing the masks (0: as weir serve, the host's up to 16)
+  // tg tests: the context before the generated tokens (untimed) is these
+  // tokens instead of n_depth random ones (a text to rewrite, for
+  // speculative decoding); n_depth must be their count.
+  std::vector<int32_t> context;
+  // Tests with spec "ngram" or "draft": the proposer (engine/spec_setup.h)
+  // and the draft length's bounds.
+  DraftProposer* proposer = nullptr;
+  DraftLengthOptions draft_length;
 };
 
 // Runs one test on `backend` (whose thread count the caller chose to match
@@ -93,5 +114,20 @@ struct BenchRunOptions {
 // `weir run` does there; on the CPU it copies the logits back, as
 // llama-bench does.
 BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest& t, const BenchRunOptions& o);
+
+// What a speculative step costs on this device (issue 48): one sequence at
+// `depth` cells, a step that checks k random guesses (k + 1 tokens, one host
+// wait: Session::eval_guesses) for k = 0 .. k_max, the median of o.reps
+// steps each; and plain pipelined decoding's time a token beside it.
+struct VerifyCurve {
+  int depth = 0;
+  std::vector<double> step_ms;  // [k]
+  double plain_ms = 0;          // a token of pipelined plain decoding (tg)
+  // Tokens a second over plain decoding's with k guesses kept at rate a
+  // (E(k) = (1 - a^(k+1)) / (1 - a) tokens a step of step_ms[k]).
+  double speedup(int k, double a) const;
+  int best_k(double a) const;  // the k that maximizes speedup(k, a)
+};
+VerifyCurve measure_verify_curve(const Model& model, Backend& backend, int k_max, int depth, const BenchRunOptions& o);
 
 }  // namespace weir

@@ -14,7 +14,8 @@ constexpr int32_t kMaxVocabDifference = 128;
 
 std::string gb(size_t bytes) {
   char s[32];
-  std::snprintf(s, sizeof s, "%.2f GB", double(bytes) / 1e9);
+  if (bytes >= 1000000000) std::snprintf(s, sizeof s, "%.2f GB", double(bytes) / 1e9);
+  else std::snprintf(s, sizeof s, "%.2f MB", double(bytes) / 1e6);
   return s;
 }
 }  // namespace

@@ -18,6 +18,10 @@
 // rule says 0 the generator decodes plainly, pipelined on a GPU, and a cheap
 // proposer's guesses are still scored against the tokens that come, so it
 // takes speculation up again when the text starts to repeat.
+//
+// Steps of k guesses come in up to draft_max + 1 shapes, each a forward
+// graph: a session used with guesses keeps kSpecGraphs of them
+// (SessionParams::max_graphs) so that they are built once.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -53,6 +57,7 @@ struct SpecStats {
 
 class Generator {
  public:
+  static constexpr int kSpecGraphs = 64;
   // proposer: null for plain decoding. The session's sequence 0 may hold
   // tokens already (a conversation's earlier turns; start() says which).
   Generator(Session& s, GeneratorSampling how, DraftProposer* proposer, DraftLengthOptions length = {});

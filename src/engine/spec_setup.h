@@ -20,8 +20,12 @@ struct SpecSetup {
   std::string describe() const;
 };
 
-// Throws UsageError for a draft with tensor parallelism or mpirun (not
-// supported), weir::Error for a draft that cannot serve the target.
-SpecSetup make_spec(const SpecOptions& o, const RuntimeSpec& target_spec, const Runtime& target);
+// For a target `target` built from `target_spec` whose session has n_ctx
+// cells. Throws UsageError for a draft under mpirun (not supported),
+// weir::Error for a draft that cannot serve the target.
+SpecSetup make_spec(const SpecOptions& o, const RuntimeSpec& target_spec, const Model& target, int64_t n_ctx);
+inline SpecSetup make_spec(const SpecOptions& o, const RuntimeSpec& target_spec, const Runtime& target) {
+  return make_spec(o, target_spec, *target.model, target.session ? target.session->n_ctx() : target_spec.n_ctx);
+}
 
 }  // namespace weir

@@ -28,6 +28,7 @@ std::vector<Field> fields_of(const BenchRow& r, const BenchEnv& env) {
   const BenchTest& t = res.test;
   const BenchModelInfo& m = *r.model;
   const bool tg = t.n_gen > 0 && r.bytes_per_token > 0;
+  const bool spec = !t.spec.empty();
   const auto num = [](auto v) { return std::to_string(v); };
   std::vector<Field> f = {
       {"cpu_info", env.cpu_info, Field::Str},
@@ -58,6 +59,9 @@ std::vector<Field> fields_of(const BenchRow& r, const BenchEnv& env) {
       {"bytes_per_token", tg ? num(r.bytes_per_token) : "", tg ? Field::Num : Field::Null},
       {"achieved_gbps", tg ? fmt("%.3f", r.achieved_bps() / 1e9) : "", tg ? Field::Num : Field::Null},
       {"mem_read_gbps", tg ? fmt("%.3f", r.mem_read_bps / 1e9) : "", tg ? Field::Num : Field::Null},
+      {"spec", t.spec, Field::Str},
+      {"spec_acceptance", spec ? fmt("%.4f", res.spec_acceptance) : "", spec ? Field::Num : Field::Null},
+      {"spec_tokens_per_step", spec ? fmt("%.4f", res.spec_tokens_per_step) : "", spec ? Field::Num : Field::Null},
   };
   return f;
 }
@@ -155,9 +159,13 @@ class MarkdownPrinter final : public BenchPrinter {
     if (env_.show_n_ubatch) fields_.push_back("n_ubatch");
     fields_.push_back("test");
     fields_.push_back("t/s");
+    if (env_.show_spec) {
+      fields_.push_back("accept");
+      fields_.push_back("tok/step");
+    }
   }
   // llama-bench's widths; negative: left-aligned.
-  static int width(const std::string& f) {
+  int width(const std::string& f) const {
     if (f == "model") return -30;
     if (f == "t/s") return 20;
     if (f == "size" || f == "params") return 10;
@@ -165,7 +173,8 @@ class MarkdownPrinter final : public BenchPrinter {
     if (f == "threads" || f == "n_batch") return 7;
     if (f == "ngl") return 3;
     if (f == "n_ubatch") return 8;
-    if (f == "test") return 15;
+    if (f == "test") return env_.show_spec ? 25 : 15;
+    if (f == "accept" || f == "tok/step") return 8;
     return 10;
   }
   static std::string cell(const std::string& v, int w) {
@@ -202,6 +211,10 @@ class MarkdownPrinter final : public BenchPrinter {
         std::snprintf(buf, sizeof buf, "%.2f \xC2\xB1 %.2f", res.avg_ts(), res.stdev_ts());
         v = buf;
         w += 1;  // '±' is two bytes of UTF-8 but one column
+      } else if (f == "accept") {
+        v = res.test.spec.empty() || res.test.spec == "off" ? "" : fmt("%.2f", res.spec_acceptance);
+      } else if (f == "tok/step") {
+        v = res.test.spec.empty() ? "" : fmt("%.2f", res.spec_tokens_per_step);
       }
       o += cell(v, w);
     }

@@ -45,6 +45,7 @@ struct BenchEnv {
   std::string numa = "off";
   bool show_n_batch = false, show_n_ubatch = false;  // md: non-default values
   bool show_ngl = false;                             // md: some test runs on a GPU
+  bool show_spec = false;                            // md: some test has a proposer (--spec)
 };
 
 class BenchPrinter {

@@ -9,6 +9,7 @@
 #include "tools/args.h"
 #include "tools/common.h"
 #include "tools/runtime_flags.h"
+#include "tools/spec_flags.h"
 
 namespace weir::tools {
 namespace {
@@ -77,7 +78,40 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
       .flag("--no-warmup", &no_warmup, "skip the untimed warm-up run before each test")
       .opt("-mmp,--mmap", &mmap, "0|1", "llama-bench's spelling of --no-mmap: 1 maps the file (default), 0 reads the CPU's weights into memory");
   rf.add_to(a, d);
+  SpecFlags specf;
+  specf.add_to(a);
+  std::string spec_file;
+  a.opt("--spec-file", &spec_file, "FILE",
+        "tg tests begin after this text (untimed, in place of -d): a text the answer repeats, for --spec ngram")
+      .opt("--verify-curve", &o->verify_curve, "K",
+           "after the tests, what a step checking k guesses costs for k = 0 .. K on each model (speculative decoding)");
   if (!a.parse(argc, argv)) return false;
+  // --spec takes a list here: each value a tg test.
+  if (!specf.mode.empty()) {
+    o->plan.spec.clear();
+    size_t at = 0;
+    while (at <= specf.mode.size()) {
+      const size_t comma = std::min(specf.mode.find(',', at), specf.mode.size());
+      const std::string m = specf.mode.substr(at, comma - at);
+      at = comma + 1;
+      if (m != "off" && m != "ngram" && m != "draft") throw UsageError("--spec: expected off, ngram or draft (comma-separated), got '" + m + "'");
+      o->plan.spec.push_back(m);
+    }
+  } else if (!specf.draft_path.empty()) {
+    o->plan.spec = {"draft"};
+  }
+  const bool draft = std::count(o->plan.spec.begin(), o->plan.spec.end(), "draft") > 0;
+  SpecFlags one = specf;
+  one.mode = draft ? "draft" : (o->plan.spec == std::vector<std::string>{""} ? "off" : "ngram");
+  o->spec = one.options(a);
+  if (!spec_file.empty()) {
+    o->spec_text = read_text_file(spec_file, "--spec-file");
+    if (o->spec_text.empty()) throw UsageError("--spec-file: " + spec_file + " is empty");
+    if (o->plan.n_depth != std::vector<int>{0}) throw UsageError("--spec-file takes the place of -d: give one or the other");
+  }
+  if (o->verify_curve < 0 || o->verify_curve > DraftLength::kMaxDraft)
+    throw UsageError("--verify-curve: expected 1 .. " + std::to_string(DraftLength::kMaxDraft) + " guesses, got " +
+                     std::to_string(o->verify_curve));
   rf.parsed(a);
   o->warmup = !no_warmup;
   if (!json_schemas.empty()) o->plan.json_schemas = json_schema_list(json_schemas);
@@ -117,7 +151,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions* o) {
                         &o->plan.n_depth})
     n_tests *= double(v->size());
   n_tests *= double(o->plan.n_prompt.size() * o->plan.n_parallel.size() +
-                    o->plan.n_gen.size() * o->plan.n_parallel.size() * o->plan.json_schemas.size());
+                    o->plan.n_gen.size() * o->plan.n_parallel.size() * o->plan.json_schemas.size() * o->plan.spec.size());
   if (n_tests > kMaxTests)
     throw UsageError("the lists expand to " + std::to_string(uint64_t(n_tests)) + " tests, more than " +
                      std::to_string(kMaxTests) + "; give fewer values");

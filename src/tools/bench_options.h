@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "engine/bench.h"
+#include "engine/spec_options.h"
 #include "tools/runtime_flags.h"
 
 namespace weir::tools {
@@ -20,6 +21,11 @@ struct BenchOptions {
   // (runtime_flags.h); a test's spec is runtime.spec_for(its values).
   RuntimeFlags runtime;
   DType kv_type = DType::F16;  // -ctk (f16 unless given, as llama-bench)
+  // Speculative decoding (tg tests): --spec's list is plan.spec; -md,
+  // -ngld, --draft-max, --draft-min here (mode: draft when the list has it).
+  SpecOptions spec;
+  std::string spec_text;  // --spec-file: the text tg tests start from (untimed), "" none
+  int verify_curve = 0;   // --verify-curve K: each model's verify-step cost for k = 0 .. K (0: none)
   bool default_batch() const { return plan.n_batch == std::vector<int>{2048}; }
   bool default_ubatch() const { return plan.n_ubatch == std::vector<int>{512}; }
   // The spec of test t, its context n_ctx cells (0: none is made).

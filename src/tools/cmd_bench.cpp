@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/bench.h"
 #include "engine/session.h"
+#include "engine/spec_setup.h"
 #include "model/model_desc.h"
 #include "sched/scheduler.h"
 #include "backend/cpu/kernel_choice.h"
@@ -29,6 +30,11 @@ namespace {
 struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<BenchModelInfo> info;
+  // --spec: the proposer (a draft model's runtime with it), made at the
+  // first test that needs one; --spec-file's tokens in this model's
+  // vocabulary.
+  std::unique_ptr<SpecSetup> spec;
+  std::vector<int32_t> context;
   // The backends of its -ngl > 0 tests by (-ngl, threads), weights on the
   // device: made once, kept for every test that uses them.
   std::map<std::pair<int, int>, ModelBackends> gpu;
@@ -76,6 +82,36 @@ LoadedModel load_for_bench(const std::string& path, const BenchTest& first, cons
 
 void emit(const std::string& s) { write_stdout(s); }
 
+template <class... A>
+std::string printf_text(const char* f, A... a) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, a...);
+  return buf;
+}
+
+// --verify-curve: the cost of a step checking k guesses for k = 0 .. K,
+// against plain decoding's token, and the speedup it allows at a few
+// acceptance rates (n-gram lookup: no draft time added).
+std::string verify_curve_text(const Model& m, Backend& b, const BenchTest& t, const BenchRunOptions& ro,
+                              const BenchOptions& o) {
+  const int depth = t.n_depth;
+  const VerifyCurve c = measure_verify_curve(m, b, o.verify_curve, depth, ro);
+  std::string s = printf_text("\nverify-step cost, %s (%s, -ngl %s, depth %d): a step checking k guesses (k + 1 tokens, one host wait), median of %d\n",
+                      m.file().name().c_str(), t.n_gpu_layers > 0 ? "GPU" : "CPU", ngl_text(t.n_gpu_layers).c_str(),
+                      depth, std::max(3, o.reps));
+  s += printf_text("plain decoding (tg, pipelined): %.3f ms a token\n\n", c.plain_ms);
+  s += "|  k | step ms | x plain token | speedup at 0.5 | at 0.7 | at 0.9 |\n|---:|---:|---:|---:|---:|---:|\n";
+  for (int k = 0; k < int(c.step_ms.size()); ++k)
+    s += printf_text("| %2d | %.3f | %.2f | %.2f | %.2f | %.2f |\n", k, c.step_ms[size_t(k)], c.step_ms[size_t(k)] / c.plain_ms,
+             c.speedup(k, 0.5), c.speedup(k, 0.7), c.speedup(k, 0.9));
+  for (const double a : {0.5, 0.7, 0.9}) {
+    const int k = c.best_k(a);
+    s += printf_text("at acceptance %.1f: best k %d, %.2f tokens a step, %.2fx plain decoding's t/s\n", a, k,
+             DraftLength::expected_tokens(a, k), c.speedup(k, a));
+  }
+  return s;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -88,9 +124,22 @@ int cmd_bench(int argc, char** argv) {
   env.numa = o.runtime.numa;
   env.show_n_batch = !o.default_batch();
   env.show_n_ubatch = !o.default_ubatch();
-  const std::vector<BenchTest> tests = expand_tests(o.plan);
-  for (const BenchTest& t : tests)
+  std::vector<BenchTest> tests = expand_tests(o.plan);
+  for (const BenchTest& t : tests) {
     env.show_ngl = env.show_ngl || t.n_gpu_layers > 0 || (t.n_gpu_layers == kNglAuto && !cuda_devices().empty());
+    env.show_spec = env.show_spec || !t.spec.empty();
+  }
+  // --spec-file: tg tests of one free sequence begin after its tokens.
+  std::map<std::string, std::vector<int32_t>> contexts;
+  if (!o.spec_text.empty())
+    for (BenchTest& t : tests) {
+      if (t.n_gen <= 0 || t.n_prompt > 0 || t.n_parallel > 1 || !t.json_schema.empty()) continue;
+      if (!contexts.count(t.model)) {
+        const auto m = load_model(t.model);
+        contexts[t.model] = m->tokenizer().encode(o.spec_text, m->tokenizer().vocab().add_bos, true);
+      }
+      t.n_depth = int(contexts[t.model].size());
+    }
   const int device = o.runtime.main_gpu >= 0 ? o.runtime.main_gpu : o.runtime.devices[0];
   if (env.show_ngl) env.gpu_info = gpu_name(device);
   // Every model opens before anything is printed: a path that is not a model
@@ -106,6 +155,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<LoadedModel> models;  // kept: rows point at their info
   std::map<int, double> read_bw;    // threads -> bytes/s (-1: the GPU's)
   std::vector<BenchRow> rows;
+  std::vector<std::string> curves;  // --verify-curve's tables
   BenchRunOptions ro;
   ro.reps = o.reps;
   ro.warmup = o.warmup;
@@ -117,8 +167,10 @@ int cmd_bench(int argc, char** argv) {
   try {
     for (const BenchTest& t : tests) {
       if (stop_requested()) break;
-      if (models.empty() || models.back().info->path != t.model)
+      if (models.empty() || models.back().info->path != t.model) {
         models.push_back(load_for_bench(t.model, t, o, max_ctx[t.model]));
+        if (contexts.count(t.model)) models.back().context = contexts[t.model];
+      }
       LoadedModel& lm = models.back();
       // Backends that hold a GPU are made once and kept (holds_gpu);
       // CPU-only ones fresh per test.
@@ -161,6 +213,22 @@ int cmd_bench(int argc, char** argv) {
       choice.join_group(group);
       tro.tp = group.tp;
       tro.peers = group.peers;
+      if (t.n_depth > 0 && t.n_depth == int(lm.context.size()) && t.n_prompt == 0 && t.n_parallel == 1 &&
+          t.json_schema.empty())
+        tro.context = lm.context;
+      if (!t.spec.empty() && t.spec != "off") {
+        if (!lm.spec) {
+          SpecOptions so = o.spec;
+          so.mode = t.spec == "draft" ? SpecMode::Draft : SpecMode::Ngram;
+          lm.spec = std::make_unique<SpecSetup>(make_spec(so, spec, *lm.model, max_ctx[t.model]));
+        } else if ((t.spec == "draft") != (lm.spec->options.mode == SpecMode::Draft)) {
+          SpecOptions so = o.spec;
+          so.mode = t.spec == "draft" ? SpecMode::Draft : SpecMode::Ngram;
+          lm.spec = std::make_unique<SpecSetup>(make_spec(so, spec, *lm.model, max_ctx[t.model]));
+        }
+        tro.proposer = lm.spec->proposer.get();
+      }
+      tro.draft_length = o.spec.length;
       try {
         row.result = run_bench_test(*lm.model, *choice.backend, t, tro);
       } catch (const Cancelled&) {
@@ -173,12 +241,20 @@ int cmd_bench(int argc, char** argv) {
         std::fprintf(stderr, "weir bench: %s -ngl %s: %s\n", t.name().c_str(), ngl_text(t.n_gpu_layers).c_str(),
                      split->profile().describe().c_str());
       rows.push_back(std::move(row));
+      // --verify-curve: after a model's last test, on that test's backends.
+      const bool last_of_model = &t == &tests.back() || (&t + 1)->model != t.model;
+      if (o.verify_curve > 0 && last_of_model)
+        curves.push_back(verify_curve_text(*lm.model, *choice.backend, t, tro, o));
     }
   } catch (...) {
     emit(printer->footer(rows));
     throw;
   }
   emit(printer->footer(rows));
+  for (const std::string& c : curves) {
+    if (o.output == "md") emit(c);
+    else std::fputs(c.c_str(), stderr);
+  }
   if (stop_requested()) {
     std::fprintf(stderr, "weir bench: interrupted (%s) after %zu of %zu tests\n", stop_signal_name(), rows.size(),
                  tests.size());

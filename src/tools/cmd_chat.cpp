@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/generator.h"
 #include "engine/sampler.h"
+#include "engine/spec_setup.h"
 #include "engine/session.h"
 #include "text/chat_template.h"
 #include "text/harmony.h"
@@ -24,6 +26,7 @@
 #include "tools/common.h"
 #include "tools/runtime_flags.h"
 #include "tools/signals.h"
+#include "tools/spec_flags.h"
 
 namespace weir::tools {
 namespace {
@@ -59,6 +62,7 @@ int cmd_chat(int argc, char** argv) {
   bool ignore_eos = false;
   SamplerParams sp;
   RuntimeFlags rf;
+  SpecFlags specf;
   Args a("chat", "Talk with a model in the terminal: Ctrl-C stops an answer, /clear starts over, Ctrl-D or /exit leaves.");
   a.opt("-m,--model", &model_path, "FILE", "GGUF model to talk with (required)")
       .opt("--system", &system_prompt, "TEXT", "a system message that begins the conversation")
@@ -68,9 +72,12 @@ int cmd_chat(int argc, char** argv) {
   a.opt("-s,--seed", &sp.seed, "N", "random seed (default 0: a random one)")
       .flag("--ignore-eos", &ignore_eos, "answers go on past end-of-generation tokens (until -n or the context)");
   rf.add_to(a, {});
+  specf.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   rf.parsed(a);
-  const RuntimeSpec spec = rf.spec(model_path);
+  const SpecOptions spec_opts = specf.options(a);
+  RuntimeSpec spec = rf.spec(model_path);
+  if (spec_opts.mode != SpecMode::Off) spec.max_graphs = std::max(spec.max_graphs, Generator::kSpecGraphs);
   if (n_predict < -1 || n_predict == 0)
     throw UsageError("-n: expected -1 (until the model ends the answer) or a count of tokens, got " + std::to_string(n_predict));
   check_sampling(sp);
@@ -84,14 +91,11 @@ int cmd_chat(int argc, char** argv) {
   Session* session = rt.session.get();
   const int64_t n_ctx = session->n_ctx();
   Sampler sampler(sp, int(model->hparams().n_vocab));
-  const bool on_backend = !rt.backends.backend->host_visible_memory();
-  const BackendSampling bs = backend_sampling(sp, sampler.seed());
-  // Runs tokens and returns the token after them.
-  auto step = [&](std::span<const int32_t> ids) -> int32_t {
-    if (on_backend) return session->eval_sample(ids, bs);
-    session->eval(ids);
-    return sampler.sample(session->logits());
-  };
+  SpecSetup specs = make_spec(spec_opts, spec, rt);
+  GeneratorSampling how;
+  how.on_backend = !rt.backends.backend->host_visible_memory();
+  how.backend = backend_sampling(sp, sampler.seed());
+  how.host = &sampler;
 
   const bool tty = isatty(STDIN_FILENO);
   std::fprintf(stderr, "weir chat: %s (template: %s). Ctrl-C stops an answer, /clear starts over, Ctrl-D leaves.\n",
@@ -143,13 +147,24 @@ int cmd_chat(int argc, char** argv) {
     HarmonyReader reader;
     bool reasoned = false;
     bool prompt_done = false;
+    // Each answer is one generator's run: its tokens come a step at a time
+    // (one, or the guesses the model kept and its own token).
+    Generator gen(*session, how, specs.proposer.get(), spec_opts.length);
+    size_t said = 0;  // answer tokens shown
     try {
-      int32_t next = step(std::span<const int32_t>(ids).subspan(same));
+      std::vector<int32_t> pending = {gen.start(ids, same)};
       cached = ids;
       prompt_done = true;
-      for (int n = 0; n_predict < 0 || n < n_predict; ++n) {
-        if (next < 0) throw Error("the model computed no finite logit");
-        if ((!ignore_eos && tok.vocab().is_eog(next)) || session->n_past() + 1 >= n_ctx) break;
+      for (size_t k = 0; n_predict < 0 || said < size_t(n_predict); ++k) {
+        if (k == pending.size()) {
+          const int64_t left = n_predict < 0 ? int64_t(1) << 20 : int64_t(n_predict) - int64_t(said);
+          const int64_t room = n_ctx - session->n_past() - 1;
+          if (room < 1) break;
+          pending = gen.next(int(std::min<int64_t>(left, room)));
+          k = 0;
+        }
+        const int32_t next = pending[k];
+        if ((!ignore_eos && tok.vocab().is_eog(next)) || int64_t(ids.size() + said) + 1 >= n_ctx) break;
         const std::string piece = out.push(tok.token_to_piece(next, false));
         if (harmony) {
           show_harmony(reader.push(piece), answer, reasoned);
@@ -157,16 +172,23 @@ int cmd_chat(int argc, char** argv) {
           answer += piece;
           write_stdout(piece);
         }
+        ++said;
         if (stop_requested()) break;
-        const int32_t one[1] = {next};
-        next = step(one);
-        cached.push_back(one[0]);
       }
     } catch (const Cancelled&) {
       if (!prompt_done) {  // stopped between the prompt's batches: some of it is in the cache
         session->reset();
         cached.clear();
       }
+    }
+    gen.finish();
+    if (prompt_done) {
+      // The cache keeps the conversation: the prompt and the answer's tokens
+      // shown (guesses past them, and the one sampled after, let go).
+      const std::vector<int32_t>& all = gen.tokens();
+      const size_t keep = std::min<size_t>(size_t(session->n_past()), ids.size() + said);
+      session->truncate(0, int64_t(keep));
+      cached.assign(all.begin(), all.begin() + std::ptrdiff_t(keep));
     }
     const std::string tail = out.flush();
     if (harmony) {

@@ -44,8 +44,9 @@ int cmd_run(int argc, char** argv) {
   specf.add_to(a);
   if (!a.parse(argc, argv)) return 0;
   rf.parsed(a);
-  const RuntimeSpec spec = rf.spec(model_path);
   const SpecOptions spec_opts = specf.options(a);
+  RuntimeSpec spec = rf.spec(model_path);
+  if (spec_opts.mode != SpecMode::Off) spec.max_graphs = std::max(spec.max_graphs, Generator::kSpecGraphs);
   if (n_predict < -1) throw UsageError("-n: expected -1 (until the end) or a count of tokens, got " + std::to_string(n_predict));
   check_sampling(sp);
   if (a.given("-p") && a.given("-f"))
