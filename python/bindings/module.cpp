@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -47,7 +48,27 @@ struct ModelOptions {
   int main_gpu = 0;
   std::string split_mode = "auto", numa = "off";
   std::vector<double> tensor_split;
+  // Prompt lookup speculation (draft_model=LlamaPromptLookupDecoding): the
+  // longest n-gram looked up (0: off) and the most guesses a step checks.
+  int spec_ngram_max = 0;
+  int spec_draft_max = 10;
 };
+
+// The batcher's speculative decoding from draft_model's values (checked).
+SpecOptions spec_options_from(const ModelOptions& o) {
+  SpecOptions s;
+  if (o.spec_ngram_max == 0) return s;
+  if (o.spec_ngram_max < 1 || o.spec_ngram_max > 64)
+    throw UsageError("max_ngram_size: expected 1 to 64, got " + std::to_string(o.spec_ngram_max));
+  if (o.spec_draft_max < 1 || o.spec_draft_max > DraftLength::kMaxDraft)
+    throw UsageError("num_pred_tokens: expected 1 to " + std::to_string(DraftLength::kMaxDraft) + ", got " +
+                     std::to_string(o.spec_draft_max));
+  s.mode = SpecMode::Ngram;
+  s.ngram.max_n = o.spec_ngram_max;
+  s.ngram.min_n = std::min(2, o.spec_ngram_max);  // (a single token's match guesses noisily)
+  s.length.draft_max = o.spec_draft_max;
+  return s;
+}
 
 RuntimeSpec spec_from(const std::string& path, const ModelOptions& o) {
   if (o.n_ctx < 16) throw UsageError("n_ctx: expected at least 16, got " + std::to_string(o.n_ctx));
@@ -84,6 +105,7 @@ class PyModel {
  public:
   PyModel(const std::string& path, const ModelOptions& o) {
     const RuntimeSpec spec = spec_from(path, o);
+    const SpecOptions speculation = spec_options_from(o);  // (checked before the load)
     rt_ = build_runtime(spec);
     const Model& m = *rt_.model;
     if (!o.chat_template.empty()) {
@@ -98,6 +120,7 @@ class PyModel {
     BatcherOptions eo;
     eo.max_sequences = o.n_parallel;
     eo.step_tokens = size_t(rt_.session->n_batch());  // step_tokens(spec), or a BERT encoder's context
+    eo.spec = speculation;
     engine_ = std::make_unique<Batcher>(*rt_.session, m.tokenizer(), eo);
     engine_->start();
     n_ctx_ = o.n_ctx;
@@ -189,6 +212,12 @@ class PyModel {
   }
 
   int64_t n_ctx() const { return n_ctx_; }
+  // Speculative decoding so far: guesses checked, and kept.
+  std::vector<uint64_t> spec_guesses() const {
+    const auto life = use();
+    const Batcher::Stats st = engine_->stats();
+    return {st.guesses_drafted, st.guesses_accepted};
+  }
   int64_t n_embd() const {
     const auto life = use();
     return model().hparams().n_embd;
@@ -264,7 +293,9 @@ NB_MODULE(_weir, m) {
       .def_rw("main_gpu", &ModelOptions::main_gpu, "the GPU of a one-GPU run, the first of a split")
       .def_rw("split_mode", &ModelOptions::split_mode, "none, layer, tensor or auto")
       .def_rw("tensor_split", &ModelOptions::tensor_split, "a layer split's shares per GPU")
-      .def_rw("numa", &ModelOptions::numa, "off, distribute or isolate");
+      .def_rw("numa", &ModelOptions::numa, "off, distribute or isolate")
+      .def_rw("spec_ngram_max", &ModelOptions::spec_ngram_max, "prompt lookup: the longest n-gram looked up (0: no speculation)")
+      .def_rw("spec_draft_max", &ModelOptions::spec_draft_max, "prompt lookup: the most guesses a step checks");
 
   nb::class_<openai::Answer>(m, "Answer", "A request running on the engine")
       .def("wait_done", [](openai::Answer& a, double timeout) {
@@ -316,6 +347,7 @@ NB_MODULE(_weir, m) {
             return s.create_embedding(body);
           }, nb::arg("body"), "Embeddings of an OpenAI /v1/embeddings request body (JSON text); the response (JSON text)")
       .def_prop_ro("n_ctx", &PyModel::n_ctx)
+      .def_prop_ro("spec_guesses", &PyModel::spec_guesses, "speculative guesses checked and kept so far ([drafted, accepted])")
       .def_prop_ro("n_embd", &PyModel::n_embd)
       .def_prop_ro("n_vocab", &PyModel::n_vocab)
       .def_prop_ro("token_eos", &PyModel::token_eos)

@@ -22,8 +22,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _weir
 from ._weir import WeirError
+from .llama_speculative import LlamaPromptLookupDecoding
 
-__all__ = ["Llama", "WeirError", "__version__"]
+__all__ = ["Llama", "LlamaPromptLookupDecoding", "WeirError", "__version__"]
 __version__ = "0.5.0"
 
 _POLL_SECONDS = 0.1  # how long one wait holds before Python checks for Ctrl-C
@@ -115,6 +116,11 @@ class Llama:
     flash_attn: weir's attention is always fused (flash); None or True take
         it, False is refused.
     verbose: one line on stderr saying where the model runs.
+    draft_model: speculative decoding, as llama-cpp-python takes it:
+        LlamaPromptLookupDecoding(max_ngram_size, num_pred_tokens) (weir's,
+        or llama_cpp.llama_speculative's) guesses from the text so far; the
+        output stays what it is without (docs/speculative.md). A draft model
+        of its own is not supported yet (TypeError).
 
     These are the weir command's flags under llama-cpp-python's names
     (-ngl, -t, -tb, -b, -ub, -c, -ctk, --no-mmap, -mg, -sm, -ts, --numa,
@@ -144,6 +150,7 @@ class Llama:
         op_offload: Optional[bool] = None,
         flash_attn: Optional[bool] = None,
         verbose: bool = False,
+        draft_model: Any = None,
     ) -> None:
         self._model: Optional[_weir.Model] = None
         model_path = os.fspath(model_path)
@@ -199,6 +206,15 @@ class Llama:
         o.tensor_split = shares
         o.numa = numas[numa]
         o.op_offload = op_offload is None or bool(op_offload)
+        if draft_model is not None:
+            # weir's LlamaPromptLookupDecoding, or llama-cpp-python's of the same name and fields.
+            if (type(draft_model).__name__ != "LlamaPromptLookupDecoding"
+                    or not hasattr(draft_model, "max_ngram_size") or not hasattr(draft_model, "num_pred_tokens")):
+                raise TypeError(f"draft_model: expected weir.LlamaPromptLookupDecoding (prompt lookup); a draft model "
+                                f"of its own is not supported yet, got {type(draft_model).__name__}")
+            lookup = LlamaPromptLookupDecoding(draft_model.max_ngram_size, draft_model.num_pred_tokens)
+            o.spec_ngram_max = lookup.max_ngram_size
+            o.spec_draft_max = lookup.num_pred_tokens
         self.model_path = model_path
         self._model = _weir.Model(model_path, o)
         self._seeds = random.Random(seed)
