@@ -67,6 +67,13 @@
 #               more serve flags (e.g. "-ub 1024 -b 1024"), WEIR_GPU_SERVE_ROUNDS: which
 #               (default "plain shared shared-nocache"); each round's steps logged
 #               (--log-steps) and summed up (not run by default)
+#     spec      speculative decoding (issue 48): the speculative tests on the GPU
+#               (Speculative*, Truncate*, every backend), then on WEIR_GPU_SPEC_TARGET
+#               (default llama-8b-q4km) weir bench -ngl 99 tg128 --spec off,draft with
+#               WEIR_GPU_SPEC_DRAFT (default llama-1b-q4_0: a synth 1B of the same
+#               vocabulary) as -md, and --verify-curve 16; the draft's own tg128; and,
+#               when the realmodel stage has joined the real model, scripts/spec-bench.sh
+#               on it, -ngl 99 and the CPU alone (every core) (not run by default)
 #     grammar   constrained decoding's cost: weir bench tg128 x64 under no grammar,
 #               any JSON object and a JSON schema (tests/data/bench-person-schema.json)
 #               on the GPU and, CUDA_VISIBLE_DEVICES=, the CPU (tg16 x64, every core),
@@ -699,6 +706,29 @@ PY
         shared-nocache) serve_rounds shared-nocache --cache-prompts 0 -- --shared-prefix "$sp" ;;
       esac
     done
+  fi
+fi
+
+if has spec; then
+  step "speculative decoding"
+  TAIL=20 run_logged spec "$log_dir/spec-tests.log" "$build/tests/weir_backends_tests" --gtest_brief=1 \
+    --gtest_filter='*Speculative*:*Truncate*'
+  target=$(path_of "${WEIR_GPU_SPEC_TARGET:-llama-8b-q4km}")
+  draft=$(path_of "${WEIR_GPU_SPEC_DRAFT:-llama-1b-q4_0}")
+  if [ -f "$target" ] && [ -f "$draft" ]; then
+    "$build/weir" bench -m "$target" -ngl 99 -p 0 -n 128 -r 5 --spec off,draft -md "$draft" --verify-curve 16 2>&1 |
+      tee "$log_dir/spec-curve.log" | grep -vE "^weir bench:" || failed+=(spec)
+    "$build/weir" bench -m "$draft" -ngl 99 -p 0 -n 128 -r 5 2>&1 | grep -E "^\|" | tee -a "$log_dir/spec-curve.log"
+  else
+    echo "spec: no $target or $draft (run the models stage with WEIR_GPU_BENCH_MODELS naming them)"
+  fi
+  real=/tmp/weir-real-model/gemma-3-270m-q4_k_m.gguf
+  if [ -f "$real" ]; then
+    echo "-- real Gemma 3 270M, GPU"
+    scripts/spec-bench.sh "$build/weir" "$real" -ngl 99 2>&1 | tee "$log_dir/spec-real-gpu.log"
+    echo "-- real Gemma 3 270M, CPU (${WEIR_CPU_THREADS:-$(nproc)} threads)"
+    CUDA_VISIBLE_DEVICES= scripts/spec-bench.sh "$build/weir" "$real" -t "${WEIR_CPU_THREADS:-$(nproc)}" 2>&1 |
+      tee "$log_dir/spec-real-cpu.log"
   fi
 fi
 

@@ -159,6 +159,13 @@ int cmd_run(int argc, char** argv) {
                  specs.describe().c_str(), st.tokens_per_step(), static_cast<long long>(st.accepted),
                  static_cast<long long>(st.drafted), 100 * st.acceptance(), static_cast<long long>(st.spec_steps),
                  static_cast<long long>(st.steps));
+    if (verbose) {
+      const DraftLength& dl = gen.draft_length();
+      std::string costs;
+      for (int k = 0; k <= std::min(dl.options().draft_max, 8); ++k) costs += " " + std::to_string(dl.step_cost(k) * 1e3).substr(0, 6);
+      std::fprintf(stderr, "weir: draft length now %d: acceptance %.2f; step ms for k = 0..%d:%s\n", dl.next(),
+                   dl.acceptance(), std::min(dl.options().draft_max, 8), costs.c_str());
+    }
   }
   return why == Stop::Signal ? stop_exit_code() : 0;
 }
