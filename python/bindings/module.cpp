@@ -98,6 +98,8 @@ RuntimeSpec spec_from(const std::string& path, const ModelOptions& o) {
   s.no_mmap = !o.use_mmap;
   s.load.readers = default_load_threads();
   s.load.buffer_bytes = size_t(4) << 20;
+  // Speculation's steps come in more shapes (its guesses: engine/guess_allocation.h's ladder).
+  if (o.spec_ngram_max > 0) s.max_graphs = std::max(s.max_graphs, 32);
   return s;
 }
 

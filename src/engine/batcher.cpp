@@ -92,7 +92,27 @@ struct Batcher::Active {
   DraftLength acceptance;
   std::vector<int32_t> unchecked;
   int matched = 0;
+  // How often each run of ngram.min_n tokens occurs in its prompt and
+  // output (the first `indexed` of them counted): a lookup can find nothing
+  // unless the last such run occurred before, and most steps of most
+  // requests are cut short here instead of scanning the whole text.
+  std::unordered_map<uint64_t, uint32_t> grams;
+  size_t indexed = 0;
 };
+
+namespace {
+
+// The run of n tokens ending at `end` (exclusive) as a key: exact for n <= 2,
+// else a hash (a collision only costs a lookup that finds nothing).
+uint64_t gram_key(const std::vector<int32_t>& t, size_t end, int n) {
+  if (n == 1) return uint32_t(t[end - 1]);
+  if (n == 2) return uint64_t(uint32_t(t[end - 2])) << 32 | uint32_t(t[end - 1]);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = end - size_t(n); i < end; ++i) h = (h ^ uint32_t(t[i])) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
 
 Batcher::Batcher(Session& s, const Tokenizer& tok, BatcherOptions o)
     : s_(s), tok_(tok), o_(o), grammars_(tok, s.n_vocab()), grammar_workers_(o.grammar_threads) {
@@ -494,13 +514,18 @@ void Batcher::propose_guesses() {
     cap = std::min<int64_t>(cap, s_.n_ctx() - int64_t(a.in_cache.size()) - 2);
     if (cap <= 0) continue;
     a.in_cache.push_back(a.last);  // the prompt and what was generated, in order
-    a.guesses = proposer_->propose(a.in_cache, int(cap));
+    const std::vector<int32_t>& text = a.in_cache;
+    const int n = o_.spec.ngram.min_n;
+    for (; a.indexed < text.size(); ++a.indexed)
+      if (a.indexed + 1 >= size_t(n)) ++a.grams[gram_key(text, a.indexed + 1, n)];
+    const bool seen = text.size() > size_t(n) && a.grams[gram_key(text, text.size(), n)] > 1;
+    if (seen) a.guesses = proposer_->propose(text, int(cap));
     a.in_cache.pop_back();
     if (a.guesses.empty()) continue;
     candidates.push_back({a.acceptance.acceptance(), int(a.guesses.size())});
     who.push_back(&a);
   }
-  const std::vector<int> k = allocate_guesses(candidates, step, step_times_);
+  const std::vector<int> k = allocate_guesses(candidates, step, prompt_left > 0 ? prompt_times_ : decode_times_);
   for (size_t r = 0; r < who.size(); ++r) {
     Active& a = *who[r];
     if (k[r] == 0 && a.unchecked.empty()) a.unchecked = a.guesses, a.matched = 0;  // scored for free
@@ -575,7 +600,7 @@ bool Batcher::step() {
     a.rng_before = a.rng;
     guessed += p.guessed[i];
   }
-  const uint64_t graphs_before = s_.graphs_built();
+  const double building_before = s_.graph_build_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> ids;
   std::vector<HostSample> host;
@@ -593,8 +618,11 @@ bool Batcher::step() {
     return true;
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // A step that built a graph says little about the next of its size.
-  if (s_.graphs_built() == graphs_before) step_times_.observe(p.tokens.size(), dt);
+  // What a step of its size costs once its graph is built.
+  size_t prompt_tokens = 0;
+  for (size_t n : p.prompt_taken) prompt_tokens += n;
+  (prompt_tokens > 0 ? prompt_times_ : decode_times_)
+      .observe(p.tokens.size(), dt - (s_.graph_build_seconds() - building_before));
   if (o_.step_log) {
     size_t decoded = 0;
     for (uint8_t d : p.decoded) decoded += d;

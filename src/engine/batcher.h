@@ -274,7 +274,10 @@ class Batcher {
   std::thread thread_;
   Stats stats_;
   std::unique_ptr<NgramProposer> proposer_;  // with spec mode Ngram
-  StepTimes step_times_;                     // t(T) of this loop's steps
+  // t(T) of this loop's steps, less the graphs they built: of decode
+  // tokens (and guesses) alone, and of steps with prompt chunks, which
+  // cost differently at one size (few sequences, long runs of tokens).
+  StepTimes decode_times_, prompt_times_;
 };
 
 }  // namespace weir

@@ -5,6 +5,8 @@
 
 namespace weir {
 
+bool step_size_on_ladder(size_t T) { return T <= 8 || (T <= 64 ? T % 8 == 0 : T % 32 == 0); }
+
 std::vector<int> allocate_guesses(std::span<const GuessCandidate> candidates, const GuessStep& step,
                                   const StepTimes& times) {
   std::vector<int> k(candidates.size(), 0);
@@ -32,12 +34,14 @@ std::vector<int> allocate_guesses(std::span<const GuessCandidate> candidates, co
     for (int j = k[r]; j < candidates[r].available; ++j, chance *= a) order.push_back({chance, r});
   }
   std::stable_sort(order.begin(), order.end(), [](const Guess& x, const Guess& y) { return x.chance > y.chance; });
-  // The prefix that makes the most tokens a second (ties: the shorter).
+  // The prefix that makes the most tokens a second (ties: the shorter),
+  // among those that end the step on the ladder.
   const size_t most = std::min(order.size(), room);
   double best_rate = yield / times.cost(tokens), gained = 0;
   size_t best = 0;
   for (size_t n = 1; n <= most; ++n) {
     gained += order[n - 1].chance;
+    if (!step_size_on_ladder(tokens + n)) continue;
     const double rate = (yield + gained) / times.cost(tokens + n);
     if (rate > best_rate) best_rate = rate, best = n;
   }

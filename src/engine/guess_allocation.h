@@ -16,6 +16,11 @@
 // few sequences on a GPU) each request takes as many as its chances
 // warrant, up to what its proposer guessed and the step's room.
 //
+// The step's size with guesses is one of few (step_size_on_ladder): each
+// size is a forward graph the session builds and keeps, and a server whose
+// steps took every size would spend its time building graphs. So the rule
+// weighs only the prefixes that end the step on the ladder.
+//
 // draft_min > 0 gives each request min(draft_min, its guesses) first,
 // whatever they cost (room permitting). While nothing is timed the rule
 // gives only those.
@@ -39,6 +44,10 @@ struct GuessStep {
   size_t room = 0;    // guesses it may take in all (its token budget left)
   int draft_min = 0;
 };
+
+// Whether a step of T tokens is one of the sizes guesses may make: any up
+// to 8, multiples of 8 up to 64, multiples of 32 above (29 sizes to 512).
+bool step_size_on_ladder(size_t T);
 
 // The guesses for each candidate, in order (each at most its available).
 std::vector<int> allocate_guesses(std::span<const GuessCandidate> candidates, const GuessStep& step,

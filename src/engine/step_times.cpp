@@ -14,7 +14,7 @@ double StepTimes::cost(size_t tokens) const {
   if (mean_.empty()) return 0;
   const auto above = mean_.lower_bound(tokens);  // first timed T >= tokens
   if (above != mean_.end() && above->first == tokens) return above->second;
-  if (above == mean_.begin()) return above->second;  // below every timed T
+  if (above == mean_.begin()) return above->second * double(tokens) / double(above->first);  // below every timed T
   const auto below = std::prev(above);
   const double t0 = below->second, T0 = double(below->first);
   if (above == mean_.end()) return t0 * (1 + kExploreSlope * (double(tokens) - T0) / T0);

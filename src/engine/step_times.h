@@ -7,9 +7,11 @@
 //
 // Each T timed keeps a decayed mean of its steps' seconds. A T not timed
 // is read between the nearest timed T below and above it (linearly); below
-// every timed T, as the smallest; above every timed T, optimistically: as
-// the largest plus a quarter of its cost for each doubling, so that the
-// rule tries a longer step once and learns what it costs.
+// every timed T, in proportion to the smallest (a cautious guess: guesses
+// do not pay until a step of about their size is timed); above every timed
+// T, optimistically: as the largest plus a quarter of its cost for each
+// doubling, so that the rule tries a longer step once and learns what it
+// costs.
 #pragma once
 #include <cstddef>
 #include <map>

@@ -1,9 +1,10 @@
 // The batcher's guess allocation (engine/guess_allocation.h) against a
 // brute force: every way of giving each request 0 .. available guesses,
 // scored by the rule's stated rate, (yield + the sum of the guesses'
-// chances a^1 .. a^k) / t(tokens + guesses), the best one kept. The rule
-// must find a best one (the same rate) on step costs flat, linear, and
-// flat then steep.
+// chances a^1 .. a^k) / t(tokens + guesses), the best one kept among
+// those that give no guess or end the step on the ladder of sizes. The
+// rule must find a best one (the same rate) on step costs flat, linear,
+// and flat then steep.
 #include "engine/guess_allocation.h"
 
 #include <gtest/gtest.h>
@@ -31,7 +32,8 @@ double brute_best(const std::vector<GuessCandidate>& c, const GuessStep& s, cons
   double best = rate(c, k, s, t);
   std::function<void(size_t)> walk = [&](size_t r) {
     if (r == c.size()) {
-      if (size_t(std::accumulate(k.begin(), k.end(), 0)) <= s.room) best = std::max(best, rate(c, k, s, t));
+      const size_t n = size_t(std::accumulate(k.begin(), k.end(), 0));
+      if (n <= s.room && (n == 0 || step_size_on_ladder(s.tokens + n))) best = std::max(best, rate(c, k, s, t));
       return;
     }
     for (k[r] = 0; k[r] <= c[r].available; ++k[r]) walk(r + 1);
@@ -55,6 +57,19 @@ void expect_best(const std::vector<GuessCandidate>& c, const GuessStep& s, const
 }
 
 const std::vector<GuessCandidate> kRequests = {{0.9, 5}, {0.5, 4}, {0.2, 3}, {0.7, 0}};
+
+TEST(GuessAllocation, TheLadderOfStepSizes) {
+  for (size_t T = 1; T <= 8; ++T) EXPECT_TRUE(step_size_on_ladder(T)) << T;
+  EXPECT_TRUE(step_size_on_ladder(16));
+  EXPECT_FALSE(step_size_on_ladder(9));
+  EXPECT_FALSE(step_size_on_ladder(63));
+  EXPECT_TRUE(step_size_on_ladder(64));
+  EXPECT_FALSE(step_size_on_ladder(72));
+  EXPECT_TRUE(step_size_on_ladder(96));
+  size_t sizes = 0;
+  for (size_t T = 1; T <= 512; ++T) sizes += step_size_on_ladder(T);
+  EXPECT_EQ(sizes, 29u);
+}
 
 TEST(GuessAllocation, FlatCostTakesEveryGuessThatFits) {
   StepTimes t;
@@ -85,9 +100,9 @@ TEST(GuessAllocation, FlatThenSteepStopsWhereTheCostRises) {
   t.observe(8, 1.05);
   t.observe(9, 1.6);
   t.observe(32, 4.0);
-  for (size_t tokens : {size_t(4), size_t(6)}) {
+  for (size_t tokens : {size_t(4), size_t(6), size_t(13)}) {
     const GuessStep s{.tokens = tokens, .yield = double(tokens), .room = 28, .draft_min = 0};
-    expect_best(kRequests, s, t, tokens == 4 ? "flat then steep, 4" : "flat then steep, 6");
+    expect_best(kRequests, s, t, ("flat then steep, " + std::to_string(tokens)).c_str());
   }
   // 4 tokens and 4 guesses (the likeliest: all the first request's) before the step.
   const GuessStep s{.tokens = 4, .yield = 4, .room = 28, .draft_min = 0};

@@ -1,6 +1,6 @@
 // The batcher's step-time table (engine/step_times.h): timed sizes as
 // their decayed means, the sizes between them on the line through their
-// neighbours, below every timed size as the smallest, above as the largest
+// neighbours, below every timed size in proportion to the smallest, above as the largest
 // grown by kExploreSlope a doubling, all computed here by hand.
 #include "engine/step_times.h"
 
@@ -36,7 +36,7 @@ TEST(StepTimes, BetweenBelowAndAboveTheTimedSizes) {
   t.observe(40, 5.0);
   EXPECT_DOUBLE_EQ(t.cost(15), 3.0);
   EXPECT_DOUBLE_EQ(t.cost(30), 4.5);
-  EXPECT_DOUBLE_EQ(t.cost(1), 2.0);   // below: as the smallest timed
+  EXPECT_DOUBLE_EQ(t.cost(5), 1.0);   // below: in proportion to the smallest timed
   EXPECT_DOUBLE_EQ(t.cost(80), 5.0 * (1 + StepTimes::kExploreSlope));  // one doubling above the largest
   EXPECT_DOUBLE_EQ(t.cost(60), 5.0 * (1 + StepTimes::kExploreSlope * 0.5));
 }
