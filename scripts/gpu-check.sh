@@ -65,7 +65,8 @@
 #               prefix with the prefix cache off; 3 rounds each; the load's
 #               wall time against what the bench rates predict; WEIR_GPU_SERVE_FLAGS:
 #               more serve flags (e.g. "-ub 1024 -b 1024"), WEIR_GPU_SERVE_ROUNDS: which
-#               (default "plain shared shared-nocache"); each round's steps logged
+#               (default "plain shared shared-nocache"; "spec": plain's load with
+#               --spec ngram); each round's steps logged
 #               (--log-steps) and summed up (not run by default)
 #     spec      speculative decoding (issue 48): the speculative tests on the GPU
 #               (Speculative*, Truncate*, every backend), then on WEIR_GPU_SPEC_TARGET
@@ -126,7 +127,13 @@ if [ "${1:-}" = "--pack-model" ]; then
   src=${2:-${WEIR_MODELS:-$HOME/.cache/weir}/gemma-3-270m-q4_k_m.gguf}
   [ -f "$src" ] || { echo "no $src (scripts/fetch-model.sh fetches it)"; exit 1; }
   rm -rf "$model_carry" && mkdir -p "$model_carry"
-  split -b 48M -d -a 2 "$src" "$model_carry/part."
+  # WEIR_MODEL_PARTS=N: N equal parts instead (5 of the 253 MB file: 48.3 MiB
+  # each, which with the ~6 MB working tree stays under a call's 64 MiB).
+  if [ -n "${WEIR_MODEL_PARTS:-}" ]; then
+    split -n "$WEIR_MODEL_PARTS" -d -a 2 "$src" "$model_carry/part."
+  else
+    split -b 48M -d -a 2 "$src" "$model_carry/part."
+  fi
   n=$(find "$model_carry" -name 'part.*' | wc -l)
   printf '%s %s %s\n' "$(basename "$src")" "$n" "$(sha256sum "$src" | cut -d' ' -f1)" >"$model_carry/manifest"
   cat "$model_carry/manifest"
@@ -704,6 +711,7 @@ PY
         plain) serve_rounds plain -- --shared-prefix 0 ;;
         shared) serve_rounds shared -- --shared-prefix "$sp" ;;
         shared-nocache) serve_rounds shared-nocache --cache-prompts 0 -- --shared-prefix "$sp" ;;
+        spec) serve_rounds spec --spec ngram -- --shared-prefix 0 ;;  # as plain, with n-gram speculation
       esac
     done
   fi
