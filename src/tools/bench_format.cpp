@@ -59,10 +59,14 @@ std::vector<Field> fields_of(const BenchRow& r, const BenchEnv& env) {
       {"bytes_per_token", tg ? num(r.bytes_per_token) : "", tg ? Field::Num : Field::Null},
       {"achieved_gbps", tg ? fmt("%.3f", r.achieved_bps() / 1e9) : "", tg ? Field::Num : Field::Null},
       {"mem_read_gbps", tg ? fmt("%.3f", r.mem_read_bps / 1e9) : "", tg ? Field::Num : Field::Null},
-      {"spec", t.spec, Field::Str},
-      {"spec_acceptance", spec ? fmt("%.4f", res.spec_acceptance) : "", spec ? Field::Num : Field::Null},
-      {"spec_tokens_per_step", spec ? fmt("%.4f", res.spec_tokens_per_step) : "", spec ? Field::Num : Field::Null},
   };
+  // Speculative decoding's fields only in a run that has it (--spec): the
+  // rest stays llama-bench's.
+  if (env.show_spec) {
+    f.push_back({"spec", t.spec, Field::Str});
+    f.push_back({"spec_acceptance", spec ? fmt("%.4f", res.spec_acceptance) : "", spec ? Field::Num : Field::Null});
+    f.push_back({"spec_tokens_per_step", spec ? fmt("%.4f", res.spec_tokens_per_step) : "", spec ? Field::Num : Field::Null});
+  }
   return f;
 }
 

@@ -72,7 +72,9 @@ TEST(SpecCli, ChatGivesTheSameAnswers) {
   const Models& m = models();
   const std::string base = "chat -m " + shell_quote(m.tiny) + " --chat-template-file " + shell_quote(m.chat_template) +
                            " -n 24 --temp 0 -c 512";
-  const std::string turns = " <<'EOF'\none two three one two three one two\nfour five four five four\nEOF";
+  const std::string turns_file = weir::test::process_dir() + "/spec-turns.txt";
+  std::ofstream(turns_file) << "one two three one two three one two\nfour five four five four\n";
+  const std::string turns = " < " + shell_quote(turns_file);
   const auto plain = run_weir(base + turns);
   ASSERT_EQ(plain.code, 0) << plain.err;
   const auto spec = run_weir(base + " --spec ngram" + turns);
