@@ -59,7 +59,15 @@ double DraftLength::step_cost(int k) const {
   if (time_[size_t(k)] > 0) return time_[size_t(k)];
   int below = k - 1;
   while (below > 0 && time_[size_t(below)] == 0) --below;
-  return time_[size_t(below)] + (k - below) * kOptimisticSlope * t0;
+  // The slope a token between the two timed lengths below (0 and `below`
+  // at least), or the optimistic one where it is smaller.
+  double slope = kOptimisticSlope * t0;
+  if (below > 0) {
+    int prev = below - 1;
+    while (prev > 0 && time_[size_t(prev)] == 0) --prev;
+    slope = std::max(slope, (time_[size_t(below)] - time_[size_t(prev)]) / (below - prev));
+  }
+  return time_[size_t(below)] + (k - below) * slope;
 }
 
 double DraftLength::expected_tokens(double a, int k) {

@@ -13,8 +13,10 @@
 // a is the decayed share of kept guesses over the guesses checked (a
 // refused guess ends a step's trials); t(k) the decayed mean of the steps
 // of k guesses timed so far; a k not timed yet costs what the nearest
-// timed k below it did plus an optimistic 2% of t(0) a token, so that
-// the rule tries longer drafts and learns what they cost. Guesses a free
+// timed k below it did plus, a token, the slope between the two timed
+// lengths below it (or an optimistic 2% of t(0) where that is smaller),
+// so that the rule tries longer drafts where the curve is flat and learns
+// what they cost, but does not walk up a steep one. Guesses a free
 // proposer made while the rule said 0 are scored against the tokens that
 // came (observe_unchecked), so that acceptance is known before paying for
 // it. Until t(0) is timed the rule asks for draft_min guesses.

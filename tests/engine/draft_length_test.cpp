@@ -83,12 +83,15 @@ TEST(DraftLength, DraftTimeCountsAgainstLongDrafts) {
   EXPECT_LT(best, 8);
 }
 
-TEST(DraftLength, UntimedLengthsCostTheTimedOneBelowPlusTwoPercentAToken) {
+TEST(DraftLength, UntimedLengthsFollowTheSlopeBelowThem) {
   DraftLength r;
   r.observe_step(0, 2.0);
+  EXPECT_DOUBLE_EQ(r.step_cost(1), 2.0 + 0.02 * 2.0);  // nothing timed above 0: 2% of t(0) a token
   r.observe_step(2, 3.0);
   EXPECT_DOUBLE_EQ(r.step_cost(1), 2.0 + 0.02 * 2.0);
-  EXPECT_DOUBLE_EQ(r.step_cost(5), 3.0 + 3 * 0.02 * 2.0);
+  EXPECT_DOUBLE_EQ(r.step_cost(5), 3.0 + 3 * 0.5);  // (3 - 2) / 2 a token from 2 on
+  r.observe_step(4, 3.02);
+  EXPECT_DOUBLE_EQ(r.step_cost(6), 3.02 + 2 * 0.04);  // flat from 2 to 4: the 2% floor
 }
 
 TEST(DraftLength, RefusesOutOfRangeLengths) {
