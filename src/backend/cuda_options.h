@@ -50,6 +50,9 @@ struct CudaOptions {
   bool early_weights = true;      // WEIR_CUDA_EARLY_WEIGHTS: fixed weights loaded before pdl_wait()
   bool tile_mma = true;           // WEIR_CUDA_TILE_MMA: tensor-core tiles for small batches
   int tile_max_tokens = 64;       // WEIR_CUDA_TILE_MAX_TOKENS: the most tokens the tile kernels take
+  int mma_min_tokens = 5;         // WEIR_CUDA_MMA_MIN_TOKENS: products of the MMA tile kernel's types of at least this
+                                  // many tokens run on it (16-token tiles), fewer on the decode kernels; 5-9 (up to
+                                  // 4 tokens the decode kernels' fused launches stay; 9: the decode kernels to 8)
   int tile_blocks = 4;            // WEIR_CUDA_TILE_BLOCKS: tile blocks per SM aimed for
   int norm_float4s = 1;           // WEIR_CUDA_NORM_FLOAT4S: float4s per thread of the norm kernel, at least
   int attn_head_blocks = 3;       // WEIR_CUDA_ATTN_HEAD_BLOCKS: decode over a short span one query head a block:

@@ -117,6 +117,7 @@ CudaOptions cuda_options_from_env(int device) {
   flag("WEIR_CUDA_EARLY_WEIGHTS", &o.early_weights);
   flag("WEIR_CUDA_TILE_MMA", &o.tile_mma);
   number("WEIR_CUDA_TILE_MAX_TOKENS", &o.tile_max_tokens, 0, 64);
+  number("WEIR_CUDA_MMA_MIN_TOKENS", &o.mma_min_tokens, 5, 9);
   number("WEIR_CUDA_TILE_BLOCKS", &o.tile_blocks, 1, 32);
   number("WEIR_CUDA_NORM_FLOAT4S", &o.norm_float4s, 1, 16);
   number("WEIR_CUDA_ATTN_HEAD_BLOCKS", &o.attn_head_blocks, 0, 3);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/plan/kernel_limits.h"
 #include "backend/registry.h"
 #include "core/graph.h"
 #include "core/half.h"
@@ -93,12 +94,25 @@ double rel_err(const std::vector<float>& gpu, const std::vector<float>& cpu) {
   return den > 0 ? num / den : num;
 }
 
+// Options whose products of 5-8 tokens stay on the decode kernels, as the
+// tests of their launches and fusions need (CudaOptions::mma_min_tokens).
+CudaOptions decode_options() {
+  CudaOptions o;
+  o.mma_min_tokens = 9;
+  return o;
+}
+
 class CudaOps : public testing::Test {
  protected:
   void SetUp() override {
     std::string why;
     if (!cuda::test::have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
-    CudaOptions o;
+    // The MMA tile kernel's types at 5-8 tokens go to it by default
+    // (CudaOptions::mma_min_tokens); these tests hold the decode kernels'
+    // launches and fusions there, so they keep them, and mma_ (the
+    // defaults) runs the small-batch tiles (MmaTileProducts).
+    mma_ = make_cuda_backend(CudaOptions{});
+    CudaOptions o = decode_options();
     gpu_ = make_cuda_backend(o);
     // The decode products' other kernels, which the defaults take only for
     // some shapes: staged through shared memory everywhere they can, and
@@ -127,7 +141,7 @@ class CudaOps : public testing::Test {
     for (auto& v : variants_) e = std::max(e, rel_err(as_floats(run_on(*v, build, in, 3)), c));
     return e;
   }
-  std::unique_ptr<Backend> gpu_, cpu_;
+  std::unique_ptr<Backend> gpu_, cpu_, mma_;
   std::vector<std::unique_ptr<Backend>> variants_;
 };
 
@@ -170,19 +184,25 @@ TEST_F(CudaOps, StagedAndUnstagedDecodeProductsEveryType) {
   }
 }
 
-// The MMA tile kernel (Q4_0, Q8_0, Q4_K, Q6_K; K a multiple of 256, 9-64
-// tokens) against the CPU: several 256-row blocks with a ragged last one,
-// token counts that leave part of the 64-token tile empty, K split or not.
+// The MMA tile kernel (Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4; K a
+// multiple of 256; 5-64 tokens by default, 9-64 on gpu_) against the CPU:
+// several 256-row blocks with a ragged last one, each token tile (16: T up
+// to 16, 32: up to 32, 64) full and partly empty, several tiles of 64, K
+// split or not.
 TEST_F(CudaOps, MmaTileProducts) {
   for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 40}, {2048, 300}, {4096, 520}}) {
       const auto w = random_weights(wt, K, N, 11 + uint64_t(K));
-      for (int64_t T : {9, 33, 64}) {
+      for (int64_t T : {5, 8, 9, 16, 17, 32, 33, 64, 80}) {
         const Builder b = [&](Graph& g) {
           Tensor* W = g.external(wt, {K, N}, const_cast<uint8_t*>(w.data()), "w");
           return g.mul_mat(W, g.input(DType::F32, {K, T}, "x"));
         };
-        const double e = compare(b, {{"x", floats(randn(size_t(K * T), 5 + uint32_t(T)))}});
+        const Inputs in = {{"x", floats(randn(size_t(K * T), 5 + uint32_t(T)))}};
+        const auto want = as_floats(run_on(*cpu_, b, in));
+        // gpu_ and its variants take 5-8 tokens on the 8-bit decode kernels.
+        double e = rel_err(as_floats(run_on(*mma_, b, in, 3)), want);
+        if (T > cuda::kMaxVecTokens) e = std::max(e, compare(b, in));
         // fp16 x and weights (scales rounded to fp16 first): ~2e-4 here; a
         // wrong scale group or a k-slot out of place gives 1e-1.
         EXPECT_LT(e, 2e-3) << dtype_name(wt) << " K " << K << " N " << N << " T " << T;
@@ -592,7 +612,7 @@ TEST_F(CudaOps, QkNormsRunInTheRopeLaunch) {
 // last norm against the CPU, and bit for bit against the two launches
 // (CudaOptions::norm_chain off); K 100 keeps two launches (no float4 rows).
 TEST_F(CudaOps, NormAddNormInOneLaunch) {
-  CudaOptions o;
+  CudaOptions o = decode_options();
   o.norm_chain = false;
   auto apart = make_cuda_backend(o);
   for (int64_t K : {int64_t(640), int64_t(256), int64_t(100)})
@@ -695,7 +715,7 @@ TEST_F(CudaOps, ProductsRopeAndWriteTheCacheThemselves) {
 // the CPU, with 8-bit and float weights, F16 and F32 caches, 1 to 5 tokens.
 TEST_F(CudaOps, BiasesAddedByTheRopeLaunch) {
   const int64_t K = 256, D = 64, Hq = 4, Hkv = 2, N = 9;
-  CudaOptions off;
+  CudaOptions off = decode_options();
   off.rope_fusions = false;
   auto apart = make_cuda_backend(off);
   for (DType wt : {DType::Q4_0, DType::F16})
@@ -835,7 +855,7 @@ TEST_F(CudaOps, NormFoldedIntoTheProductsAroundIt) {
   // 4 tokens) also run split everywhere (short rows leave blocks with no
   // chunk): one token with 2 and 4 chunks a step at one block an SM and 1
   // at two, 3 tokens with 2 at one.
-  CudaOptions od, os, osd, os2;
+  CudaOptions od = decode_options(), os = od, osd = od, os2 = od;
   od.add_norm_deep = false;
   od.add_norm_split_k = 0;
   os.add_norm_split_k = 2;

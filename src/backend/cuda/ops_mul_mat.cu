@@ -1,14 +1,16 @@
 // mul_mat: y [N, T] = W [K, N] x [K, T], W of any dtype with a device
 // dequantizer (dequant.cuh), x and y F32.
 //
-//  - Few tokens (T <= kMaxVecTokens, decode and small batches): kernels
+//  - Few tokens (T <= kMaxVecTokens, decode and small batches; for the MMA
+//    tile kernel's types up to CudaOptions::mma_min_tokens - 1): kernels
 //    that stream W once, one warp per weight row. For Q4_0, Q5_0, Q8_0,
 //    Q4_K, Q5_K and Q6_K, x is quantized to 8 bits and met with integer dot
 //    products (ops_mul_mat_q8.cu, as llama.cpp computes them); other types
 //    dequantize 8 elements at a time in registers and multiply with x in
 //    float.
-//  - Small batches (up to tile_max_tokens(), batched decode): quantized W
-//    read once per 64 tokens and met with x on the tensor cores in one
+//  - Small batches (up to tile_max_tokens(), batched decode, a speculative
+//    step's verify): quantized W read once per tile of 16, 32 or 64
+//    tokens and met with x on the tensor cores in one
 //    kernel: its bytes go straight to mma fragments for the common types
 //    (ops_mul_mat_mma.cu), else through an fp16 tile in shared memory
 //    (ops_mul_mat_tile.cu).
@@ -569,7 +571,7 @@ void op_mul_mat(const Tensor& dst, const OpCtx& c) {
   const Tensor& x = *dst.src[1];
   const int64_t K = W.ne[0], N = W.ne[1], T = dst.n_rows();
   if (T == 0 || N == 0) return;
-  if (uses_vec(dst)) {
+  if (uses_vec(dst, c.options())) {
     if (has_q8_mat_vec(W.dtype)) {
       const Tensor* one[1] = {&dst};
       return q8_mat_vec(one, 1, c);

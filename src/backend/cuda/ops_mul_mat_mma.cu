@@ -1,6 +1,8 @@
-// mul_mat for small batches (9-64 tokens) of Q4_0, Q8_0, Q4_K and Q6_K
-// weights: the MMA tile kernel. A block takes 256 weight rows and 64
-// tokens; its eight warps take 32 rows each, all 64 tokens. Per step of K,
+// mul_mat for small batches (5-64 tokens: uses_tile) of Q4_0, Q8_0, Q4_K,
+// Q6_K and the lookup types (IQ4_NL, IQ4_XS, MXFP4): the MMA tile kernel.
+// A block takes 256 weight rows and a tile of 16, 32 or 64 tokens (the
+// smallest that holds T, so the tensor work grows with T); its eight warps
+// take 32 rows each, all the tile's tokens. Per step of K,
 // the quantized rows and the x tile come to shared memory by cp.async
 // (double-buffered), the scale groups are decoded once into a table, and
 // each warp turns its rows' bytes straight into mma.sync A fragments in
@@ -25,18 +27,28 @@
 namespace weir::cuda {
 namespace {
 
-constexpr int kRows = 256, kTokens = 64, kThreads = 256, kWarpRows = 32, kNT = kTokens / 8;
+constexpr int kRows = 256, kThreads = 256, kWarpRows = 32;
 static_assert(kThreads / 32 * kWarpRows == kRows, "warps cover the rows");
+// Tokens a block takes (TOK, a template parameter): 64 for batches, and
+// the experts' tiles; 16 or 32 for a few tokens (a speculative step's
+// verify), since every warp runs TOK / 8 mma n-tiles per A fragment
+// whatever T is: at T = 16 a 64-token tile did 4x the tensor work needed
+// and ran compute-bound (747 GB/s against decode's 2574).
+constexpr int kTokensMax = 64;
+constexpr int tile_tokens_for(int64_t T) { return T <= 16 ? 16 : T <= 32 ? 32 : 64; }
 
 // Shared memory for W type T: two stages of (x tile, raw rows), then the
 // scale table. Raw rows are copied from the 16-byte boundary below their
-// first byte, so each has 16 bytes of room; x rows are padded by 8 halves
+// first byte, so each has 16 bytes of room (none for the types whose rows
+// are 16-byte aligned: q4_K's 16-token tile then takes 106 KB, so two
+// blocks share an SM); x rows are padded by 8 halves
 // so ldmatrix's eight 16-byte rows fall in different banks.
-template <DType T>
+template <DType T, int TOK>
 struct MmaTile {
+  static constexpr int kTokens = TOK, kNT = TOK / 8;  // tokens, and mma n-tiles of 8, of a block
   static constexpr int BK = MmaW<T>::BK;
   static constexpr int kRawBytes = BK / Q<T>::QK * Q<T>::BYTES;
-  static constexpr int kPitch = (kRawBytes + 15) / 16 * 16 + 16;
+  static constexpr int kPitch = (kRawBytes + 15) / 16 * 16 + (MmaW<T>::kAligned ? 0 : 16);
   static constexpr int kChunks = kPitch / 16;
   static constexpr int kXPitch = BK + 8;  // halves
   static constexpr size_t kX = size_t(kTokens) * kXPitch * sizeof(__half);
@@ -46,6 +58,7 @@ struct MmaTile {
   static constexpr size_t kSmem = 2 * kStage + size_t(kRows) * kTablePitch * sizeof(MmaScale);
   static_assert(kChunks <= 16 && kRows == kThreads, "a half warp copies a row; a thread decodes a row's scales");
   static_assert(kSmem <= 227 * 1024, "fits an SM's shared memory");
+  static_assert(TOK % 16 == 0 && TOK <= kTokensMax, "ldmatrix_x4 takes n-tiles in pairs");
 };
 
 // Starts copying step k0's raw bytes of rows n0.. and its x tile (token t
@@ -55,17 +68,18 @@ struct MmaTile {
 // x rows are x_ld halves apart (K rounded up to a step, zeros past K); a
 // row's raw bytes end at K (a last step of fewer than BK elements: blocks
 // of 32, the types mma_tail_ok takes).
-template <DType T, class XR>
+template <DType T, int TOK, class XR>
 __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, size_t w_stride, int64_t N, int64_t n0,
                                            const __half* xh, int64_t x_ld, int64_t K, const XR& x_row, int64_t k0) {
-  using S = MmaTile<T>;
+  using S = MmaTile<T, TOK>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   constexpr int kXChunks = S::BK / 8, kPerInst = 32 / kXChunks;  // tokens a warp copies at once
+  static_assert(TOK % (kThreads / 32 * kPerInst) == 0, "the warps copy whole x tiles");
   __half* xs = reinterpret_cast<__half*>(stage);
   {
     const int q = lane % kXChunks;
 #pragma unroll
-    for (int i = 0; i < kTokens / (kThreads / 32 * kPerInst); ++i) {
+    for (int i = 0; i < TOK / (kThreads / 32 * kPerInst); ++i) {
       const int t = (i * (kThreads / 32) + warp) * kPerInst + lane / kXChunks;
       // Tokens past the tile's are left as they are: their columns are never stored.
       const int64_t row = x_row(t);
@@ -98,11 +112,12 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* W, siz
 // The tile's products over K range [kb, ke): acc (as the mma fragments
 // hold them: rows warp * 32 + 16 mt + g + 8 (e >> 1), tokens 8 nt + 2 c +
 // (e & 1)) = W rows n0.. times the tile's x rows (x_row).
-template <DType WT, class XR>
+template <DType WT, int TOK, class XR>
 __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, size_t w_stride, int64_t N, int64_t n0,
                                               const __half* __restrict__ xh, int64_t x_ld, int64_t K, const XR& x_row,
-                                              int64_t kb, int64_t ke, float (&acc)[2][kNT][4]) {
-  using S = MmaTile<WT>;
+                                              int64_t kb, int64_t ke, float (&acc)[2][TOK / 8][4]) {
+  using S = MmaTile<WT, TOK>;
+  constexpr int kNT = S::kNT;
   using F = MmaW<WT>;
   extern __shared__ __align__(128) uint8_t smem[];
   MmaScale* table = reinterpret_cast<MmaScale*>(smem + 2 * S::kStage);
@@ -118,14 +133,14 @@ __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, siz
   // n-tiles at k and k + 8, lanes 16-31 the next 8.
   const int x_row8 = (lane & 7) + 8 * (lane >> 4), x_col = 8 * ((lane >> 3) & 1);
 
-  load_stage<WT>(smem, W, w_stride, N, n0, xh, x_ld, K, x_row, kb);
+  load_stage<WT, TOK>(smem, W, w_stride, N, n0, xh, x_ld, K, x_row, kb);
   cp_async_commit();
   for (int64_t k0 = kb, step = 0; k0 < ke; k0 += S::BK, ++step) {
     uint8_t* stage = smem + (step & 1) * S::kStage;
     cp_async_wait<0>();
     __syncthreads();  // this stage landed; every warp is done with the last
     if (k0 + S::BK < ke) {
-      load_stage<WT>(smem + ((step + 1) & 1) * S::kStage, W, w_stride, N, n0, xh, x_ld, K, x_row, k0 + S::BK);
+      load_stage<WT, TOK>(smem + ((step + 1) & 1) * S::kStage, W, w_stride, N, n0, xh, x_ld, K, x_row, k0 + S::BK);
       cp_async_commit();
     }
     const uint8_t* raw = stage + S::kX;
@@ -191,7 +206,7 @@ __device__ __forceinline__ void mma_tile_body(const uint8_t* __restrict__ W, siz
 
 // Each result a thread holds after mma_tile_body: f(row within the block's
 // rows, token within the tile, value).
-template <class F>
+template <int kNT, class F>
 __device__ __forceinline__ void for_each_result(const float (&acc)[2][kNT][4], F&& f) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
@@ -206,17 +221,20 @@ __device__ __forceinline__ void for_each_result(const float (&acc)[2][kNT][4], F
 // y_j [T][N_j] (or split blockIdx.z's partial sums) = W_j [N_j][K] x [T][K]^T
 // over K range [blockIdx.z * k_split, +k_split); xh: x in fp16, permuted
 // (mma_x_source), rows of K.
-template <DType WT>
-__global__ void __launch_bounds__(kThreads, 1) mma_tile_kernel(TileMats m, int64_t K, const __half* __restrict__ xh,
-                                                               int64_t T_, int64_t k_split, float* __restrict__ part) {
+// Small tiles hold few accumulators: two blocks an SM where shared memory
+// lets them (more warps to hide the loads' and the mma's latency).
+template <DType WT, int TOK>
+__global__ void __launch_bounds__(kThreads, TOK <= 16 ? 2 : 1)
+    mma_tile_kernel(TileMats m, int64_t K, const __half* __restrict__ xh, int64_t T_, int64_t k_split,
+                    float* __restrict__ part) {
   pdl_wait();
   const int mat = tile_mat_of(m);
   const int64_t N = m.rows[mat];
-  const int64_t n0 = (int64_t(blockIdx.x) - m.first_block[mat]) * kRows, t0 = int64_t(blockIdx.y) * kTokens;
+  const int64_t n0 = (int64_t(blockIdx.x) - m.first_block[mat]) * kRows, t0 = int64_t(blockIdx.y) * TOK;
   const int64_t kb = int64_t(blockIdx.z) * k_split, ke = std::min(K, kb + k_split);
-  float acc[2][kNT][4];
+  float acc[2][TOK / 8][4];
   const auto x_row = [&](int t) { return t0 + t < T_ ? t0 + t : int64_t(-1); };
-  mma_tile_body<WT>(m.w[mat], m.stride[mat], N, n0, xh, K, K, x_row, kb, ke, acc);
+  mma_tile_body<WT, TOK>(m.w[mat], m.stride[mat], N, n0, xh, K, K, x_row, kb, ke, acc);
   float* out = part ? part + int64_t(blockIdx.z) * T_ * m.col[m.n] + m.col[mat] : m.y[mat];
   const int64_t ld = part ? m.col[m.n] : m.ldy[mat];
   for_each_result(acc, [&](int r, int t, float v) {
@@ -233,6 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1) mma_expert_kernel(MmaExperts a) {
   pdl_wait();
   if (int(blockIdx.y) >= *a.count) return;
   const int4 tile = a.tile[blockIdx.y];
+  constexpr int kTokens = kTokensMax;
   __shared__ int64_t pair[kTokens], xrow[kTokens];
   if (threadIdx.x < kTokens) {
     const int64_t p = int(threadIdx.x) < tile.z ? a.order[tile.y + threadIdx.x] : -1;
@@ -241,11 +260,11 @@ __global__ void __launch_bounds__(kThreads, 1) mma_expert_kernel(MmaExperts a) {
   }
   __syncthreads();
   const int64_t n0 = int64_t(blockIdx.x) * kRows;
-  float acc[2][kNT][4] = {};
+  float acc[2][kTokens / 8][4] = {};
   if (tile.x >= 0) {
     const auto x_row = [&](int t) { return xrow[t]; };
-    mma_tile_body<WT>(a.w + size_t(tile.x) * a.expert_stride, a.row_stride, a.N, n0, a.xh, mma_x_ld(a.K), a.K, x_row,
-                      0, a.K, acc);
+    mma_tile_body<WT, kTokens>(a.w + size_t(tile.x) * a.expert_stride, a.row_stride, a.N, n0, a.xh, mma_x_ld(a.K),
+                               a.K, x_row, 0, a.K, acc);
   }
   for_each_result(acc, [&](int r, int t, float v) {
     if (n0 + r < a.N && t < tile.z) a.y[pair[t] * a.N + n0 + r] = tile.x >= 0 ? v : __int_as_float(0x7fc00000);
@@ -263,25 +282,26 @@ __global__ void convert_x_permuted_kernel(Rows x, int64_t K, int64_t ld, int64_t
   }
 }
 
-template <DType WT>
+template <DType WT, int TOK>
 void launch(const TileMats& m, int64_t K, const __half* xh, int64_t T, const OpCtx& c, void* scratch,
             size_t scratch_bytes) {
-  using S = MmaTile<WT>;
-  allow_dynamic_smem(reinterpret_cast<const void*>(mma_tile_kernel<WT>), int(S::kSmem));  // on this device
+  using S = MmaTile<WT, TOK>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(mma_tile_kernel<WT, TOK>), int(S::kSmem));  // on this device
   static const int per_sm = [] {  // shared memory beyond the default 48 KB
     int n = 0;
-    WEIR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mma_tile_kernel<WT>, kThreads, S::kSmem));
+    WEIR_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mma_tile_kernel<WT, TOK>, kThreads, S::kSmem));
     return std::max(1, n);
   }();
   size_t weight_bytes = 0;
   for (int j = 0; j < m.n; ++j) weight_bytes += size_t(m.rows[j]) * m.stride[j];
-  const int64_t blocks = m.first_block[m.n] * blocks_for(T, kTokens), steps = (K + S::BK - 1) / S::BK;
+  const int64_t blocks = m.first_block[m.n] * blocks_for(T, TOK), steps = (K + S::BK - 1) / S::BK;
   const int splits =
       tile_splits(blocks, int64_t(c.sm_count) * per_sm, steps, T, m.col[m.n], weight_bytes, scratch_bytes);
   const int64_t per = (steps + splits - 1) / splits;
   float* part = splits > 1 ? static_cast<float*>(scratch) : nullptr;
-  const dim3 grid(unsigned(m.first_block[m.n]), blocks_for(T, kTokens), unsigned(splits));
-  launch_kernel(mma_tile_kernel<WT>, grid, kThreads, S::kSmem, c.launch_stream(), m, K, xh, T, per * S::BK, part);
+  const dim3 grid(unsigned(m.first_block[m.n]), blocks_for(T, TOK), unsigned(splits));
+  launch_kernel(mma_tile_kernel<WT, TOK>, grid, kThreads, S::kSmem, c.launch_stream(), m, K, xh, T, per * S::BK, part);
   WEIR_CUDA_CHECK_LAUNCH();
   if (part) sum_splits(part, splits, T, m, c);
 }
@@ -302,7 +322,7 @@ void mma_expert_mul_mat(const MmaExperts& a, DType wt, unsigned max_tiles, const
   dispatch_dtype(wt, [&]<DType WT>() {
     if constexpr (MmaW<WT>::kHas) {
       ok = true;
-      using S = MmaTile<WT>;
+      using S = MmaTile<WT, kTokensMax>;
       allow_dynamic_smem(reinterpret_cast<const void*>(mma_expert_kernel<WT>), int(S::kSmem));
       const dim3 grid(blocks_for(a.N, kRows), max_tiles);
       launch_kernel(mma_expert_kernel<WT>, grid, kThreads, S::kSmem, c.launch_stream(), a);
@@ -321,7 +341,12 @@ void mma_tile_mul_mat(const Tensor* const* dsts, int n, const OpCtx& c, const __
   dispatch_dtype(wt, [&]<DType WT>() {
     if constexpr (MmaW<WT>::kHas) {
       ok = true;
-      launch<WT>(m, dst.src[0]->ne[0], xh, dst.n_rows(), c, scratch, scratch_bytes);
+      const int64_t T = dst.n_rows();
+      switch (tile_tokens_for(T)) {
+        case 16: launch<WT, 16>(m, dst.src[0]->ne[0], xh, T, c, scratch, scratch_bytes); break;
+        case 32: launch<WT, 32>(m, dst.src[0]->ne[0], xh, T, c, scratch, scratch_bytes); break;
+        default: launch<WT, kTokensMax>(m, dst.src[0]->ne[0], xh, T, c, scratch, scratch_bytes);
+      }
     }
   });
   if (!ok) bad_operands("mul_mat", dst, std::string("no MMA tile kernel for W type ") + dtype_name(wt));

@@ -42,7 +42,7 @@ struct RopeStoreNode {
 size_t mul_mat_scratch_bytes(const Tensor& dst, const CudaOptions& o = {});
 // Whether mul_mat quantizes x to 8 bits in scratch (decode products of
 // integer-kernel types): consecutive such products on the same x share it.
-bool mul_mat_quantizes_x(const Tensor& dst);
+bool mul_mat_quantizes_x(const Tensor& dst, const CudaOptions& o);
 // Products that can run as one launch (up to mul_mat_max_group()): decode
 // products on the same x with weights of one type and width.
 bool can_group_mul_mat(const Tensor& a, const Tensor& b, const CudaOptions& o);
@@ -92,7 +92,7 @@ bool can_fuse_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tenso
 // as 8-bit blocks in scratch for product (OpCtx::quantize_out; the product's
 // OpCtx::x_from Q8InScratch), the product then skipping its own
 // quantization of x.
-bool can_quantize_for(const Tensor& out, const Tensor& product);
+bool can_quantize_for(const Tensor& out, const Tensor& product, const CudaOptions& o);
 
 // ---- Ropes and KV-cache writes ----
 // Ropes and set_rows in one launch (those of one attention block: q's rope,

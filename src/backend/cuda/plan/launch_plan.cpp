@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda/plan/plan_state.h"
+#include "backend/cuda/plan/product_rules.h"
 #include "core/error.h"
 
 namespace weir::cuda {
@@ -103,7 +104,7 @@ void plan_fusion(PlanState& p, const Graph& g, const CudaOptions& o) {
     const Tensor& out = *p.nodes[i + size_t(p.at[i].norm_fused)];
     const bool producer = p.at[i].norm_fused > 0 || out.op == Op::SiluMul || out.op == Op::GeluMul ||
                           out.op == Op::RmsNorm || out.op == Op::Attention;
-    if (producer && next < n && p.nodes[next]->op == Op::MulMat && can_quantize_for(out, *p.nodes[next]))
+    if (producer && next < n && p.nodes[next]->op == Op::MulMat && can_quantize_for(out, *p.nodes[next], o))
       p.at[i].quantize_out = true;
     i = next;
   }
@@ -113,7 +114,7 @@ void plan_fusion(PlanState& p, const Graph& g, const CudaOptions& o) {
     if (p.at[i].quantize_out) {
       last_x = p.nodes[i + size_t(p.at[i].norm_fused)];
       i += size_t(p.at[i].norm_fused);
-    } else if (t.op == Op::MulMat && mul_mat_quantizes_x(t)) {
+    } else if (t.op == Op::MulMat && mul_mat_quantizes_x(t, o)) {
       p.at[i].x_q8_in_scratch = last_x == t.src[1];
       last_x = t.src[1];
     } else if (p.at[i].scratch > 0) {
@@ -185,7 +186,8 @@ LaunchPlan to_launches(PlanState& w) {
     const Tensor& t = *w.nodes[i];
     if (l.kind == LaunchKind::ProductAddNorm) p.deferred_norm_bytes = std::max(p.deferred_norm_bytes,
         deferred_norm_bytes(t));
-    if (l.kind == LaunchKind::ProductsGlu && mul_mat_quantizes_x(t))
+    // A GLU launch is the 8-bit kernels' where W's type has them (can_fuse_glu).
+    if (l.kind == LaunchKind::ProductsGlu && has_q8_mat_vec(t.src[0]->dtype))
       p.glu_q8_bytes = std::max(p.glu_q8_bytes, glu_q8_bytes(*w.nodes[i + 2]));
     if (l.kind == LaunchKind::ExpertsGlu) p.glu_q8_bytes = std::max(p.glu_q8_bytes,
         expert_glu_q8_bytes(*w.nodes[i + 2]));
@@ -254,7 +256,7 @@ std::string LaunchPlan::label(const Launch& l) const {
   if (l.quantize_out) key += " +q8";
   if (l.kind == LaunchKind::Products && !l.jobs.empty()) key += " +rope/set_rows";
   if (l.kind == LaunchKind::ProductsGlu)
-    key += " +" + std::string(op_name(nodes[l.first + 2]->op)) + (mul_mat_quantizes_x(t) ? " +q8" : "");
+    key += " +" + std::string(op_name(nodes[l.first + 2]->op)) + (has_q8_mat_vec(t.src[0]->dtype) ? " +q8" : "");
   if (l.kind == LaunchKind::Route) key = "top_k+moe_weights" + rows;
   if (l.kind == LaunchKind::ExpertsGlu) key = "2 x " + profile_key(t) + " +" + op_name(nodes[l.first + 2]->op) + " +q8";
   if (l.kind == LaunchKind::ExpertsDownSum) key = profile_key(t) + " +moe_sum";

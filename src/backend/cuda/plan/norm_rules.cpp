@@ -26,8 +26,8 @@ bool can_fuse_norm_add_norm(const Tensor& norm0, const Tensor& mul0, const Tenso
          mul0.n_rows() == add.n_rows() && norm0.src[0] != &add;
 }
 
-bool can_quantize_for(const Tensor& out, const Tensor& product) {
-  return mul_mat_quantizes_x(product) && product.src[1] == &out && out.dtype == DType::F32 && out.nb[0] == 4 &&
+bool can_quantize_for(const Tensor& out, const Tensor& product, const CudaOptions& o) {
+  return mul_mat_quantizes_x(product, o) && product.src[1] == &out && out.dtype == DType::F32 && out.nb[0] == 4 &&
          out.ne[0] % 32 == 0 &&
          (out.op == Op::Mul || out.op == Op::RmsNorm || out.op == Op::SiluMul || out.op == Op::GeluMul ||
           (out.op == Op::Attention && out.src[0] && out.src[0]->ne[0] % 32 == 0));  // a head's dims: whole blocks

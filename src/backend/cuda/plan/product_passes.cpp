@@ -56,7 +56,7 @@ void plan_deferred_norms(PlanState& p, const Readers& readers, const CudaOptions
     const Tensor& mul = *p.nodes[i + 3];
     // The 8-bit kernels' deferred norm replaces the norm's 8-bit blocks;
     // the float kernel's writes mul's result.
-    const bool q8 = mul_mat_quantizes_x(prod);
+    const bool q8 = mul_mat_quantizes_x(prod, o);
     if ((q8 && !p.at[i + 1].quantize_out) || readers[size_t(prod.id)] != 1 ||
         !can_defer_norm(prod, *p.nodes[i + 1], *p.nodes[i + 2], mul))
       continue;

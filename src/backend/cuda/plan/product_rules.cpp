@@ -12,9 +12,19 @@ namespace weir::cuda {
 
 // ---- Which kernel ----
 
-bool uses_vec(const Tensor& dst) { return dst.n_rows() <= kMaxVecTokens; }
+bool uses_vec(const Tensor& dst, const CudaOptions& o) {
+  const int64_t T = dst.n_rows();
+  if (T > kMaxVecTokens) return false;
+  // Measured on an H200 (8B Q4_K_M, docs/perf-log.md 2026-11-29): at 8
+  // tokens the 8-bit decode kernels read the FFN's gate/up weights at 537
+  // GB/s, the 16-token MMA tiles at 1,389 (a step 4.1x -> 2.4x a 1-token
+  // step); at 4 a step on the decode kernels (fused launches) cost no more
+  // than one of 5 tokens on the tiles.
+  return T < std::max(o.mma_min_tokens, kMinMmaTokens) || !dst.src[0] || T > tile_max_tokens(o) ||
+         !mma_tile_fits(dst, o);
+}
 bool uses_tile(const Tensor& dst, const CudaOptions& o) {
-  return !uses_vec(dst) && dst.n_rows() <= tile_max_tokens(o) && has_tile_mul_mat(dst.src[0]->dtype);
+  return !uses_vec(dst, o) && dst.n_rows() <= tile_max_tokens(o) && has_tile_mul_mat(dst.src[0]->dtype);
 }
 
 bool has_q8_mat_vec(DType w) {
@@ -52,18 +62,25 @@ int q8_max_group() { return kMaxMats; }
 int tile_max_group() { return kMaxMats; }
 int mul_mat_max_group() { return std::min(q8_max_group(), tile_max_group()); }
 
-bool mul_mat_quantizes_x(const Tensor& dst) {
-  return dst.src[0] && dst.src[1] && uses_vec(dst) && has_q8_mat_vec(dst.src[0]->dtype);
+bool mul_mat_quantizes_x(const Tensor& dst, const CudaOptions& o) {
+  return dst.src[0] && dst.src[1] && uses_vec(dst, o) && has_q8_mat_vec(dst.src[0]->dtype);
 }
 
+namespace {
+// mul_mat_quantizes_x for the fused launches' products (always_vec).
+bool small_quantizes_x(const Tensor& dst) {
+  return dst.src[0] && dst.src[1] && always_vec(dst) && has_q8_mat_vec(dst.src[0]->dtype);
+}
+}  // namespace
+
 bool can_group_mul_mat(const Tensor& a, const Tensor& b, const CudaOptions& o) {
-  const bool q8 = mul_mat_quantizes_x(a) && mul_mat_quantizes_x(b);
+  const bool q8 = mul_mat_quantizes_x(a, o) && mul_mat_quantizes_x(b, o);
   // CudaOptions::tile_group off: tile products one launch each (for comparisons).
   const bool tile =
       o.tile_group && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_tile(a, o) && uses_tile(b, o);
   // The float decode kernel (F16, BF16, F32, the other types) groups too
   // (CudaOptions::float_group off: one launch each).
-  const bool vec = o.float_group && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_vec(a) && uses_vec(b) &&
+  const bool vec = o.float_group && a.src[0] && a.src[1] && b.src[0] && b.src[1] && uses_vec(a, o) && uses_vec(b, o) &&
                    !has_q8_mat_vec(a.src[0]->dtype) && !has_q8_mat_vec(b.src[0]->dtype);
   return (q8 || tile || vec) && a.src[1] == b.src[1] && a.src[0]->dtype == b.src[0]->dtype &&
          a.src[0]->ne[0] == b.src[0]->ne[0] && a.n_rows() == b.n_rows();
@@ -96,7 +113,7 @@ size_t slice_rows(const Tensor& dst) {
 
 size_t mul_mat_scratch_bytes(const Tensor& dst, const CudaOptions& o) {
   if (!dst.src[0]) return 0;
-  if (uses_vec(dst)) return has_q8_mat_vec(dst.src[0]->dtype) ? q8_act_bytes(dst.src[0]->ne[0], dst.n_rows()) : 0;
+  if (uses_vec(dst, o)) return has_q8_mat_vec(dst.src[0]->dtype) ? q8_act_bytes(dst.src[0]->ne[0], dst.n_rows()) : 0;
   const DType wt = dst.src[0]->dtype;
   const size_t K = size_t(dst.src[0]->ne[0]), T = size_t(dst.n_rows());
   if (wt == DType::F32) return 0;
@@ -134,7 +151,7 @@ const Tensor* rms_norm_of(const Tensor& x) {
 
 bool vec_can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm, const Tensor& mul) {
   const Tensor* W = product.src[0];
-  if (product.op != Op::MulMat || !W || !product.src[1] || !uses_vec(product) || has_q8_mat_vec(W->dtype) ||
+  if (product.op != Op::MulMat || !W || !product.src[1] || !always_vec(product) || has_q8_mat_vec(W->dtype) ||
       !has_vec_ends(W->dtype))
     return false;
   const int64_t T = product.n_rows();
@@ -151,16 +168,16 @@ bool can_defer_norm(const Tensor& product, const Tensor& add, const Tensor& norm
 
 bool mul_mat_takes_deferred_norm(const Tensor& producer, const Tensor& taker) {
   const Tensor* W = taker.src[0];
-  if (taker.op != Op::MulMat || !W || !taker.src[1] || !uses_vec(taker) || taker.n_rows() != producer.n_rows())
+  if (taker.op != Op::MulMat || !W || !taker.src[1] || !always_vec(taker) || taker.n_rows() != producer.n_rows())
     return false;
-  if (mul_mat_quantizes_x(producer)) return mul_mat_quantizes_x(taker);
+  if (small_quantizes_x(producer)) return small_quantizes_x(taker);
   return !has_q8_mat_vec(W->dtype) && has_vec_ends(W->dtype) && W->ne[0] % 8 == 0;
 }
 
 size_t deferred_norm_bytes(const Tensor& product) {
   // The float kernel's: a block's partial sums, at least two rows a block.
   const size_t T = size_t(product.n_rows());
-  return mul_mat_quantizes_x(product) ? deferred_norm_q8_bytes(product.ne[0], product.n_rows())
+  return small_quantizes_x(product) ? deferred_norm_q8_bytes(product.ne[0], product.n_rows())
                                       : T * (size_t((product.ne[0] + 1) / 2 + 3) / 4 * 4) * sizeof(float);
 }
 
@@ -175,7 +192,7 @@ bool can_run_row_jobs(const Tensor* const* dsts, int n, const RopeStoreNode* job
     const int64_t N = d.ne[0], T = d.n_rows();
     // Two rows a warp (a rope's pair): the kernels for up to 4 tokens (both
     // kernels take two rows a warp there).
-    if (d.op != Op::MulMat || !d.src[0] || d.src[0]->dtype != wt || !uses_vec(d) || T < 1 ||
+    if (d.op != Op::MulMat || !d.src[0] || d.src[0]->dtype != wt || !always_vec(d) || T < 1 ||
         rows_per_warp(int(T)) != 2 || N % 2 || !d.is_contiguous())
       return false;
     if (!has_q8_mat_vec(wt) && !has_vec_ends(wt)) return false;
@@ -226,7 +243,7 @@ bool can_fuse_vec_glu(const Tensor& a, const Tensor& b, const Tensor& glu) {
   if (gate->op != Op::MulMat || up->op != Op::MulMat || !W || !Wu || !gate->src[1] || gate->src[1] != up->src[1])
     return false;
   const int64_t T = gate->n_rows(), N = gate->ne[0];
-  return uses_vec(*gate) && rows_per_warp(int(T)) == 2 && !has_q8_mat_vec(W->dtype) && Wu->dtype == W->dtype &&
+  return always_vec(*gate) && rows_per_warp(int(T)) == 2 && !has_q8_mat_vec(W->dtype) && Wu->dtype == W->dtype &&
          W->ne[0] == Wu->ne[0] && W->ne[1] == N && Wu->ne[1] == N && up->n_rows() == T && up->ne[0] == N &&
          glu.dtype == DType::F32 && glu.nb[0] == 4 && glu.ne[0] == N && glu.n_rows() == T && glu.is_contiguous();
 }

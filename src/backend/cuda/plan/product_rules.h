@@ -14,8 +14,17 @@ namespace weir::cuda {
 
 // ---- Which kernel ----
 // The decode kernels take dst (at most kMaxVecTokens tokens): the 8-bit
-// ones where W's type has them (has_q8_mat_vec), else the float one.
-bool uses_vec(const Tensor& dst);
+// ones where W's type has them (has_q8_mat_vec), else the float one. From
+// CudaOptions::mma_min_tokens tokens on, the MMA tile kernel's products
+// (mma_tile_fits) go to it instead: its 16-token tiles read the weights
+// once where the decode kernels' cost grows with T.
+bool uses_vec(const Tensor& dst, const CudaOptions& o);
+// Products of at most kMaxTwoRowTokens tokens run on the decode kernels
+// whatever the options (mma_min_tokens is above): the fused launches (a
+// GLU, a deferred norm, row jobs) that need the two-row warp ask this.
+inline bool always_vec(const Tensor& dst) { return dst.n_rows() <= kMaxTwoRowTokens; }
+// The smallest CudaOptions::mma_min_tokens taken (smaller: this).
+inline constexpr int kMinMmaTokens = int(kMaxTwoRowTokens) + 1;
 // The tile kernels take dst (more tokens, up to tile_max_tokens(), of a
 // type they have).
 bool uses_tile(const Tensor& dst, const CudaOptions& o);
