@@ -25,6 +25,7 @@
 #include "engine/openai/request.h"
 #include "engine/session.h"
 #include "engine/runtime.h"
+#include "engine/spec_setup.h"
 #include "text/chat_template.h"
 
 namespace nb = nanobind;
@@ -52,11 +53,25 @@ struct ModelOptions {
   // longest n-gram looked up (0: off) and the most guesses a step checks.
   int spec_ngram_max = 0;
   int spec_draft_max = 10;
+  // A draft model (draft_model="path.gguf", weir's addition): its file
+  // ("" : none) and its layers on the GPU (-2: as n_gpu_layers; -1: all).
+  std::string spec_draft_path;
+  int spec_draft_gpu_layers = -2;
 };
 
 // The batcher's speculative decoding from draft_model's values (checked).
 SpecOptions spec_options_from(const ModelOptions& o) {
   SpecOptions s;
+  if (!o.spec_draft_path.empty()) {
+    if (o.spec_ngram_max != 0) throw UsageError("draft_model: either prompt lookup or a draft model's path, not both");
+    if (o.spec_draft_gpu_layers < -2)
+      throw UsageError("draft_gpu_layers: expected -1 (all), 0 or more, got " + std::to_string(o.spec_draft_gpu_layers));
+    s.mode = SpecMode::Draft;
+    s.draft_path = o.spec_draft_path;
+    s.draft_gpu_layers = o.spec_draft_gpu_layers == -1 ? 1 << 20 : o.spec_draft_gpu_layers;  // (-2 -> -1: as the target's)
+    s.length.draft_max = std::clamp(o.spec_draft_max, 1, DraftLength::kMaxDraft);
+    return s;
+  }
   if (o.spec_ngram_max == 0) return s;
   if (o.spec_ngram_max < 1 || o.spec_ngram_max > 64)
     throw UsageError("max_ngram_size: expected 1 to 64, got " + std::to_string(o.spec_ngram_max));
@@ -99,7 +114,7 @@ RuntimeSpec spec_from(const std::string& path, const ModelOptions& o) {
   s.load.readers = default_load_threads();
   s.load.buffer_bytes = size_t(4) << 20;
   // Speculation's steps come in more shapes (its guesses: engine/guess_allocation.h's ladder).
-  if (o.spec_ngram_max > 0) s.max_graphs = std::max(s.max_graphs, 32);
+  if (o.spec_ngram_max > 0 || !o.spec_draft_path.empty()) s.max_graphs = std::max(s.max_graphs, 32);
   return s;
 }
 
@@ -123,6 +138,10 @@ class PyModel {
     eo.max_sequences = o.n_parallel;
     eo.step_tokens = size_t(rt_.session->n_batch());  // step_tokens(spec), or a BERT encoder's context
     eo.spec = speculation;
+    if (speculation.mode == SpecMode::Draft) {  // checked against the target (weir::Error: ValueError naming the difference)
+      draft_ = make_batch_draft(speculation, spec, m, rt_.session->n_ctx(), rt_.session->n_batch(), spec.max_graphs);
+      eo.draft = draft_->session.get();
+    }
     engine_ = std::make_unique<Batcher>(*rt_.session, m.tokenizer(), eo);
     engine_->start();
     n_ctx_ = o.n_ctx;
@@ -154,6 +173,7 @@ class PyModel {
     if (engine_) engine_->stop();
     for (const auto& a : live) a->detach();
     engine_.reset();
+    draft_.reset();
     chat_.reset();
     rt_ = Runtime();  // the session, the backends (loaded weights first), the model
   }
@@ -249,6 +269,7 @@ class PyModel {
  private:
   Runtime rt_;
   std::unique_ptr<ChatTemplate> chat_;
+  std::unique_ptr<Runtime> draft_;  // draft_model="path": the draft's runtime (outlives engine_, which uses its session)
   std::unique_ptr<Batcher> engine_;
   mutable std::shared_mutex life_;  // shared by each call, taken whole by close()
   bool closed_ = false;
@@ -297,7 +318,9 @@ NB_MODULE(_weir, m) {
       .def_rw("tensor_split", &ModelOptions::tensor_split, "a layer split's shares per GPU")
       .def_rw("numa", &ModelOptions::numa, "off, distribute or isolate")
       .def_rw("spec_ngram_max", &ModelOptions::spec_ngram_max, "prompt lookup: the longest n-gram looked up (0: no speculation)")
-      .def_rw("spec_draft_max", &ModelOptions::spec_draft_max, "prompt lookup: the most guesses a step checks");
+      .def_rw("spec_draft_max", &ModelOptions::spec_draft_max, "the most guesses a step checks (prompt lookup or a draft model)")
+      .def_rw("spec_draft_path", &ModelOptions::spec_draft_path, "a draft model's file (\"\": none)")
+      .def_rw("spec_draft_gpu_layers", &ModelOptions::spec_draft_gpu_layers, "the draft's layers on the GPU (-2: as n_gpu_layers, -1: all)");
 
   nb::class_<openai::Answer>(m, "Answer", "A request running on the engine")
       .def("wait_done", [](openai::Answer& a, double timeout) {

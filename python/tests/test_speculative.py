@@ -2,7 +2,9 @@
 270M: prompt lookup speculation must give the text the same Llama gives
 without it (greedy; and sampled with a seed, since each checked row draws
 what plain decoding draws there), while guesses are made and kept (else the
-comparison shows nothing); other draft models are refused by type."""
+comparison shows nothing); a draft model's path (weir's addition: the
+model as its own draft) gives the same text too; other draft models are
+refused by type."""
 
 import pytest
 
@@ -64,6 +66,29 @@ def test_other_draft_models_are_refused(model_path):
     class LlamaDraftModel:  # llama-cpp-python's base class of draft models, by name
         pass
 
-    for bad in (LlamaDraftModel(), "draft.gguf", 3):
+    for bad in (LlamaDraftModel(), 3):
         with pytest.raises(TypeError, match="draft_model"):
             weir.Llama(model_path, n_ctx=256, n_threads=THREADS, draft_model=bad)
+    with pytest.raises(ValueError, match="draft_model: no file"):
+        weir.Llama(model_path, n_ctx=256, n_threads=THREADS, draft_model="no-such-draft.gguf")
+    with pytest.raises(ValueError, match="draft_gpu_layers"):
+        weir.Llama(model_path, n_ctx=256, n_threads=THREADS, draft_gpu_layers=0)
+
+
+def test_a_draft_models_path_gives_the_plain_text(llm, model_path):
+    # The model as its own draft: its guesses are (nearly) always kept.
+    spec = weir.Llama(model_path, n_ctx=2048, n_threads=THREADS, n_parallel=2, draft_model=model_path,
+                      draft_gpu_layers=0)
+    try:
+        plain = llm(PROMPT, max_tokens=40, temperature=0)
+        out = spec(PROMPT, max_tokens=40, temperature=0)
+        assert out["choices"][0]["text"] == plain["choices"][0]["text"]
+        assert out["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]  # (cached_tokens: llm's prefix cache)
+        for seed in (2001, 2002):
+            plain = llm(PROMPT, max_tokens=32, temperature=0.7, seed=seed)
+            out = spec(PROMPT, max_tokens=32, temperature=0.7, seed=seed)
+            assert out["choices"][0]["text"] == plain["choices"][0]["text"], seed
+        drafted, accepted = spec._model.spec_guesses
+        assert drafted > 0 and accepted > 0, (drafted, accepted)
+    finally:
+        spec.close()

@@ -119,8 +119,14 @@ class Llama:
     draft_model: speculative decoding, as llama-cpp-python takes it:
         LlamaPromptLookupDecoding(max_ngram_size, num_pred_tokens) (weir's,
         or llama_cpp.llama_speculative's) guesses from the text so far; the
-        output stays what it is without (docs/speculative.md). A draft model
-        of its own is not supported yet (TypeError).
+        output stays what it is without (docs/speculative.md). Or, weir's
+        addition, a draft model's GGUF path (str or os.PathLike): a smaller
+        model of the same vocabulary guesses greedily for every request
+        together (llama-cpp-python takes a LlamaDraftModel object instead,
+        which weir refuses: TypeError). A draft of another vocabulary, or
+        larger than the model, raises weir.WeirError naming the difference.
+    draft_gpu_layers: the draft model's layers on the GPU (-1: all; None:
+        as n_gpu_layers).
 
     These are the weir command's flags under llama-cpp-python's names
     (-ngl, -t, -tb, -b, -ub, -c, -ctk, --no-mmap, -mg, -sm, -ts, --numa,
@@ -151,6 +157,7 @@ class Llama:
         flash_attn: Optional[bool] = None,
         verbose: bool = False,
         draft_model: Any = None,
+        draft_gpu_layers: Optional[int] = None,
     ) -> None:
         self._model: Optional[_weir.Model] = None
         model_path = os.fspath(model_path)
@@ -206,15 +213,25 @@ class Llama:
         o.tensor_split = shares
         o.numa = numas[numa]
         o.op_offload = op_offload is None or bool(op_offload)
-        if draft_model is not None:
+        if isinstance(draft_model, (str, os.PathLike)):  # a draft model's file (weir's addition)
+            draft_path = os.fspath(draft_model)
+            if not os.path.isfile(draft_path):
+                raise ValueError(f"draft_model: no file {draft_path}")
+            o.spec_draft_path = draft_path
+            o.spec_draft_max = 16  # (weir serve's --draft-max; the adaptive rule picks fewer where they do not pay)
+        elif draft_model is not None:
             # weir's LlamaPromptLookupDecoding, or llama-cpp-python's of the same name and fields.
             if (type(draft_model).__name__ != "LlamaPromptLookupDecoding"
                     or not hasattr(draft_model, "max_ngram_size") or not hasattr(draft_model, "num_pred_tokens")):
-                raise TypeError(f"draft_model: expected weir.LlamaPromptLookupDecoding (prompt lookup); a draft model "
-                                f"of its own is not supported yet, got {type(draft_model).__name__}")
+                raise TypeError(f"draft_model: expected weir.LlamaPromptLookupDecoding (prompt lookup) or a draft model's "
+                                f"GGUF path, got {type(draft_model).__name__}")
             lookup = LlamaPromptLookupDecoding(draft_model.max_ngram_size, draft_model.num_pred_tokens)
             o.spec_ngram_max = lookup.max_ngram_size
             o.spec_draft_max = lookup.num_pred_tokens
+        if draft_gpu_layers is not None:
+            if not isinstance(draft_model, (str, os.PathLike)):
+                raise ValueError("draft_gpu_layers: there is no draft model (draft_model=\"path.gguf\")")
+            o.spec_draft_gpu_layers = int(draft_gpu_layers)
         self.model_path = model_path
         self._model = _weir.Model(model_path, o)
         self._seeds = random.Random(seed)

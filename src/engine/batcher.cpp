@@ -92,6 +92,7 @@ struct Batcher::Active {
   DraftLength acceptance;
   std::vector<int32_t> unchecked;
   int matched = 0;
+  int plain_steps = 0;  // decode steps since it last checked guesses (a draft's probes)
   // How often each run of ngram.min_n tokens occurs in its prompt and
   // output (the first `indexed` of them counted): a lookup can find nothing
   // unless the last such run occurred before, and most steps of most
@@ -112,15 +113,26 @@ uint64_t gram_key(const std::vector<int32_t>& t, size_t end, int n) {
   return h;
 }
 
+// The most guesses a request may check next: a step of k guesses generates
+// up to k + 1 tokens, no more than max_tokens allows, and none past the
+// context (plain decoding ends once its sequence holds n_ctx - 2 tokens).
+int64_t guess_cap(const Job& job, int64_t generated, size_t held, int64_t n_ctx, int draft_max) {
+  int64_t cap = draft_max;
+  if (job.max_tokens > 0) cap = std::min<int64_t>(cap, job.max_tokens - generated - 1);
+  return std::min<int64_t>(cap, n_ctx - int64_t(held) - 2);
+}
+
 }  // namespace
 
 Batcher::Batcher(Session& s, const Tokenizer& tok, BatcherOptions o)
     : s_(s), tok_(tok), o_(o), grammars_(tok, s.n_vocab()), grammar_workers_(o.grammar_threads) {
   if (o_.max_sequences < 1) throw Error("server: --parallel must be at least 1");
-  if (o_.spec.mode == SpecMode::Draft)
-    throw UsageError("a draft model (-md) is not supported by weir serve / the Python package yet; use --spec ngram");
   DraftLength check(o_.spec.length);  // (throws naming --draft-min / --draft-max when out of range)
   if (o_.spec.mode == SpecMode::Ngram) proposer_ = std::make_unique<NgramProposer>(o_.spec.ngram);
+  if (o_.spec.mode == SpecMode::Draft) {
+    if (!o_.draft) throw Error("the batcher's draft model mode needs the draft's session (BatcherOptions::draft)");
+    draft_ = std::make_unique<DraftBatch>(*o_.draft, s.n_vocab());
+  }
   o_.kept_prefixes = std::max(0, o_.kept_prefixes);
   for (int q = o_.max_sequences + o_.kept_prefixes - 1; q >= 0; --q) free_seqs_.push_back(q);
 }
@@ -218,6 +230,7 @@ void Batcher::finish(Active& a, const std::string& reason) {
 
 void Batcher::release(Active& a, bool keep) {
   if (a.seq < 0) return;
+  if (draft_) draft_->release(a.seq);  // (kept prefixes have no draft cells: the draft shares nothing)
   if (keep && o_.reuse_prefixes && o_.kept_prefixes > 0 && !a.in_cache.empty()) {
     // A kept prefix that this one begins with says nothing more: let it go.
     for (size_t k = kept_.size(); k-- > 0;)
@@ -416,6 +429,10 @@ void Batcher::update_gauges() {
   stats_.graphs_built = s_.graphs_built();
   stats_.graph_build_seconds = s_.graph_build_seconds();
   stats_.step_host_seconds = s_.host_seconds();
+  if (draft_) {
+    stats_.draft_steps = uint64_t(draft_->steps());
+    stats_.draft_seconds = draft_->seconds();
+  }
   running_.clear();
   for (const auto& a : active_)
     running_.push_back({a->id, a->seq, a->job.prompt.size(), std::min(a->prompt_done, a->job.prompt.size()), a->generated,
@@ -488,6 +505,7 @@ void Batcher::loop() {
 
 void Batcher::propose_guesses() {
   for (auto& a : active_) a->guesses.clear();
+  if (draft_) return propose_draft_guesses();
   if (!proposer_) return;
   // The step without guesses: every decode token and the prompt chunks that
   // fit; the guesses get what they leave of the budget.
@@ -506,12 +524,7 @@ void Batcher::propose_guesses() {
   for (auto& p : active_) {
     Active& a = *p;
     if (!a.decoding || a.grammar) continue;
-    // A step of k guesses generates up to k + 1 tokens: no more than
-    // max_tokens allows, and none past the context (plain decoding ends
-    // once its sequence holds n_ctx - 2 tokens).
-    int64_t cap = o_.spec.length.draft_max;
-    if (a.job.max_tokens > 0) cap = std::min<int64_t>(cap, a.job.max_tokens - a.generated - 1);
-    cap = std::min<int64_t>(cap, s_.n_ctx() - int64_t(a.in_cache.size()) - 2);
+    const int64_t cap = guess_cap(a.job, a.generated, a.in_cache.size(), s_.n_ctx(), o_.spec.length.draft_max);
     if (cap <= 0) continue;
     a.in_cache.push_back(a.last);  // the prompt and what was generated, in order
     const std::vector<int32_t>& text = a.in_cache;
@@ -530,6 +543,64 @@ void Batcher::propose_guesses() {
     Active& a = *who[r];
     if (k[r] == 0 && a.unchecked.empty()) a.unchecked = a.guesses, a.matched = 0;  // scored for free
     a.guesses.resize(size_t(k[r]));
+  }
+}
+
+void Batcher::propose_draft_guesses() {
+  // The step without guesses, as propose_guesses has it.
+  size_t decoding = 0, prompt_left = 0;
+  for (const auto& a : active_) {
+    if (a->decoding) ++decoding;
+    else prompt_left += a->prefill.size() - a->prompt_done;
+  }
+  GuessStep step;
+  step.tokens = std::min(o_.step_tokens, decoding + prompt_left);
+  step.yield = double(decoding);
+  step.room = o_.step_tokens - step.tokens;
+  step.draft_min = o_.spec.length.draft_min;
+  step.draft_step_seconds = draft_step_seconds_;
+  // Every guess the draft could make, by each request's acceptance; the
+  // draft runs only for those the rule gives some, as deep as the most.
+  std::vector<GuessCandidate> candidates;
+  std::vector<Active*> who;
+  for (auto& p : active_) {
+    Active& a = *p;
+    if (!a.decoding || a.grammar) continue;
+    const int64_t cap = guess_cap(a.job, a.generated, a.in_cache.size(), s_.n_ctx(), o_.spec.length.draft_max);
+    if (cap <= 0) continue;
+    candidates.push_back({a.acceptance.acceptance(), int(cap)});
+    who.push_back(&a);
+  }
+  std::vector<int> k = allocate_guesses(candidates, step, prompt_left > 0 ? prompt_times_ : decode_times_);
+  size_t room = step.room;  // what the guesses leave of the step (a probe needs room too)
+  for (int n : k) room -= size_t(n);
+  std::vector<DraftBatch::Request> asks;
+  std::vector<Active*> asking;
+  for (size_t r = 0; r < who.size(); ++r) {
+    Active& a = *who[r];
+    if (k[r] == 0 && a.plain_steps >= kDraftProbeEvery && room >= size_t(kDraftProbeGuesses)) {
+      k[r] = std::min(kDraftProbeGuesses, candidates[r].available);
+      room -= size_t(k[r]);
+    }
+    if (k[r] == 0) continue;
+    a.in_cache.push_back(a.last);  // the prompt and what was generated, in order (taken off below)
+    asks.push_back({a.seq, a.in_cache, k[r]});
+    asking.push_back(&a);
+  }
+  if (asks.empty()) return;
+  const int64_t steps_before = draft_->guess_steps();
+  const double seconds_before = draft_->guess_seconds();
+  std::vector<std::vector<int32_t>> guesses = draft_->propose(asks);
+  for (size_t i = 0; i < asking.size(); ++i) {
+    asking[i]->in_cache.pop_back();
+    asking[i]->guesses = std::move(guesses[i]);
+  }
+  // A draft step's time a guess deep, a decayed mean (weight 0.9 for the
+  // past, as StepTimes); a new prompt's draft step is not one of them.
+  const int64_t steps = draft_->guess_steps() - steps_before;
+  if (steps > 0) {
+    const double per_step = (draft_->guess_seconds() - seconds_before) / double(steps);
+    draft_step_seconds_ = draft_step_seconds_ > 0 ? 0.9 * draft_step_seconds_ + 0.1 * per_step : per_step;
   }
 }
 
@@ -652,9 +723,11 @@ bool Batcher::step() {
     }
     Active& a = *active_[o];
     DraftVerdict v{0, ids[k]};
+    if (rows == 1 && p.decoded[o]) ++a.plain_steps;
     if (rows > 1) {
       v = verify_greedy(a.guesses, std::span<const int32_t>(ids).subspan(k, rows));
       a.acceptance.observe(int(rows - 1), v.accepted);
+      a.plain_steps = 0;
       drafted += rows - 1;
       accepted += uint64_t(v.accepted);
       a.in_cache.insert(a.in_cache.end(), a.guesses.begin(), a.guesses.begin() + v.accepted);

@@ -17,8 +17,8 @@
 // freed and it is queued again to recompute what it had (its output goes
 // on where it stopped).
 //
-// Speculative decoding (BatcherOptions::spec, mode Ngram; issue 48): a
-// decoding request may put guesses of its next tokens after its decode
+// Speculative decoding (BatcherOptions::spec, mode Ngram or Draft; issue
+// 48): a decoding request may put guesses of its next tokens after its decode
 // token, [last, g1 .. gk], each with an out row, beside the other requests'
 // decode tokens and prompt chunks in the same step. Every row is sampled as
 // plain decoding samples it, row i with the draw plain decoding would take
@@ -32,7 +32,9 @@
 // tokens go out one by one through the path every token takes (stop
 // strings, end of generation, max_tokens), so a request may end among
 // them. How many guesses each request checks: engine/guess_allocation.h,
-// with this loop's measured step times (engine/step_times.h). Requests
+// with this loop's measured step times (engine/step_times.h) and, with a
+// draft model (engine/draft_batch.h: one draft step a guess deep for all
+// requests together), the draft's measured time a step. Requests
 // under a grammar decode plainly (no guesses); those sampled on the host
 // (penalties, log-probabilities, logit_bias) speculate, each row sampled
 // with the counts of the guesses before it.
@@ -52,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/draft_batch.h"
 #include "engine/draft_length.h"
 #include "engine/grammar/grammar.h"
 #include "engine/ngram_proposer.h"
@@ -141,8 +144,13 @@ struct BatcherOptions {
   bool reuse_prefixes = true;   // false: every prompt computed whole (no prefix cache at all)
   int grammar_threads = 0;      // threads that compute a step's grammar masks (0: the host's, up to 16)
   // Speculative decoding (mode Ngram: prompt lookup, each request's guesses
-  // from its own prompt and output; Draft is refused for now).
+  // from its own prompt and output; mode Draft: a draft model's, on `draft`).
   SpecOptions spec;
+  // Mode Draft: a session of the draft model (the front end loads it:
+  // engine/spec_setup.h's make_batch_draft), its cells one pool; the
+  // batcher uses its own sequence ids there and frees each with its
+  // request. Not owned; it must outlive the Batcher.
+  Session* draft = nullptr;
   // Called after each step (engine thread): a line of what it held and how
   // long it took, for weir serve --log-steps.
   std::function<void(const std::string& csv_line)> step_log;
@@ -203,6 +211,9 @@ class Batcher {
     double graph_build_seconds = 0, step_host_seconds = 0;
     // Speculative decoding: guesses checked, and of them kept (generated_tokens counts the kept ones too).
     uint64_t guesses_drafted = 0, guesses_accepted = 0;
+    // With a draft model: its forward steps and their seconds (beside step_seconds, not in it).
+    uint64_t draft_steps = 0;
+    double draft_seconds = 0;
   };
   Stats stats() const;
 
@@ -245,6 +256,9 @@ class Batcher {
   // Speculative decoding: each decoding request's guesses for the next step
   // (Active::guesses), by the rule of engine/guess_allocation.h.
   void propose_guesses();
+  // Mode Draft: the rule first (every guess the draft could make, at its
+  // measured cost), then the draft only for the requests it gives guesses.
+  void propose_draft_guesses();
   void release(Active& a, bool keep);  // its sequence back (kept for reuse when keep)
   void update_gauges();                // under m_
   void run_works(std::deque<SessionWork>& works);  // engine thread, not under m_
@@ -274,6 +288,13 @@ class Batcher {
   std::thread thread_;
   Stats stats_;
   std::unique_ptr<NgramProposer> proposer_;  // with spec mode Ngram
+  std::unique_ptr<DraftBatch> draft_;        // with spec mode Draft
+  double draft_step_seconds_ = 0;            // a draft step's decayed mean seconds (0: none timed yet)
+  // Every so many plain steps a request the rule gives no draft guesses is
+  // given a few, so that its acceptance follows its text (as weir run's
+  // rule tries 2 every 32: a draft's guesses cost time, so unlike n-gram
+  // lookup's they are not made to be scored unchecked).
+  static constexpr int kDraftProbeEvery = 32, kDraftProbeGuesses = 2;
   // t(T) of this loop's steps, less the graphs they built: of decode
   // tokens (and guesses) alone, and of steps with prompt chunks, which
   // cost differently at one size (few sequences, long runs of tokens).

@@ -21,6 +21,11 @@
 // steps took every size would spend its time building graphs. So the rule
 // weighs only the prefixes that end the step on the ladder.
 //
+// A proposer that costs time (a draft model, engine/draft_batch.h) adds
+// its own: it runs one step for all the step's requests for each guess the
+// deepest of them takes, so a step whose most guessed request has d
+// guesses costs t(T + n) + d * draft_step_seconds.
+//
 // draft_min > 0 gives each request min(draft_min, its guesses) first,
 // whatever they cost (room permitting). While nothing is timed the rule
 // gives only those.
@@ -43,6 +48,7 @@ struct GuessStep {
   double yield = 0;   // tokens it generates without guesses
   size_t room = 0;    // guesses it may take in all (its token budget left)
   int draft_min = 0;
+  double draft_step_seconds = 0;  // the proposer's time a guess deep (0: free, as n-gram lookup)
 };
 
 // Whether a step of T tokens is one of the sizes guesses may make: any up

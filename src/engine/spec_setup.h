@@ -28,4 +28,15 @@ inline SpecSetup make_spec(const SpecOptions& o, const RuntimeSpec& target_spec,
   return make_spec(o, target_spec, *target.model, target.session ? target.session->n_ctx() : target_spec.n_ctx);
 }
 
+// The draft model of a continuous batcher (weir serve -md, the Python
+// package's draft_model="path"; engine/draft_batch.h): a runtime of the
+// draft's file built as make_spec builds it (-ngld layers on the GPU, the
+// target's context and cache type), whose session takes max_graphs step
+// shapes (a server's draft steps come in many) and steps of n_batch tokens;
+// its cells are one pool shared by every batcher sequence. Checked against
+// the target first (check_draft_model: weir::Error naming the difference);
+// UsageError under mpirun or when o.mode is not Draft.
+std::unique_ptr<Runtime> make_batch_draft(const SpecOptions& o, const RuntimeSpec& target_spec, const Model& target,
+                                          int64_t n_ctx, int64_t n_batch, int max_graphs);
+
 }  // namespace weir

@@ -444,7 +444,7 @@ struct HttpServer::Impl {
     line("weir_running", "gauge", "requests being generated", double(s.running));
     line("weir_prompt_tokens_reused_total", "counter", "prompt tokens taken from the prefix cache", double(s.reused_tokens));
     line("weir_set_back_total", "counter", "requests set back to the queue for want of KV cells", double(s.set_back));
-    line("weir_spec_guesses_drafted_total", "counter", "speculative guesses checked (--spec ngram)", double(s.guesses_drafted));
+    line("weir_spec_guesses_drafted_total", "counter", "speculative guesses checked (--spec ngram, -md)", double(s.guesses_drafted));
     line("weir_spec_guesses_accepted_total", "counter", "speculative guesses kept (counted in weir_generated_tokens_total too)", double(s.guesses_accepted));
     line("weir_kv_cells_used", "gauge", "KV cache cells in use (kept prefixes included)", double(s.kv_cells_used));
     line("weir_kept_prefixes", "gauge", "finished requests whose cells are kept for reuse", double(s.kept_prefixes));

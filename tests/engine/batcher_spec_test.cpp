@@ -290,20 +290,6 @@ TEST(BatcherSpec, EndingAmongAcceptedGuessesEmitsWhatPlainDecodingDoes) {
   // so it is not tried here.)
 }
 
-TEST(BatcherSpec, ADraftModelIsRefusedClearly) {
-  Tiny t;
-  Session s(*t.model, t.cpu, {});
-  BatcherOptions eo;
-  eo.spec.mode = SpecMode::Draft;
-  eo.spec.draft_path = "draft.gguf";
-  try {
-    Batcher b(s, t.model->tokenizer(), eo);
-    ADD_FAILURE() << "a draft model was taken";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--spec ngram"), std::string::npos) << e.what();
-  }
-}
-
 // Session::step_sample with several out rows of one sequence (what the
 // batcher's guesses need): each row's greedy sample is the argmax of the
 // logits a plain eval keeps for that row.

@@ -126,5 +126,26 @@ TEST(GuessAllocation, DraftMinForcedAndNothingTimed) {
   EXPECT_EQ(allocate_guesses(kRequests, forced, linear), (std::vector<int>{5, 4, 3, 0}));
 }
 
+// A draft model's steps: one for all requests a guess deep, so a step
+// whose deepest request has d guesses costs t + d * draft_step_seconds.
+// Flat target steps of 0.01 s: rates worked by hand.
+TEST(GuessAllocation, ADraftsStepsCountAGuessDeep) {
+  StepTimes flat;
+  flat.observe(1, 0.01);
+  flat.observe(64, 0.01);
+  GuessStep s{.tokens = 4, .yield = 4, .room = 100, .draft_min = 0, .draft_step_seconds = 0.001};
+  // All 12 (16 tokens, 5 deep): 8.871 / 0.015 = 591 a second, over 4 / 0.01 = 400.
+  EXPECT_EQ(allocate_guesses(kRequests, s, flat), (std::vector<int>{5, 4, 3, 0}));
+  s.draft_step_seconds = 0.005;  // a draft step half a target step: 12 give 8.871 / 0.035 = 253
+  EXPECT_EQ(allocate_guesses(kRequests, s, flat), (std::vector<int>{0, 0, 0, 0}));
+  // One request: free guesses take 4 (8 tokens, the ladder); at 0.002 s a
+  // draft step the first pays (4.9 / 0.012 = 408), the second does not (5.71 / 0.014 = 408 - 0.4).
+  const std::vector<GuessCandidate> one = {{0.9, 5}};
+  s.draft_step_seconds = 0;
+  EXPECT_EQ(allocate_guesses(one, s, flat), (std::vector<int>{4}));
+  s.draft_step_seconds = 0.002;
+  EXPECT_EQ(allocate_guesses(one, s, flat), (std::vector<int>{1}));
+}
+
 }  // namespace
 }  // namespace weir

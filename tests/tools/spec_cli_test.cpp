@@ -2,13 +2,16 @@
 // generates takes them, text is the same with and without guesses (n-gram
 // lookup, a draft model), and bad input gets one clear line: an unknown
 // --spec, a draft without -md, -md with --spec ngram, k out of range, a
-// draft of another vocabulary or larger than the target.
+// draft of another vocabulary or larger than the target. weir serve with a
+// draft model answers concurrent requests with the text it gives without
+// one, and refuses a draft of another vocabulary in one line.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "tools/serve_process.h"
 #include "tools/weir_cli.h"
 
 namespace {
@@ -125,6 +128,75 @@ TEST(SpecCli, BadInputIsOneClearLine) {
   EXPECT_NE(r.err.find("have different vocabularies: token "), std::string::npos) << r.err;
   // Another architecture of the same vocabulary is a fine draft.
   EXPECT_EQ(run_weir(run + "-md " + shell_quote(m.other_arch)).code, 0);
+}
+
+// Four completions at once (greedy and with seeds), their texts one a
+// line, then "guesses DRAFTED ACCEPTED" from the server's /metrics.
+struct Answers {
+  std::string texts;
+  long drafted = -1, accepted = -1;
+};
+
+Answers serve_answers(const std::string& model, const std::vector<std::string>& extra) {
+  weir::test::ServeProcess serve(model, extra);
+  Answers a;
+  if (!serve.wait_up()) {
+    a.texts = "the server did not come up";
+    return a;
+  }
+  const std::string script = weir::test::process_dir() + "/spec-serve-client.py";
+  std::ofstream(script) << R"(import json, sys, threading, urllib.request
+base = sys.argv[1]
+prompts = ["one two three four five six one two three four", "red green blue red green blue red",
+           "a b c d e f g a b c", "seven eight nine ten seven eight"]
+texts = [None] * len(prompts)
+def ask(i):
+    body = {"prompt": prompts[i], "max_tokens": 32, "temperature": 0 if i % 2 == 0 else 0.8, "seed": 2000 + i}
+    r = urllib.request.Request(base + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    texts[i] = json.load(urllib.request.urlopen(r, timeout=120))["choices"][0]["text"]
+threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(prompts))]
+for t in threads: t.start()
+for t in threads: t.join()
+for t in texts: print(json.dumps(t))
+m = {l.split()[0]: float(l.split()[1]) for l in urllib.request.urlopen(base + "/metrics", timeout=10).read().decode().splitlines()
+     if l.startswith("weir_spec_guesses")}
+print("guesses %d %d" % (m["weir_spec_guesses_drafted_total"], m["weir_spec_guesses_accepted_total"]))
+)";
+  FILE* p = popen(("python3 " + shell_quote(script) + " " + serve.base() + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  if (p) pclose(p);
+  const size_t at = out.rfind("guesses ");
+  if (at == std::string::npos || std::sscanf(out.c_str() + at, "guesses %ld %ld", &a.drafted, &a.accepted) != 2) {
+    a.texts = "no answers: " + out;
+    return a;
+  }
+  a.texts = out.substr(0, at);
+  return a;
+}
+
+TEST(SpecCli, ServeWithADraftModelGivesTheSameTexts) {
+  const Models& m = models();
+  const Answers plain = serve_answers(m.tiny, {});
+  ASSERT_EQ(plain.drafted, 0) << plain.texts;
+  for (const std::string& draft : {m.tiny, m.other_arch}) {  // its own file, another architecture
+    SCOPED_TRACE(draft);
+    const Answers spec = serve_answers(m.tiny, {"-md", draft, "--draft-min", "2"});
+    EXPECT_EQ(spec.texts, plain.texts);
+    EXPECT_GT(spec.drafted, 0) << "no guess was drafted";
+    EXPECT_GT(spec.accepted, 0) << "no guess was kept";
+  }
+}
+
+TEST(SpecCli, ServeRefusesADraftOfAnotherVocabularyInOneLine) {
+  const Models& m = models();
+  const auto r = run_weir("serve -m " + shell_quote(m.tiny) + " --port 0 -md " + shell_quote(m.starcoder));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("a draft model needs the target's vocabulary"), std::string::npos) << r.err;
+  const auto larger = run_weir("serve -m " + shell_quote(m.tiny) + " --port 0 -md " + shell_quote(m.tiny_f32));
+  EXPECT_NE(larger.code, 0);
+  EXPECT_NE(larger.err.find("is larger than the target"), std::string::npos) << larger.err;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/session.h"
 #include "engine/batcher.h"
+#include "engine/spec_setup.h"
 #include "server/http_server.h"
 #include "text/chat_template.h"
 #include "tools/args.h"
@@ -88,8 +89,6 @@ int cmd_serve(int argc, char** argv) {
   if (!a.parse(argc, argv)) return 0;
   rf.parsed(a);
   const SpecOptions spec_options = sf.options(a);
-  if (spec_options.mode == SpecMode::Draft)  // (before the model loads)
-    throw UsageError("-md: a draft model is not supported by weir serve yet; use --spec ngram");
   RuntimeSpec spec = rf.spec(model_path);
   spec.max_graphs = 128;  // a server's steps come in many shapes (most of them small decode steps)
   spec.stop_steps = false;  // a stop signal ends the load; the HTTP side ends the requests (no step fails half-done)
@@ -113,6 +112,13 @@ int cmd_serve(int argc, char** argv) {
   Runtime rt = build_runtime(spec);
   const Model& model = *rt.model;
   const Tokenizer& tok = model.tokenizer();
+  // A draft model (-md): its own runtime, checked against the target's
+  // vocabulary and size first (one line naming the difference).
+  std::unique_ptr<Runtime> draft;
+  if (spec_options.mode == SpecMode::Draft) {
+    if (model.hparams().embeddings_only) throw UsageError("-md: " + model.hparams().arch + " only makes embeddings; a draft model has nothing to guess");
+    draft = make_batch_draft(spec_options, spec, model, rt.session->n_ctx(), rt.session->n_batch(), spec.max_graphs);
+  }
   std::unique_ptr<ChatTemplate> chat;
   if (model.hparams().embeddings_only) {  // a BERT encoder: no chat template to look for
     std::fprintf(stderr, "weir serve: %s only makes embeddings: /v1/embeddings works; chat and completions answer 400\n",
@@ -133,6 +139,7 @@ int cmd_serve(int argc, char** argv) {
   eo.kept_prefixes = kept;
   eo.reuse_prefixes = kept > 0;
   eo.spec = spec_options;
+  eo.draft = draft ? draft->session.get() : nullptr;
   std::unique_ptr<FILE, int (*)(FILE*)> log_file(nullptr, fclose);
   if (!step_log.empty()) {
     log_file.reset(std::fopen(step_log.c_str(), "w"));
@@ -167,9 +174,12 @@ int cmd_serve(int argc, char** argv) {
   server::HttpServer http(engine, tok, chat.get(), ho);
   const int bound = http.bind();
   engine.start();
+  const std::string spec_note = spec_options.mode == SpecMode::Ngram ? ", n-gram speculation"
+                                : draft ? ", draft model " + draft->model->file().name()
+                                        : "";
   std::fprintf(stderr, "weir serve: %s on %s, %d at once, %lld cells%s; listening on http://%s:%d\n", ho.model_name.c_str(),
                rt.backends.placement.empty() ? "the CPU" : rt.backends.placement.c_str(), parallel, static_cast<long long>(n_ctx),
-               spec_options.mode == SpecMode::Ngram ? ", n-gram speculation" : "", host.c_str(), bound);
+               spec_note.c_str(), host.c_str(), bound);
   std::fflush(stderr);
   std::thread watcher([&] {
     while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
