@@ -73,6 +73,9 @@ def test_other_draft_models_are_refused(model_path):
         weir.Llama(model_path, n_ctx=256, n_threads=THREADS, draft_model="no-such-draft.gguf")
     with pytest.raises(ValueError, match="draft_gpu_layers"):
         weir.Llama(model_path, n_ctx=256, n_threads=THREADS, draft_gpu_layers=0)
+    for bad in (2**40, -2):
+        with pytest.raises(ValueError, match="draft_gpu_layers"):
+            weir.Llama(model_path, n_ctx=256, n_threads=THREADS, draft_model=model_path, draft_gpu_layers=bad)
 
 
 def test_a_draft_models_path_gives_the_plain_text(llm, model_path):

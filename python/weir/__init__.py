@@ -231,7 +231,8 @@ class Llama:
         if draft_gpu_layers is not None:
             if not isinstance(draft_model, (str, os.PathLike)):
                 raise ValueError("draft_gpu_layers: there is no draft model (draft_model=\"path.gguf\")")
-            o.spec_draft_gpu_layers = int(draft_gpu_layers)
+            _check_int("draft_gpu_layers", draft_gpu_layers, -1, _INT32_MAX)
+            o.spec_draft_gpu_layers = draft_gpu_layers
         self.model_path = model_path
         self._model = _weir.Model(model_path, o)
         self._seeds = random.Random(seed)

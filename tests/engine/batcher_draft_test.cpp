@@ -87,6 +87,33 @@ TEST(DraftBatch, GuessesAreEachSequencesGreedyTokensInFewSteps) {
   small.release(0);
 }
 
+// Short of draft cells: the sequences not asked about go first, then the
+// last requests get no guesses; the others' are still their greedy tokens.
+TEST(DraftBatch, ShortOfCellsTheLastRequestsGoWithout) {
+  Models m;
+  const Model& d = *m.gemma;
+  SessionParams sp;
+  sp.n_ctx = 40;
+  sp.n_batch = 32;
+  Session s(d, m.cpu, sp);
+  DraftBatch draft(s, m.llama->hparams().n_vocab);
+  std::mt19937 rng(4);
+  const std::vector<int32_t> idle = random_tokens(rng, d.hparams().n_vocab, 12), a = random_tokens(rng, d.hparams().n_vocab, 10),
+                             b = random_tokens(rng, d.hparams().n_vocab, 12), c = random_tokens(rng, d.hparams().n_vocab, 9);
+  const std::vector<DraftBatch::Request> first = {{3, idle, 2}};
+  EXPECT_EQ(draft.propose(first)[0], test::greedy_alone(d, m.cpu, idle, 2));
+  // 13 + 15 + 13 cells wanted (text + guesses - 1), 27 free: sequence 3's
+  // 13 go, and 41 > 40 still: c goes without.
+  const std::vector<DraftBatch::Request> three = {{0, a, 4}, {1, b, 4}, {2, c, 5}};
+  const std::vector<std::vector<int32_t>> got = draft.propose(three);
+  EXPECT_EQ(got[0], test::greedy_alone(d, m.cpu, a, 4));
+  EXPECT_EQ(got[1], test::greedy_alone(d, m.cpu, b, 4));
+  EXPECT_TRUE(got[2].empty()) << "no room for the last request";
+  EXPECT_EQ(draft.sequences_held(), 3) << "sequence 3 let go (2 held an empty text)";
+  for (int32_t seq : {0, 1, 2, 3}) draft.release(seq);
+  EXPECT_EQ(s.kv_cache().n_free(), s.kv_cache().n_cells());
+}
+
 struct Outcome {
   std::string text, why;
   int64_t completion = 0;
