@@ -11,6 +11,7 @@ namespace weir {
 namespace {
 constexpr double kPriorWeight = 4;       // guesses the prior acceptance is worth
 constexpr double kOptimisticSlope = 0.02;  // t(0) a token for k not timed yet
+constexpr double kMinGain = 1.03;          // guesses must promise 3% more tokens a second
 }  // namespace
 
 DraftLength::DraftLength(DraftLengthOptions o) : o_(o), time_(size_t(kMaxDraft) + 1, 0.0) {
@@ -86,7 +87,7 @@ double DraftLength::speedup(int k) const {
 int DraftLength::next() const {
   if (time_[0] == 0) return o_.draft_min;  // plain decoding's cost first: the yardstick
   int best = 0;
-  double best_gain = 1;  // plain decoding
+  double best_gain = kMinGain;  // plain decoding, and a margin for the estimates' noise
   for (int k = std::max(1, o_.draft_min); k <= o_.draft_max; ++k) {
     const double g = speedup(k);
     if (g > best_gain || (best == 0 && o_.draft_min > 0)) best = k, best_gain = g;

@@ -54,6 +54,7 @@ int32_t Generator::start(std::span<const int32_t> context, size_t cached) {
   tokens_.push_back(t);
   ++stats_.tokens;
   ++stats_.steps;
+  last_return_ = Clock::now();
   return t;
 }
 
@@ -106,26 +107,19 @@ std::vector<int32_t> Generator::guesses(int most) {
   std::vector<int32_t> g = proposer_->propose(tokens_, ask);
   const double dt = seconds(Clock::now() - t0);
   stats_.draft_seconds += dt;
+  draft_in_step_ += dt;
   length_.observe_draft(int(g.size()), dt);
   return g;
 }
 
 int32_t Generator::plain_step(int32_t last) {
   const int32_t one[1] = {last};
-  const auto t0 = Clock::now();
-  int32_t t;
-  if (how_.on_backend) {
-    t = s_.eval_sample(one, how_.backend);
-  } else {
-    s_.eval(one);
-    t = host_sample(s_.logits());
-    length_.observe_step(0, seconds(Clock::now() - t0));  // the host's steps are never pipelined
-  }
-  return t;
+  if (how_.on_backend) return s_.eval_sample(one, how_.backend);
+  s_.eval(one);
+  return host_sample(s_.logits());
 }
 
 std::vector<int32_t> Generator::check(int32_t last, const std::vector<int32_t>& g) {
-  const auto t0 = Clock::now();
   std::vector<int32_t> out;
   if (how_.on_backend) {
     const DraftVerdict d = s_.eval_guesses(last, g, how_.backend);
@@ -147,7 +141,6 @@ std::vector<int32_t> Generator::check(int32_t last, const std::vector<int32_t>& 
     }
     s_.truncate(0, n0 + int64_t(out.size()));
   }
-  length_.observe_step(int(g.size()), seconds(Clock::now() - t0));
   length_.observe(int(g.size()), int(out.size()) - 1);
   ++stats_.spec_steps;
   stats_.drafted += int64_t(g.size());
@@ -163,31 +156,55 @@ std::vector<int32_t> Generator::next(int max_tokens) {
   const int64_t room = s_.n_ctx() - s_.n_past() - 1;
   const int most = int(std::min<int64_t>({int64_t(max_tokens) - 1, room, s_.n_batch() - 1}));
   std::vector<int32_t> out;
+  draft_in_step_ = 0;
+  enum class Kind { Pipelined, Drain, Spec, Plain } kind;
+  int k = 0;
   if (s_.n_queued() > 0) {
     // Pipelined: a step whose input is the last token returned is queued.
     // Decide now whether the step after it is queued too or the generator
     // stops to check guesses once its token is in.
     const bool speculate = want_guesses(most - 1);
     if (!speculate && max_tokens > 1) s_.queue_sample_next(how_.backend);
-    const int32_t t = s_.take_sampled();
-    const auto now = Clock::now();
-    if (last_take_ && s_.n_queued() > 0) length_.observe_step(0, seconds(now - *last_take_));
-    last_take_ = s_.n_queued() > 0 ? std::optional<Clock::time_point>(now) : std::nullopt;
-    out.push_back(t);
+    kind = s_.n_queued() > 1 ? Kind::Pipelined : Kind::Drain;
+    out.push_back(s_.take_sampled());
   } else {
     const int32_t last = tokens_.back();
     std::vector<int32_t> g = guesses(most);
     if (!g.empty()) {
       if (int(g.size()) > most) g.resize(size_t(most));
+      kind = Kind::Spec;
+      k = int(g.size());
       out = check(last, g);
     } else {
+      kind = Kind::Plain;
       out.push_back(plain_step(last));
-      if (how_.on_backend && max_tokens > 1 && out[0] >= 0) {
-        s_.queue_sample_next(how_.backend);  // back to the pipeline
-        last_take_.reset();
-      }
+      if (how_.on_backend && max_tokens > 1 && out[0] >= 0) s_.queue_sample_next(how_.backend);  // back to the pipeline
     }
   }
+  // What the step cost, from the return before to this one (the caller's
+  // time between included, as in every step): plain decoding's steady
+  // pipelined steps are t(0); leaving and re-entering the pipeline for
+  // guesses costs more than a pipelined step, and that is charged to the
+  // next step that checks guesses, so the rule weighs it. On the host,
+  // plain steps are never pipelined: they are t(0).
+  const auto now = Clock::now();
+  if (last_return_) {
+    const double dt = seconds(now - *last_return_) - draft_in_step_;
+    const double t0 = length_.step_cost(0);
+    switch (kind) {
+      case Kind::Pipelined: length_.observe_step(0, dt); break;
+      case Kind::Drain: overhead_ += std::max(0.0, dt - t0); break;
+      case Kind::Spec:
+        length_.observe_step(k, dt + overhead_);
+        overhead_ = 0;
+        break;
+      case Kind::Plain:
+        if (how_.on_backend) overhead_ += std::max(0.0, dt - t0);
+        else length_.observe_step(0, dt);
+        break;
+    }
+  }
+  last_return_ = now;
   for (int32_t t : out)
     if (t < 0) throw Error("the model computed no finite logit");
   tokens_.insert(tokens_.end(), out.begin(), out.end());

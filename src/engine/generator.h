@@ -105,7 +105,9 @@ class Generator {
   std::vector<int32_t> unchecked_;  // guesses the rule did not check, scored as tokens come
   size_t unchecked_at_ = 0;         // where in tokens_ they begin
   int plain_since_probe_ = 0;       // plain steps since a costly proposer was last tried
-  std::optional<Clock::time_point> last_take_;  // pipelined: when the previous token came
+  std::optional<Clock::time_point> last_return_;  // when start() or next() last returned
+  double overhead_ = 0;       // leaving and re-entering the pipeline, not yet charged to a step of guesses
+  double draft_in_step_ = 0;  // the proposer's time in this next() call (the rule counts it apart)
   bool finished_ = false;
 };
 
