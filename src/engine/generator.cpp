@@ -1,6 +1,7 @@
 #include "engine/generator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 
@@ -157,6 +158,7 @@ std::vector<int32_t> Generator::next(int max_tokens) {
   const int most = int(std::min<int64_t>({int64_t(max_tokens) - 1, room, s_.n_batch() - 1}));
   std::vector<int32_t> out;
   draft_in_step_ = 0;
+  const double built_before = s_.graph_build_seconds();
   enum class Kind { Pipelined, Drain, Spec, Plain } kind;
   int k = 0;
   if (s_.n_queued() > 0) {
@@ -172,6 +174,9 @@ std::vector<int32_t> Generator::next(int max_tokens) {
     std::vector<int32_t> g = guesses(most);
     if (!g.empty()) {
       if (int(g.size()) > most) g.resize(size_t(most));
+      // Steps of 2, 4, 8, 16 ... tokens: a few shapes (each a graph to
+      // build), the guesses cut down to one of them.
+      g.resize(std::bit_floor(g.size() + 1) - 1);
       kind = Kind::Spec;
       k = int(g.size());
       out = check(last, g);
@@ -189,7 +194,9 @@ std::vector<int32_t> Generator::next(int max_tokens) {
   // plain steps are never pipelined: they are t(0).
   const auto now = Clock::now();
   if (last_return_) {
-    const double dt = seconds(now - *last_return_) - draft_in_step_;
+    // A step that built a graph (a new shape) is timed without it: that is
+    // paid once a shape, not a step.
+    const double dt = seconds(now - *last_return_) - draft_in_step_ - (s_.graph_build_seconds() - built_before);
     const double t0 = length_.step_cost(0);
     switch (kind) {
       case Kind::Pipelined: length_.observe_step(0, dt); break;

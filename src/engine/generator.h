@@ -19,9 +19,11 @@
 // proposer's guesses are still scored against the tokens that come, so it
 // takes speculation up again when the text starts to repeat.
 //
-// Steps of k guesses come in up to draft_max + 1 shapes, each a forward
-// graph: a session used with guesses keeps kSpecGraphs of them
-// (SessionParams::max_graphs) so that they are built once.
+// Steps of guesses are 2, 4, 8, 16 ... tokens long (the guesses cut down
+// to 1, 3, 7, 15 ...), so that they come in few shapes, each a forward graph
+// to build; a session used with guesses keeps kSpecGraphs of them
+// (SessionParams::max_graphs) so that they are built once. Steps are timed
+// without the graph building they did.
 #pragma once
 #include <chrono>
 #include <cstdint>
