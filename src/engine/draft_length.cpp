@@ -53,6 +53,12 @@ void DraftLength::observe_draft(int tokens, double seconds) {
   draft_tokens_ = o_.decay * draft_tokens_ + tokens;
 }
 
+void DraftLength::observe_overhead(double seconds) {
+  if (!(seconds >= 0)) return;
+  overhead_ = overhead_seen_ ? o_.decay * overhead_ + (1 - o_.decay) * seconds : seconds;
+  overhead_seen_ = true;
+}
+
 double DraftLength::step_cost(int k) const {
   const double t0 = time_[0];
   if (k <= 0 || t0 == 0) return t0;
@@ -81,7 +87,7 @@ double DraftLength::speedup(int k) const {
   const double t0 = time_[0];
   if (t0 == 0) return k == 0 ? 1 : expected_tokens(acceptance(), k);  // nothing timed: tokens a step
   const double d = draft_tokens_ > 0 ? draft_seconds_ / draft_tokens_ : 0;
-  return expected_tokens(acceptance(), k) * t0 / (step_cost(k) + k * d);
+  return expected_tokens(acceptance(), k) * t0 / (step_cost(k) + k * d + (k > 0 ? overhead_ : 0));
 }
 
 int DraftLength::next() const {

@@ -7,8 +7,10 @@
 // measured time of a target step over k + 1 tokens of the sequence, d the
 // measured time the proposer takes a guess (0 for n-gram lookup). The rule
 // picks the k in [max(1, draft_min), draft_max] that makes the most tokens
-// a second, E(k) / (t(k) + k d), and speculates only when that beats plain
-// decoding, 1 / t(0) (draft_min > 0 forces at least draft_min guesses).
+// a second, E(k) / (t(k) + k d + o), and speculates only when that beats plain
+// decoding, 1 / t(0), by 3% (draft_min > 0 forces at least draft_min
+// guesses). o: what leaving plain decoding's pipeline for a run of guessing
+// steps cost beyond the steps, measured (0 on the host).
 //
 // a is the decayed share of kept guesses over the guesses checked (a
 // refused guess ends a step's trials); t(k) the decayed mean of the steps
@@ -51,6 +53,11 @@ class DraftLength {
   void observe_step(int k, double seconds);
   // The proposer took `seconds` for `tokens` guesses.
   void observe_draft(int tokens, double seconds);
+  // A run of guessing steps cost `seconds` beyond its steps (leaving and
+  // re-entering plain decoding's pipeline); the rule adds it to each
+  // step's cost (a long run pays it once: the rule errs towards plain
+  // decoding).
+  void observe_overhead(double seconds);
 
   double acceptance() const;
   // t(k) as the rule sees it now (seconds; 0 when t(0) is not known yet).
@@ -66,6 +73,8 @@ class DraftLength {
   double kept_ = 0, checked_ = 0;  // decayed counts
   std::vector<double> time_;       // decayed mean seconds of a step of k guesses (0: not timed)
   double draft_seconds_ = 0, draft_tokens_ = 0;
+  double overhead_ = 0;  // decayed mean (0: none seen)
+  bool overhead_seen_ = false;
 };
 
 }  // namespace weir

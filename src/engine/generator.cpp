@@ -1,7 +1,6 @@
 #include "engine/generator.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <string>
 
@@ -174,9 +173,6 @@ std::vector<int32_t> Generator::next(int max_tokens) {
     std::vector<int32_t> g = guesses(most);
     if (!g.empty()) {
       if (int(g.size()) > most) g.resize(size_t(most));
-      // Steps of 2, 4, 8, 16 ... tokens: a few shapes (each a graph to
-      // build), the guesses cut down to one of them.
-      g.resize(std::bit_floor(g.size() + 1) - 1);
       kind = Kind::Spec;
       k = int(g.size());
       out = check(last, g);
@@ -188,10 +184,11 @@ std::vector<int32_t> Generator::next(int max_tokens) {
   }
   // What the step cost, from the return before to this one (the caller's
   // time between included, as in every step): plain decoding's steady
-  // pipelined steps are t(0); leaving and re-entering the pipeline for
-  // guesses costs more than a pipelined step, and that is charged to the
-  // next step that checks guesses, so the rule weighs it. On the host,
-  // plain steps are never pipelined: they are t(0).
+  // pipelined steps are t(0), a step of k guesses t(k). Leaving the
+  // pipeline for guesses and coming back to it costs more than pipelined
+  // steps would have: that excess is the rule's overhead of a run of
+  // guessing steps, observed at the first step of the next run. On the
+  // host, plain steps are never pipelined: they are t(0).
   const auto now = Clock::now();
   if (last_return_) {
     // A step that built a graph (a new shape) is timed without it: that is
@@ -202,7 +199,8 @@ std::vector<int32_t> Generator::next(int max_tokens) {
       case Kind::Pipelined: length_.observe_step(0, dt); break;
       case Kind::Drain: overhead_ += std::max(0.0, dt - t0); break;
       case Kind::Spec:
-        length_.observe_step(k, dt + overhead_);
+        length_.observe_step(k, dt);
+        if (entering_) length_.observe_overhead(overhead_);
         overhead_ = 0;
         break;
       case Kind::Plain:
@@ -212,6 +210,7 @@ std::vector<int32_t> Generator::next(int max_tokens) {
     }
   }
   last_return_ = now;
+  entering_ = kind != Kind::Spec;  // the next step of guesses begins a run
   for (int32_t t : out)
     if (t < 0) throw Error("the model computed no finite logit");
   tokens_.insert(tokens_.end(), out.begin(), out.end());

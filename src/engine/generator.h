@@ -19,9 +19,8 @@
 // proposer's guesses are still scored against the tokens that come, so it
 // takes speculation up again when the text starts to repeat.
 //
-// Steps of guesses are 2, 4, 8, 16 ... tokens long (the guesses cut down
-// to 1, 3, 7, 15 ...), so that they come in few shapes, each a forward graph
-// to build; a session used with guesses keeps kSpecGraphs of them
+// Steps of k guesses come in up to draft_max + 1 shapes, each a forward
+// graph: a session used with guesses keeps kSpecGraphs of them
 // (SessionParams::max_graphs) so that they are built once. Steps are timed
 // without the graph building they did.
 #pragma once
@@ -108,7 +107,8 @@ class Generator {
   size_t unchecked_at_ = 0;         // where in tokens_ they begin
   int plain_since_probe_ = 0;       // plain steps since a costly proposer was last tried
   std::optional<Clock::time_point> last_return_;  // when start() or next() last returned
-  double overhead_ = 0;       // leaving and re-entering the pipeline, not yet charged to a step of guesses
+  double overhead_ = 0;       // leaving and re-entering the pipeline since the last run of guessing steps
+  bool entering_ = true;      // the next step of guesses begins a run of them
   double draft_in_step_ = 0;  // the proposer's time in this next() call (the rule counts it apart)
   bool finished_ = false;
 };
