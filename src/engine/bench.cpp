@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -285,13 +286,17 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
   if (!o.context.empty() && int64_t(o.context.size()) != t.n_depth)
     throw Error("bench: test " + t.name() + ": the context has " + std::to_string(o.context.size()) + " tokens, not -d");
   SpecStats spec_total;
+  std::optional<DraftLength> learnt;
   // Speculative tests: greedy through the generator, from the context (or
   // a random token) on.
   auto gen_spec = [&](int n) {
     GeneratorSampling how;
     how.on_backend = true;
     how.backend.temperature = 0;
-    Generator g(s, how, t.spec == "off" ? nullptr : o.proposer, o.draft_length);
+    // Each repetition starts from what the ones before learnt (the warm-up's
+    // too), as a program that keeps generating would.
+    Generator g = learnt ? Generator(s, how, t.spec == "off" ? nullptr : o.proposer, *learnt)
+                         : Generator(s, how, t.spec == "off" ? nullptr : o.proposer, o.draft_length);
     std::vector<int32_t> ctx;
     if (!o.context.empty()) {  // the context is in the cache but its last token: start() runs that one
       ctx = o.context;
@@ -304,6 +309,7 @@ BenchResult run_bench_test(const Model& model, Backend& backend, const BenchTest
     g.start(ctx, size_t(s.n_past()));
     while (got < n) got += int(g.next(n - got).size());
     g.finish();
+    learnt = g.draft_length();
     return g.stats();
   };
   auto prompt = [&] {

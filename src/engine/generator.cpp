@@ -20,6 +20,11 @@ Generator::Generator(Session& s, GeneratorSampling how, DraftProposer* proposer,
   if (!how_.on_backend && !how_.host) throw Error("generator: sampling on the host needs a Sampler");
 }
 
+Generator::Generator(Session& s, GeneratorSampling how, DraftProposer* proposer, const DraftLength& learnt)
+    : Generator(s, how, proposer, learnt.options()) {
+  length_ = learnt;
+}
+
 Generator::~Generator() {
   try {
     finish();

@@ -62,6 +62,10 @@ class Generator {
   // proposer: null for plain decoding. The session's sequence 0 may hold
   // tokens already (a conversation's earlier turns; start() says which).
   Generator(Session& s, GeneratorSampling how, DraftProposer* proposer, DraftLengthOptions length = {});
+  // Starting from what an earlier generator on this device learnt (its
+  // draft_length(): the step costs and acceptance), as chat's turns and
+  // bench's repetitions do.
+  Generator(Session& s, GeneratorSampling how, DraftProposer* proposer, const DraftLength& learnt);
   ~Generator();
 
   // Runs the tokens of `context` past the first `cached` (those sequence 0

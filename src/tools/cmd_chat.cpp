@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,7 @@ int cmd_chat(int argc, char** argv) {
   std::vector<jinja::Value> history;
   if (!system_prompt.empty()) history.push_back(message("system", system_prompt));
   std::vector<int32_t> cached;  // the tokens in the session's cache, in order
+  std::optional<DraftLength> learnt;  // the draft-length rule's costs and acceptance so far
   std::string line;
   for (;;) {
     if (tty) write_stdout("> ");
@@ -149,7 +151,8 @@ int cmd_chat(int argc, char** argv) {
     bool prompt_done = false;
     // Each answer is one generator's run: its tokens come a step at a time
     // (one, or the guesses the model kept and its own token).
-    Generator gen(*session, how, specs.proposer.get(), spec_opts.length);
+    Generator gen = learnt ? Generator(*session, how, specs.proposer.get(), *learnt)
+                           : Generator(*session, how, specs.proposer.get(), spec_opts.length);
     size_t said = 0;  // answer tokens shown
     try {
       std::vector<int32_t> pending = {gen.start(ids, same)};
@@ -182,6 +185,7 @@ int cmd_chat(int argc, char** argv) {
       }
     }
     gen.finish();
+    learnt = gen.draft_length();  // the next answer starts from what this one learnt
     if (prompt_done) {
       // The cache keeps the conversation: the prompt and the answer's tokens
       // shown (guesses past them, and the one sampled after, let go).
