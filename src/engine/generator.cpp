@@ -81,7 +81,10 @@ bool Generator::want_guesses(int most) {
   if (proposer_->cheap()) {
     if (k > 0) return !proposer_->propose(tokens_, k).empty();
     keep_unchecked(most);
-    return false;
+    // Now and then guesses are checked anyway, so that step costs measured
+    // once (or badly) are measured again.
+    if (!unchecked_.empty() && ++plain_since_probe_ >= kProbeEvery) probe_due_ = true;
+    return probe_due_;
   }
   return k > 0 || plain_since_probe_ + 1 >= kProbeEvery;
 }
@@ -97,12 +100,14 @@ std::vector<int32_t> Generator::guesses(int most) {
   if (!proposer_ || most <= 0) return {};
   const int k = std::min(length_.next(), most);
   if (proposer_->cheap()) {
-    if (k > 0) {
-      unchecked_.clear();  // checked guesses score themselves
-      return proposer_->propose(tokens_, k);
+    if (k == 0 && !probe_due_) {
+      keep_unchecked(most);  // guesses to score, not to check
+      if (unchecked_.empty() || ++plain_since_probe_ < kProbeEvery) return {};
     }
-    keep_unchecked(most);  // guesses to score, not to check
-    return {};
+    probe_due_ = false;
+    plain_since_probe_ = 0;
+    unchecked_.clear();  // checked guesses score themselves
+    return proposer_->propose(tokens_, k > 0 ? k : std::min(length_.options().draft_max, most));
   }
   int ask = k;
   if (ask == 0 && ++plain_since_probe_ >= kProbeEvery) ask = std::min(kProbeGuesses, most);
@@ -201,9 +206,13 @@ std::vector<int32_t> Generator::next(int max_tokens) {
     const double dt = seconds(now - *last_return_) - draft_in_step_ - (s_.graph_build_seconds() - built_before);
     const double t0 = length_.step_cost(0);
     switch (kind) {
-      case Kind::Pipelined: length_.observe_step(0, dt); break;
+      case Kind::Pipelined:
+        if (timed_once_.insert(0).second) break;  // a shape's first run may record its graph
+        length_.observe_step(0, dt);
+        break;
       case Kind::Drain: overhead_ += std::max(0.0, dt - t0); break;
       case Kind::Spec:
+        if (timed_once_.insert(k).second) break;
         length_.observe_step(k, dt);
         if (entering_) length_.observe_overhead(overhead_);
         overhead_ = 0;
