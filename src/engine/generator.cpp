@@ -81,10 +81,7 @@ bool Generator::want_guesses(int most) {
   if (proposer_->cheap()) {
     if (k > 0) return !proposer_->propose(tokens_, k).empty();
     keep_unchecked(most);
-    // Now and then guesses are checked anyway, so that step costs measured
-    // once (or badly) are measured again.
-    if (!unchecked_.empty() && ++plain_since_probe_ >= kProbeEvery) probe_due_ = true;
-    return probe_due_;
+    return false;
   }
   return k > 0 || plain_since_probe_ + 1 >= kProbeEvery;
 }
@@ -100,14 +97,12 @@ std::vector<int32_t> Generator::guesses(int most) {
   if (!proposer_ || most <= 0) return {};
   const int k = std::min(length_.next(), most);
   if (proposer_->cheap()) {
-    if (k == 0 && !probe_due_) {
+    if (k == 0) {
       keep_unchecked(most);  // guesses to score, not to check
-      if (unchecked_.empty() || ++plain_since_probe_ < kProbeEvery) return {};
+      return {};
     }
-    probe_due_ = false;
-    plain_since_probe_ = 0;
     unchecked_.clear();  // checked guesses score themselves
-    return proposer_->propose(tokens_, k > 0 ? k : std::min(length_.options().draft_max, most));
+    return proposer_->propose(tokens_, k);
   }
   int ask = k;
   if (ask == 0 && ++plain_since_probe_ >= kProbeEvery) ask = std::min(kProbeGuesses, most);
