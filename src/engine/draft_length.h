@@ -3,7 +3,7 @@
 //
 // With a chance a that a guess is kept once those before it were, a step
 // of k guesses yields E(k) = (1 - a^(k+1)) / (1 - a) tokens (the kept
-// guesses and the target's own token) and costs t(k) + k d: t(k) the
+// guesses and the target's own token) and costs t(k) + k d + o: t(k) the
 // measured time of a target step over k + 1 tokens of the sequence, d the
 // measured time the proposer takes a guess (0 for n-gram lookup). The rule
 // picks the k in [max(1, draft_min), draft_max] that makes the most tokens

@@ -94,6 +94,18 @@ TEST(DraftLength, UntimedLengthsFollowTheSlopeBelowThem) {
   EXPECT_DOUBLE_EQ(r.step_cost(6), 3.02 + 2 * 0.04);  // flat from 2 to 4: the 2% floor
 }
 
+TEST(DraftLength, TheCostOfLeavingThePipelineCounts) {
+  DraftLength r({.draft_min = 0, .draft_max = 4, .prior_acceptance = 0.5, .decay = 1.0});
+  for (int k = 0; k <= 4; ++k) r.observe_step(k, 1.0);
+  for (int i = 0; i < 10; ++i) r.observe(2, 1);  // a = (10 + 2) / (20 + 4) = 0.5
+  EXPECT_EQ(r.next(), 4);                       // E(4) = 1.9375 for 1.0
+  r.observe_overhead(1.0);
+  const double a = r.acceptance();
+  EXPECT_NEAR(r.speedup(4), DraftLength::expected_tokens(a, 4) / 2.0, 1e-12);
+  EXPECT_EQ(r.next(), 0);  // 1.94 tokens for 2.0: below plain decoding's 1 for 1 (and its 3% margin)
+  EXPECT_DOUBLE_EQ(r.speedup(0), 1.0);  // plain decoding pays no overhead
+}
+
 TEST(DraftLength, RefusesOutOfRangeLengths) {
   EXPECT_THROW(DraftLength({.draft_min = 0, .draft_max = 0}), Error);
   EXPECT_THROW(DraftLength({.draft_min = 0, .draft_max = DraftLength::kMaxDraft + 1}), Error);
