@@ -11,7 +11,7 @@ namespace weir {
 namespace {
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 // Plain steps between two tries of a costly proposer the rule had given up on.
-constexpr int kProbeEvery = 32;
+constexpr int kProbeEvery = 32, kProbeEveryMost = 1024;
 constexpr int kProbeGuesses = 2;
 }  // namespace
 
@@ -83,7 +83,7 @@ bool Generator::want_guesses(int most) {
     keep_unchecked(most);
     return false;
   }
-  return k > 0 || plain_since_probe_ + 1 >= kProbeEvery;
+  return k > 0 || ++plain_since_probe_ >= probe_every_;  // guesses() makes the probe
 }
 
 void Generator::keep_unchecked(int most) {
@@ -105,7 +105,10 @@ std::vector<int32_t> Generator::guesses(int most) {
     return proposer_->propose(tokens_, k);
   }
   int ask = k;
-  if (ask == 0 && ++plain_since_probe_ >= kProbeEvery) ask = std::min(kProbeGuesses, most);
+  if (ask == 0 && ++plain_since_probe_ >= probe_every_) {
+    ask = std::min(kProbeGuesses, most);
+    probing_ = true;
+  }
   if (ask == 0) return {};
   plain_since_probe_ = 0;
   const auto t0 = Clock::now();
@@ -147,6 +150,10 @@ std::vector<int32_t> Generator::check(int32_t last, const std::vector<int32_t>& 
     s_.truncate(0, n0 + int64_t(out.size()));
   }
   length_.observe(int(g.size()), int(out.size()) - 1);
+  if (probing_) {  // a probe that kept nothing waits twice as long for the next
+    probe_every_ = out.size() > 1 ? kProbeEvery : std::min(2 * probe_every_, kProbeEveryMost);
+    probing_ = false;
+  }
   ++stats_.spec_steps;
   stats_.drafted += int64_t(g.size());
   stats_.accepted += int64_t(out.size()) - 1;

@@ -114,6 +114,8 @@ class Generator {
   std::vector<int32_t> unchecked_;  // guesses the rule did not check, scored as tokens come
   size_t unchecked_at_ = 0;         // where in tokens_ they begin
   int plain_since_probe_ = 0;       // plain steps since a costly proposer was last tried
+  int probe_every_ = 32;            // plain steps between its tries (doubling while they keep nothing, to 1,024)
+  bool probing_ = false;            // the step being checked is such a try
   std::set<int> timed_once_;        // step lengths seen once (their first run is not timed)
   std::optional<Clock::time_point> last_return_;  // when start() or next() last returned
   double overhead_ = 0;       // leaving and re-entering the pipeline since the last run of guessing steps
