@@ -503,22 +503,29 @@ void Batcher::loop() {
   }
 }
 
+GuessStep Batcher::step_without_guesses(size_t* prompt_left) const {
+  // Every decode token and the prompt chunks that fit; the guesses get what
+  // they leave of the budget.
+  size_t decoding = 0;
+  *prompt_left = 0;
+  for (const auto& a : active_) {
+    if (a->decoding) ++decoding;
+    else *prompt_left += a->prefill.size() - a->prompt_done;
+  }
+  GuessStep step;
+  step.tokens = std::min(o_.step_tokens, decoding + *prompt_left);
+  step.yield = double(decoding);
+  step.room = o_.step_tokens - step.tokens;
+  step.draft_min = o_.spec.length.draft_min;
+  return step;
+}
+
 void Batcher::propose_guesses() {
   for (auto& a : active_) a->guesses.clear();
   if (draft_) return propose_draft_guesses();
   if (!proposer_) return;
-  // The step without guesses: every decode token and the prompt chunks that
-  // fit; the guesses get what they leave of the budget.
-  size_t decoding = 0, prompt_left = 0;
-  for (const auto& a : active_) {
-    if (a->decoding) ++decoding;
-    else prompt_left += a->prefill.size() - a->prompt_done;
-  }
-  GuessStep step;
-  step.tokens = std::min(o_.step_tokens, decoding + prompt_left);
-  step.yield = double(decoding);
-  step.room = o_.step_tokens - step.tokens;
-  step.draft_min = o_.spec.length.draft_min;
+  size_t prompt_left = 0;
+  const GuessStep step = step_without_guesses(&prompt_left);
   std::vector<GuessCandidate> candidates;
   std::vector<Active*> who;
   for (auto& p : active_) {
@@ -547,17 +554,8 @@ void Batcher::propose_guesses() {
 }
 
 void Batcher::propose_draft_guesses() {
-  // The step without guesses, as propose_guesses has it.
-  size_t decoding = 0, prompt_left = 0;
-  for (const auto& a : active_) {
-    if (a->decoding) ++decoding;
-    else prompt_left += a->prefill.size() - a->prompt_done;
-  }
-  GuessStep step;
-  step.tokens = std::min(o_.step_tokens, decoding + prompt_left);
-  step.yield = double(decoding);
-  step.room = o_.step_tokens - step.tokens;
-  step.draft_min = o_.spec.length.draft_min;
+  size_t prompt_left = 0;
+  GuessStep step = step_without_guesses(&prompt_left);
   step.draft_step_seconds = draft_step_seconds_;
   // Every guess the draft could make, by each request's acceptance; the
   // draft runs only for those the rule gives some, as deep as the most.

@@ -62,6 +62,7 @@
 #include "engine/session.h"
 #include "engine/host_sampling.h"
 #include "engine/spec_options.h"
+#include "engine/guess_allocation.h"
 #include "engine/step_times.h"
 #include "engine/stop_strings.h"
 #include "text/tokenizer.h"
@@ -256,6 +257,9 @@ class Batcher {
   // Speculative decoding: each decoding request's guesses for the next step
   // (Active::guesses), by the rule of engine/guess_allocation.h.
   void propose_guesses();
+  // The step before any guess (its tokens, the decode tokens it yields, the
+  // room left); *prompt_left: prompt tokens still to compute.
+  GuessStep step_without_guesses(size_t* prompt_left) const;
   // Mode Draft: the rule first (every guess the draft could make, at its
   // measured cost), then the draft only for the requests it gives guesses.
   void propose_draft_guesses();

@@ -673,16 +673,14 @@ DraftVerdict Session::eval_guesses(int32_t last, std::span<const int32_t> guesse
     throw Error("session: context full (" + std::to_string(p_.n_ctx) + " tokens); use a larger context (-c)");
   seed_rng(s);
   const Rng before = rng_;
-  std::vector<int32_t> rows(std::bit_ceil(T));
-  std::vector<float> params(5 * rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    rows[r] = int32_t(std::min(r, T - 1));  // padded as step_sample pads (the last row again)
-    const float u = r < T ? std::min(float(rng_.next_double()), 0x1.fffffep-1f) : params[5 * (r - 1) + 4];
-    const float prm[5] = {s.temperature, float(s.top_k), s.top_p, s.min_p, u};
-    std::copy(prm, prm + 5, params.begin() + std::ptrdiff_t(5 * r));
+  std::vector<int32_t> rows(T);
+  std::vector<float> params;
+  for (size_t r = 0; r < T; ++r) {
+    rows[r] = int32_t(r);
+    const float u = std::min(float(rng_.next_double()), 0x1.fffffep-1f);
+    params.insert(params.end(), {s.temperature, float(s.top_k), s.top_p, s.min_p, u});
   }
-  std::vector<int32_t> ids = sample_rows(tokens, std::vector<int32_t>(T, 0), rows, params.data());
-  ids.resize(T);
+  const std::vector<int32_t> ids = step_sample(tokens, std::vector<int32_t>(T, 0), rows, params);
   const DraftVerdict d = verify_greedy(guesses, ids);
   truncate(0, n0 + 1 + d.accepted);
   rng_ = before;

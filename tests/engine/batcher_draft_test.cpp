@@ -19,6 +19,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/batcher.h"
+#include "batcher_jobs.h"
 #include "engine/draft_batch.h"
 #include "model/model.h"
 #include "tiny_synth.h"
@@ -114,12 +115,7 @@ TEST(DraftBatch, ShortOfCellsTheLastRequestsGoWithout) {
   EXPECT_EQ(s.kv_cache().n_free(), s.kv_cache().n_cells());
 }
 
-struct Outcome {
-  std::string text, why;
-  int64_t completion = 0;
-  std::vector<int32_t> ids;  // with top_logprobs >= 0
-  std::vector<float> logprobs;
-};
+using Outcome = test::JobOutcome;
 
 struct Served {
   std::vector<Outcome> out;
@@ -148,35 +144,9 @@ Served serve(Models& m, const std::vector<Job>& jobs, const Model* draft, int dr
     eo.draft = ds.get();
   }
   Served r;
-  r.out.resize(jobs.size());
   {
     Batcher engine(s, m.llama->tokenizer(), eo);
-    std::vector<std::promise<void>> done(jobs.size());
-    std::vector<Job> copies;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      Job j = jobs[i];
-      Outcome* o = &r.out[i];
-      j.on_text = [o](const std::string& text) { o->text += text; };
-      j.on_token = [o](const HostSample& h) {
-        o->ids.push_back(h.id);
-        o->logprobs.push_back(h.logprob);
-      };
-      j.on_done = [o, &done, i](const std::string& why, const JobCounts& c) {
-        o->why = why;
-        o->completion = c.completion_tokens;
-        done[i].set_value();
-      };
-      j.on_error = [o, &done, i](const std::string& e) {
-        o->why = "error: " + e;
-        done[i].set_value();
-      };
-      copies.push_back(std::move(j));
-    }
-    engine.submit_all(std::move(copies));  // (before start: they begin together)
-    engine.start();
-    for (auto& d : done) d.get_future().get();
-    engine.stop();
-    r.stats = engine.stats();
+    r.out = test::run_jobs(engine, jobs, &r.stats);
   }
   if (ds) r.draft_cells_used = ds->kv_cache().n_cells() - ds->kv_cache().n_free();
   return r;
